@@ -1,0 +1,38 @@
+"""FedProx (Li et al., MLSys 2020): FedAvg with a proximal pull to the round's server model.
+
+Each sampled client runs K SGD steps on F_i(y) + (μ/2)‖y − x^t‖²:
+
+    y ← y − η (∇F_i(y; ξ) + wd·y + μ (y − x^t))
+
+and the server aggregates as FedAvg. μ is not given by the papers; default 0.01.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gossipfl.algorithms import register
+from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
+from gossipfl.algorithms.steps import sgd_direction
+from gossipfl.errors import GossipflError
+
+
+@dataclass
+class FedProxParams(ServerParams):
+    mu: float = 0.01
+
+    def validate(self) -> None:
+        super().validate()
+        if self.mu < 0:
+            raise GossipflError(f"algorithm.mu: must be >= 0, got {self.mu}.")
+
+
+@register
+class FedProx(ServerAlgorithm):
+    name = "fedprox"
+    paper = "Li et al. 2020, Federated Optimization in Heterogeneous Networks"
+    Params = FedProxParams
+
+    def local_direction(self, y, batch):
+        loss, direction = sgd_direction(self.fed, y, batch)
+        return loss, direction + self.params.mu * (y - self.state["server"])

@@ -1,0 +1,417 @@
+"""Typed experiment configuration: parsing, validation with clear messages, YAML in/out.
+
+A config is a nested mapping with the sections ``data``, ``model``, ``topology``,
+``algorithm``, ``train``, ``eval``, ``engine`` and the scalars ``seed``, ``device``, ``name``.
+:func:`load_config` turns a dict (or YAML file) into a :class:`Config`; every mistake becomes
+one :class:`~gossipfl.errors.GossipflError` sentence naming the dotted key and the value.
+
+Values that only the Python API can carry (tensors, an ``nn.Module`` factory, a mixing
+matrix, initial parameters) are accepted where documented and left out of YAML dumps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gossipfl.errors import GossipflError, did_you_mean
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------
+@dataclass
+class DataConfig:
+    """Dataset, partition and where the files are."""
+
+    dataset: str = "fashion_mnist"
+    root: str | None = None
+    download: bool = True
+    clients: int = 100
+    partition: str = "dirichlet"
+    alpha: float = 0.3
+    balanced: bool = True
+    min_size: int = 10
+    classes_per_client: int = 2
+    augment: bool | None = None  # None: the dataset's default (on for CIFAR)
+    local_test_size: int | None = None  # label-matched local test split size per client
+    options: dict = field(default_factory=dict)  # dataset options (synthetic: dim, ...)
+    # API only: a gossipfl.data.Dataset, or per-client data
+    # {"train": [(x_i, y_i), ...], "test": (x, y), "num_classes": C}
+    tensors: Any = None
+
+    def validate(self) -> None:
+        _positive("data.clients", self.clients, integer=True)
+        if self.alpha <= 0:
+            raise GossipflError(f"data.alpha: must be > 0, got {self.alpha}.")
+        _positive("data.classes_per_client", self.classes_per_client, integer=True)
+        if self.min_size < 0:
+            raise GossipflError(f"data.min_size: must be >= 0, got {self.min_size}.")
+        _choice("data.partition", self.partition, ("iid", "dirichlet", "pathological"))
+
+
+@dataclass
+class ModelConfig:
+    """Model architecture by name (or, from the API, a factory returning an nn.Module)."""
+
+    name: str = "cnn"
+    options: dict = field(default_factory=dict)  # e.g. {"hidden": [200, 200]}, {"groups": 2}
+    factory: Any = None  # API only: callable(input_shape, num_classes) -> nn.Module
+
+
+@dataclass
+class TopologyConfig:
+    """Communication graph and mixing rule (ignored by centralized algorithms)."""
+
+    name: str = "ring"
+    mixing: str = "metropolis_hastings"
+    k: int = 10  # random_k, k_regular
+    p: float = 0.1  # erdos_renyi
+    path: str | None = None  # custom graph or matrix file
+    sparse: str = "auto"  # dense | sparse | auto
+    matrix: Any = None  # API only: explicit mixing matrix [M, M]
+
+    def validate(self) -> None:
+        _choice("topology.mixing", self.mixing,
+                ("metropolis_hastings", "uniform", "max_degree", "custom"))
+        _choice("topology.sparse", self.sparse, ("auto", "dense", "sparse"))
+        if not 0 < self.p <= 1:
+            raise GossipflError(f"topology.p: must be in (0, 1], got {self.p}.")
+
+
+@dataclass
+class TrainConfig:
+    """Rounds, local work and the local optimizer shared by all algorithms."""
+
+    rounds: int = 100
+    local_epochs: int = 1
+    local_steps: int | None = None  # K local steps; overrides local_epochs when set
+    batch_size: int | str = 32  # or "full" for full-batch local gradients
+    lr: float = 0.1
+    lr_decay: float = 1.0  # lr_t = lr * lr_decay ** t (decayed per round)
+    weight_decay: float = 0.0
+    loss: str = "cross_entropy"
+
+    def validate(self) -> None:
+        _positive("train.rounds", self.rounds, integer=True)
+        _positive("train.local_epochs", self.local_epochs, integer=True)
+        if self.local_steps is not None:
+            _positive("train.local_steps", self.local_steps, integer=True)
+        if isinstance(self.batch_size, str):
+            if self.batch_size != "full":
+                raise GossipflError(
+                    f"train.batch_size: must be a positive integer or 'full', "
+                    f"got '{self.batch_size}'.")
+        else:
+            _positive("train.batch_size", self.batch_size, integer=True)
+        if self.lr < 0:
+            raise GossipflError(f"train.lr: must be >= 0, got {self.lr}.")
+        if not 0 < self.lr_decay <= 1:
+            raise GossipflError(f"train.lr_decay: must be in (0, 1], got {self.lr_decay}.")
+        if self.weight_decay < 0:
+            raise GossipflError(f"train.weight_decay: must be >= 0, got {self.weight_decay}.")
+        _choice("train.loss", self.loss, ("cross_entropy", "mse"))
+
+    @property
+    def full_batch(self) -> bool:
+        return self.batch_size == "full"
+
+
+@dataclass
+class EvalConfig:
+    """Which evaluation protocols run, and how often (DESIGN.md §4)."""
+
+    every: int = 1  # evaluate every N rounds, and always at the last round
+    batch_size: int = 1000
+    average_model: bool = True
+    local_models: bool = True  # mean/std of each local model on (a subset of) the test set
+    local_subset: int | None = 2000  # test samples used for local models; None = all
+    personalized: bool = False  # each client on its label-matched local test split
+
+    def validate(self) -> None:
+        _positive("eval.every", self.every, integer=True)
+        _positive("eval.batch_size", self.batch_size, integer=True)
+        if self.local_subset is not None:
+            _positive("eval.local_subset", self.local_subset, integer=True)
+
+
+@dataclass
+class EngineConfig:
+    """How the simulation is computed (never what it computes)."""
+
+    oracle: str = "auto"  # vmap | loop | auto
+    chunk_size: int | None = None  # clients per vmapped block (memory bound)
+
+    def validate(self) -> None:
+        _choice("engine.oracle", self.oracle, ("auto", "vmap", "loop"))
+        if self.chunk_size is not None:
+            _positive("engine.chunk_size", self.chunk_size, integer=True)
+
+
+@dataclass
+class OutputConfig:
+    """Where the CLI writes run directories, and how often it checkpoints."""
+
+    dir: str = "runs"
+    checkpoint_every: int = 10  # rounds between checkpoints (0 = only at the end)
+    tensorboard: bool = False  # also log to TensorBoard when the package is installed
+
+    def validate(self) -> None:
+        if self.checkpoint_every < 0:
+            raise GossipflError(
+                f"output.checkpoint_every: must be >= 0, got {self.checkpoint_every}.")
+
+
+@dataclass
+class AlgorithmConfig:
+    """Algorithm name plus its own hyperparameters (validated against its ``Params``)."""
+
+    name: str = "dfedavg"
+    params: Any = None  # the algorithm's Params dataclass instance
+
+
+@dataclass
+class Config:
+    """A whole experiment."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    seed: int = 0
+    device: str = "cpu"  # cpu | cuda | cuda:N | auto
+    name: str | None = None  # run name (run directory prefix)
+    init_params: Any = None  # API only: tensor [P] or [M, P]
+
+    def to_dict(self, *, api_values: bool = False) -> dict:
+        """Plain nested dict (YAML-safe unless ``api_values``)."""
+        out = _dataclass_to_dict(self, api_values)
+        params = self.algorithm.params
+        out["algorithm"] = {"name": self.algorithm.name,
+                            **(dataclasses.asdict(params) if params is not None else {})}
+        return out
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+API_ONLY = {("data", "tensors"), ("model", "factory"), ("topology", "matrix"),
+            ("init_params",)}
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+def load_config(source: Config | dict | str | Path | None = None,
+                overrides: list[str] | None = None) -> Config:
+    """Parse and validate a config from a dict, a YAML path or a Config.
+
+    ``overrides`` are ``"key.path=value"`` strings (values parsed as YAML scalars) applied
+    before validation, as the CLI's ``--set`` does.
+    """
+    if isinstance(source, Config):
+        if overrides:
+            source = source.to_dict(api_values=True)
+        else:
+            _validate(source)
+            return source
+    if source is None:
+        raw: dict = {}
+    elif isinstance(source, (str, Path)):
+        raw = read_yaml(Path(source))
+    elif isinstance(source, dict):
+        raw = _deep_copy_dicts(source)
+    else:
+        raise GossipflError(
+            f"config: expected a dict, a YAML path or a Config, got {type(source).__name__}.")
+    for item in overrides or []:
+        apply_override(raw, item)
+    config = _parse_config(raw)
+    _validate(config)
+    return config
+
+
+def read_yaml(path: Path) -> dict:
+    """Read a YAML mapping, with one clear sentence for a missing or malformed file."""
+    if not path.is_file():
+        raise GossipflError(f"config: file '{path}' does not exist.")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        where = f" at line {line + 1}" if line is not None else ""
+        raise GossipflError(f"config: '{path}' is not valid YAML{where}.") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise GossipflError(f"config: '{path}' must hold a mapping of sections, not a "
+                            f"{type(raw).__name__}.")
+    return raw
+
+
+def apply_override(raw: dict, item: str) -> None:
+    """Apply one ``key.path=value`` override to a raw config dict in place."""
+    if "=" not in item:
+        raise GossipflError(f"--set: expected key.path=value, got '{item}'.")
+    key, _, text = item.partition("=")
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise GossipflError(f"--set: empty key in '{item}'.")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    node = raw
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise GossipflError(f"--set: '{'.'.join(parts)}' goes through '{part}', which is "
+                                f"not a section.")
+        node = child
+    node[parts[-1]] = value
+
+
+def _parse_config(raw: dict) -> Config:
+    from gossipfl.algorithms import get_algorithm
+
+    raw = dict(raw)
+    algo_raw = raw.pop("algorithm", {}) or {}
+    if isinstance(algo_raw, str):
+        algo_raw = {"name": algo_raw}
+    if not isinstance(algo_raw, dict):
+        raise GossipflError(f"algorithm: must be a mapping or a name, got {algo_raw!r}.")
+    config = _build(Config, raw, "")
+    algo_raw = dict(algo_raw)
+    name = str(algo_raw.pop("name", "dfedavg"))
+    algo_cls = get_algorithm(name)
+    params = _build(algo_cls.Params, algo_raw, "algorithm.")
+    config.algorithm = AlgorithmConfig(name=name, params=params)
+    return config
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    """Instantiate dataclass ``cls`` from ``raw`` with type checks and did-you-mean."""
+    section = prefix.rstrip(".") or "config"
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise GossipflError(f"{section}: must be a mapping, got {raw!r}.")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    names = [n for n in fields if n not in ("algorithm",) or cls is not Config]
+    kwargs = {}
+    for key, value in raw.items():
+        if key not in fields or (cls is Config and key == "algorithm"):
+            raise GossipflError(
+                f"{prefix}{key}: unknown key{did_you_mean(str(key), names)}.")
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            kwargs[key] = _build(hint, value, f"{prefix}{key}.")
+        else:
+            kwargs[key] = _coerce(f"{prefix}{key}", value, hint)
+    return cls(**kwargs)
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """Check ``value`` against a simple type hint (int, float, bool, str, X | None, unions)."""
+    if hint is Any:
+        return value
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(key, value, option)
+            except GossipflError as exc:
+                errors.append(exc)
+        names = " or ".join(_type_name(o) for o in options)
+        raise GossipflError(f"{key}: must be {names}, got {value!r}.")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise GossipflError(f"{key}: must be true or false, got {value!r}.")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise GossipflError(f"{key}: must be an integer, got {value!r}.")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise GossipflError(f"{key}: must be a number, got {value!r}.")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise GossipflError(f"{key}: must be a string, got {value!r}.")
+    if hint is dict or origin is dict:
+        if isinstance(value, dict):
+            return value
+        raise GossipflError(f"{key}: must be a mapping, got {value!r}.")
+    if origin in (list, tuple) or hint in (list, tuple):
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        raise GossipflError(f"{key}: must be a list, got {value!r}.")
+    return value
+
+
+def _type_name(hint: Any) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+            dict: "a mapping"}.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _validate(config: Config) -> None:
+    for section in (config.data, config.topology, config.train, config.eval, config.engine,
+                    config.output):
+        section.validate()
+    if config.algorithm.params is not None and hasattr(config.algorithm.params, "validate"):
+        config.algorithm.params.validate()
+    if not isinstance(config.device, str) or not (
+            config.device in ("cpu", "auto") or config.device.startswith("cuda")):
+        raise GossipflError(f"device: must be cpu, cuda, cuda:N or auto, got {config.device!r}.")
+
+
+def _positive(key: str, value: Any, integer: bool = False) -> None:
+    if value is None or value < 1 or (integer and int(value) != value):
+        kind = "an integer >= 1" if integer else "> 0"
+        raise GossipflError(f"{key}: must be {kind}, got {value!r}.")
+
+
+def _choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise GossipflError(f"{key}: unknown value '{value}'{did_you_mean(value, choices)}; "
+                            f"choose one of: {', '.join(choices)}.")
+
+
+def _dataclass_to_dict(obj: Any, api_values: bool, path: tuple = ()) -> dict:
+    out = {}
+    for f in dataclasses.fields(obj):
+        key = path + (f.name,)
+        if key in API_ONLY and not api_values:
+            continue
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            value = _dataclass_to_dict(value, api_values, key)
+        out[f.name] = value
+    return out
+
+
+def _deep_copy_dicts(raw: dict) -> dict:
+    return {k: _deep_copy_dicts(v) if isinstance(v, dict) else v for k, v in raw.items()}

@@ -1,0 +1,245 @@
+"""Gradient oracles: the only place where the model runs.
+
+An oracle evaluates all M models of the stack ``X [M, P]`` on their own minibatches:
+
+    L_i(x_i) = Σ_b m_ib ℓ(f(x_i; a_ib), y_ib) / max(1, Σ_b m_ib),    i = 1..M,
+
+returning ``loss [M]`` and ``grad [M, P]`` (rows whose mask is all False get 0 and 0).
+Per-sample losses ℓ: ``cross_entropy`` (log-softmax of the logits at the target class) and
+``mse`` (``F.mse_loss`` convention: mean over the output dims of (f − y)²; a ``[.., 1]``
+output with a target without that dim is squeezed).
+
+Two implementations give the same numbers (tested):
+
+- :class:`VmapOracle` — ``torch.func.functional_call`` + ``vmap(grad_and_value)`` over named
+  views of X, in blocks of ``chunk_size`` clients; one batched computation per block.
+- :class:`LoopOracle` — one ``nn.Module``; loads row i, forward/backward, writes grad row i.
+  The universal fallback (BatchNorm, LSTM, anything vmap cannot batch). BatchNorm running
+  statistics live in the one module and are therefore shared by all clients.
+
+Gradients come out in X's dtype (fp32 for the default stack).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, grad_and_value, vmap
+
+from gossipfl.engine.params import ParamLayout
+from gossipfl.errors import GossipflError, unknown_choice
+
+LOSSES = ("cross_entropy", "mse")
+ORACLES = ("auto", "vmap", "loop")
+
+
+def per_sample_loss(out: Tensor, targets: Tensor, loss: str, sample_dims: int) -> Tensor:
+    """ℓ for every sample: ``out [*S, out_dim]``, ``targets [*S]`` or ``[*S, ...]`` → ``[*S]``.
+
+    ``sample_dims`` = len(S) (1 for one client's batch, 2 for ``[M, B]``).
+    """
+    if loss == "cross_entropy":
+        target = targets if targets.dtype == torch.long else targets.long()
+        picked = out.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        return torch.logsumexp(out, dim=-1) - picked
+    if out.dim() > targets.dim() and out.shape[-1] == 1:
+        out = out.squeeze(-1)
+    sq = (out - targets.to(out.dtype)).square()
+    return sq.flatten(sample_dims).mean(-1) if sq.dim() > sample_dims else sq
+
+
+def masked_mean_loss(out: Tensor, targets: Tensor, mask: Tensor, loss: str) -> Tensor:
+    """One client's Σ_b m_b ℓ_b / max(1, Σ_b m_b) for ``out [B, ...]`` and ``mask [B]`` bool."""
+    values = per_sample_loss(out, targets, loss, sample_dims=1)
+    total = torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device))
+    return total.sum() / mask.sum().clamp_min(1).to(values.dtype)
+
+
+def check_loss(loss: str) -> str:
+    """Validate a loss name (config key ``train.loss``)."""
+    if loss not in LOSSES:
+        raise unknown_choice("train.loss", loss, LOSSES)
+    return loss
+
+
+def check_chunk_size(chunk_size: int | None) -> int | None:
+    """Validate ``engine.chunk_size``: a positive integer or None (all clients at once)."""
+    if chunk_size is None:
+        return None
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise GossipflError(
+            f"engine.chunk_size: must be a positive integer or null, got {chunk_size!r}."
+        )
+    return chunk_size
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    """True when the model has BatchNorm-style layers (running statistics; vmap cannot batch)."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def _prepare(X: Tensor, inputs: Tensor, targets: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """Cast floating inputs (and mse targets) to X's dtype; integer tensors pass unchanged."""
+    if inputs.is_floating_point() and inputs.dtype != X.dtype:
+        inputs = inputs.to(X.dtype)
+    if targets is not None and targets.is_floating_point() and targets.dtype != X.dtype:
+        targets = targets.to(X.dtype)
+    return inputs, targets
+
+
+def _full_mask(mask: Tensor | None, targets: Tensor) -> Tensor:
+    if mask is None:
+        return torch.ones(targets.shape[:2], dtype=torch.bool, device=targets.device)
+    return mask if mask.dtype == torch.bool else mask.bool()
+
+
+class Oracle(ABC):
+    """Loss, gradient and predictions of all M models of a stack ``X [M, P]``."""
+
+    layout: ParamLayout
+    loss: str
+
+    @abstractmethod
+    def loss_and_grad(
+        self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``X [M, P]``, ``inputs [M, B, *in]``, ``targets [M, B]``, ``mask [M, B]`` bool or
+        None → (``loss [M]``, ``grad [M, P]``)."""
+
+    @abstractmethod
+    def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
+        """Model outputs ``[M, B, out]`` without gradients. ``inputs`` is ``[M, B, *in]``
+        (each model its own batch) or, with ``shared=True``, ``[B, *in]`` (the same batch for
+        every model)."""
+
+
+class VmapOracle(Oracle):
+    """All clients of a block in one ``vmap(grad_and_value(functional_call))`` computation."""
+
+    def __init__(
+        self, model: nn.Module, loss: str = "cross_entropy", chunk_size: int | None = None
+    ):
+        if has_batchnorm(model):
+            raise GossipflError(
+                "engine.oracle: 'vmap' cannot batch a model with BatchNorm; use 'loop' "
+                "(or a GroupNorm model)."
+            )
+        self.model = model
+        self.loss = check_loss(loss)
+        self.chunk_size = check_chunk_size(chunk_size)
+        self.layout = ParamLayout.from_module(model)
+        self._grad_fn = vmap(grad_and_value(self._client_loss), in_dims=(0, 0, 0, 0))
+        self._predict_own = vmap(self._client_forward, in_dims=(0, 0))
+        self._predict_shared = vmap(self._client_forward, in_dims=(0, None))
+
+    def _client_forward(self, params: dict[str, Tensor], inputs: Tensor) -> Tensor:
+        buffers = dict(self.model.named_buffers())
+        return functional_call(self.model, (params, buffers), (inputs,))
+
+    def _client_loss(
+        self, params: dict[str, Tensor], inputs: Tensor, targets: Tensor, mask: Tensor
+    ) -> Tensor:
+        return masked_mean_loss(self._client_forward(params, inputs), targets, mask, self.loss)
+
+    def _blocks(self, M: int) -> list[tuple[int, int]]:
+        step = self.chunk_size or max(M, 1)
+        return [(a, min(a + step, M)) for a in range(0, M, step)]
+
+    def loss_and_grad(
+        self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        inputs, targets = _prepare(X, inputs, targets)
+        mask = _full_mask(mask, targets)
+        M = X.shape[0]
+        losses = torch.empty(M, dtype=X.dtype, device=X.device)
+        grads = torch.empty(M, self.layout.P, dtype=X.dtype, device=X.device)
+        self.model.train()
+        for a, b in self._blocks(M):
+            g, value = self._grad_fn(
+                self.layout.views(X[a:b]), inputs[a:b], targets[a:b], mask[a:b]
+            )
+            losses[a:b] = value
+            torch.cat([g[name].reshape(b - a, -1) for name in self.layout.names], dim=1,
+                      out=grads[a:b])
+        return losses, grads
+
+    @torch.no_grad()
+    def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
+        inputs, _ = _prepare(X, inputs, None)
+        self.model.eval()
+        fn = self._predict_shared if shared else self._predict_own
+        outs = [
+            fn(self.layout.views(X[a:b]), inputs if shared else inputs[a:b])
+            for a, b in self._blocks(X.shape[0])
+        ]
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+
+class LoopOracle(Oracle):
+    """One module, client by client: load row i, forward/backward, write grad row i."""
+
+    def __init__(self, model: nn.Module, loss: str = "cross_entropy"):
+        self.model = model
+        self.loss = check_loss(loss)
+        self.layout = ParamLayout.from_module(model)
+        self._params = [p for _, p in model.named_parameters()]
+
+    def _load(self, X: Tensor, i: int) -> None:
+        first = self._params[0] if self._params else None
+        if first is not None and (first.dtype != X.dtype or first.device != X.device):
+            self.model.to(device=X.device, dtype=X.dtype)
+        self.layout.load_into(self.model, X[i])
+
+    def loss_and_grad(
+        self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        inputs, targets = _prepare(X, inputs, targets)
+        mask = _full_mask(mask, targets)
+        M = X.shape[0]
+        losses = torch.empty(M, dtype=X.dtype, device=X.device)
+        grads = torch.empty(M, self.layout.P, dtype=X.dtype, device=X.device)
+        self.model.train()
+        for i in range(M):
+            self._load(X, i)
+            with torch.enable_grad():
+                value = masked_mean_loss(self.model(inputs[i]), targets[i], mask[i], self.loss)
+                g = torch.autograd.grad(value, self._params, materialize_grads=True)
+            losses[i] = value.detach()
+            torch.cat([t.reshape(-1) for t in g], out=grads[i])
+        return losses, grads
+
+    @torch.no_grad()
+    def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
+        inputs, _ = _prepare(X, inputs, None)
+        self.model.eval()
+        outs = []
+        for i in range(X.shape[0]):
+            self._load(X, i)
+            outs.append(self.model(inputs if shared else inputs[i]))
+        return torch.stack(outs)
+
+
+def make_oracle(
+    kind: str,
+    model: nn.Module,
+    loss: str = "cross_entropy",
+    chunk_size: int | None = None,
+    device: torch.device | str = "cpu",
+) -> Oracle:
+    """Build an oracle by name (config ``engine.oracle``): "vmap", "loop" or "auto".
+
+    "auto" picks vmap, except for models with BatchNorm, which only the loop can run.
+    """
+    if kind not in ORACLES:
+        raise unknown_choice("engine.oracle", kind, ORACLES)
+    model = model.to(device)
+    if kind == "auto":
+        kind = "loop" if has_batchnorm(model) else "vmap"
+    builders: dict[str, Callable[[], Oracle]] = {
+        "vmap": lambda: VmapOracle(model, loss=loss, chunk_size=chunk_size),
+        "loop": lambda: LoopOracle(model, loss=loss),
+    }
+    return builders[kind]()

@@ -1,0 +1,95 @@
+"""Models by name: plain torch modules, GroupNorm (never BatchNorm) so that vmap works.
+
+Convention: the classifier head is the model's last ``nn.Linear``; every built-in model names
+it ``head``, and :func:`build_model` stores its parameter names in ``model.head_names``
+(the personal part for FedPer/FedRep/DFedMDC; the body is everything else).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.models.cnn import cnn
+from gossipfl.models.mlp import linear, logistic, mlp
+from gossipfl.models.resnet import resnet18
+from gossipfl.models.vgg import vgg11
+from gossipfl.rng import derive_seed
+
+ModelBuilder = Callable[..., nn.Module]
+
+MODELS: dict[str, ModelBuilder] = {
+    "linear": linear,
+    "logistic": logistic,
+    "mlp": mlp,
+    "cnn": cnn,
+    "vgg11": vgg11,
+    "resnet18": resnet18,
+}
+
+__all__ = ["MODELS", "build_model", "head_names", "model_options"]
+
+
+def model_options(name: str) -> dict[str, object]:
+    """The options a model accepts, with their defaults."""
+    if name not in MODELS:
+        raise unknown_choice("model.name", name, MODELS)
+    params = list(inspect.signature(MODELS[name]).parameters.values())[2:]
+    return {p.name: p.default for p in params}
+
+
+def _check_options(name: str, options: dict[str, object]) -> None:
+    allowed = model_options(name)
+    for key in options:
+        if key not in allowed:
+            if not allowed:
+                raise GossipflError(
+                    f"model.options.{key}: model '{name}' takes no options, got '{key}'."
+                )
+            raise unknown_choice(f"model.options (for '{name}')", key, allowed)
+
+
+def head_names(model: nn.Module) -> tuple[str, ...]:
+    """Parameter names of the classifier head: ``model.head_names`` if set, else the
+    parameters of the last ``nn.Linear`` in module order."""
+    names = getattr(model, "head_names", None)
+    if names is not None:
+        return tuple(names)
+    last = None
+    for prefix, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            last = prefix
+    if last is None:
+        return ()
+    params = model.get_submodule(last).named_parameters()
+    return tuple(f"{last}.{n}" if last else n for n, _ in params)
+
+
+def build_model(
+    name: str,
+    input_shape: Sequence[int],
+    num_classes: int,
+    seed: int | None = None,
+    **options,
+) -> nn.Module:
+    """Build model ``name`` for samples of shape ``input_shape`` and ``num_classes`` outputs.
+
+    With ``seed``, the initial weights come from the stream derived from (seed, "model_init")
+    and the global RNG state is left untouched; without it, torch's global RNG is used.
+    """
+    _check_options(name, options)
+    if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1:
+        raise GossipflError(f"model: num_classes must be a positive integer, got {num_classes}.")
+    shape = tuple(int(d) for d in input_shape)
+    if seed is None:
+        model = MODELS[name](shape, int(num_classes), **options)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(seed, "model_init"))
+            model = MODELS[name](shape, int(num_classes), **options)
+    model.head_names = head_names(model)
+    return model

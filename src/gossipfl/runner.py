@@ -1,0 +1,345 @@
+"""The round loop: build an experiment from a config, run rounds, evaluate, checkpoint.
+
+Data flows one way (DESIGN.md §2): config → data + partition → model + parameter stack →
+algorithm rounds (oracle, mixer) → metrics. The runner owns no algorithm logic: each round it
+asks the algorithm for the working iterates, feeds it the clients' minibatches, lets it
+communicate, and measures.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from gossipfl.algorithms import Batch, Federation, get_algorithm
+from gossipfl.algorithms.stability import stability_warning
+from gossipfl.config import Config
+from gossipfl.data import (
+    ClientSampler,
+    Dataset,
+    build_partitioner,
+    from_tensors,
+    load_dataset,
+    local_test_split,
+    random_crop_flip,
+    summarize_partition,
+)
+from gossipfl.engine import ParamLayout, evaluate_per_client, evaluate_stack, make_oracle
+from gossipfl.errors import GossipflError
+from gossipfl.models import build_model
+from gossipfl.rng import derive_seed, numpy_generator, torch_generator
+from gossipfl.topology import Mixer, build_topology
+
+
+class StabilityWarning(UserWarning):
+    """The chosen extrapolation coefficient diverges on the chosen topology."""
+
+
+# --------------------------------------------------------------------------------------------
+# Building an experiment
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Experiment:
+    """Everything a run needs, built once from a config."""
+
+    config: Config
+    device: torch.device
+    dataset: Dataset
+    parts: list[np.ndarray]
+    sampler: ClientSampler
+    model: torch.nn.Module
+    layout: ParamLayout
+    oracle: Any
+    topology: Any
+    fed: Federation
+    algorithm: Any
+    x0: torch.Tensor
+    eval_subset: torch.Tensor | None = None
+    local_test_parts: list[np.ndarray] | None = None
+    info: dict = field(default_factory=dict)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise GossipflError(f"device: '{name}' was asked for but no CUDA device is available.")
+    return torch.device(name)
+
+
+def build_data(config: Config) -> tuple[Dataset, list[np.ndarray]]:
+    """The dataset and each client's train indices."""
+    data = config.data
+    given = data.tensors
+    if isinstance(given, dict) and "train" in given:
+        return _per_client_tensors(given, config)
+    if isinstance(given, Dataset):
+        dataset = given
+    elif given is not None:
+        raise GossipflError("data.tensors: expected a gossipfl Dataset or a dict with 'train' "
+                            "(a list of per-client (x, y)) and 'test' (x, y).")
+    else:
+        dataset = load_dataset(data.dataset, root=data.root, download=data.download,
+                               **data.options)
+    if data.clients > len(dataset.train_y):
+        raise GossipflError(f"data.clients: {data.clients} clients but the dataset has only "
+                            f"{len(dataset.train_y)} training samples.")
+    params = {"iid": {}, "dirichlet": {"alpha": data.alpha, "balanced": data.balanced,
+                                       "min_size": data.min_size},
+              "pathological": {"classes_per_client": data.classes_per_client}}[data.partition]
+    partitioner = build_partitioner(data.partition, **params)
+    labels = dataset.train_y.cpu().numpy()
+    parts = partitioner.split(labels, data.clients, numpy_generator(config.seed, "partition"))
+    return dataset, parts
+
+
+def _per_client_tensors(given: dict, config: Config) -> tuple[Dataset, list[np.ndarray]]:
+    train = given["train"]
+    if not train:
+        raise GossipflError("data.tensors: 'train' holds no clients.")
+    if len(train) != config.data.clients:
+        raise GossipflError(f"data.clients: {config.data.clients} but data.tensors holds "
+                            f"{len(train)} clients.")
+    xs = [torch.as_tensor(x) for x, _ in train]
+    ys = [torch.as_tensor(y) for _, y in train]
+    test_x, test_y = given.get("test", (xs[0][:0], ys[0][:0]))
+    dataset = from_tensors(torch.cat(xs), torch.cat(ys), torch.as_tensor(test_x),
+                           torch.as_tensor(test_y), num_classes=given.get("num_classes"))
+    bounds = np.cumsum([0] + [len(y) for y in ys])
+    parts = [np.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    return dataset, parts
+
+
+def build_model_for(config: Config, dataset: Dataset) -> torch.nn.Module:
+    """The model, initialized from the seed without touching the global RNG."""
+    out_dim = dataset.num_classes or 1  # regression targets (num_classes 0): one output
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(config.seed, "init"))
+        if config.model.factory is not None:
+            model = config.model.factory(dataset.input_shape, out_dim)
+            if not isinstance(model, torch.nn.Module):
+                raise GossipflError("model.factory: must return a torch.nn.Module.")
+        else:
+            model = build_model(config.model.name, dataset.input_shape, out_dim,
+                                **config.model.options)
+    return model
+
+
+def initial_stack(config: Config, layout: ParamLayout, model: torch.nn.Module,
+                  device: torch.device) -> torch.Tensor:
+    """X^0 ``[M, P]``: the same initialization on every client, or the user's parameters."""
+    m = config.data.clients
+    given = config.init_params
+    if given is None:
+        return layout.flatten(model).detach().to(device).expand(m, -1).clone()
+    x0 = torch.as_tensor(given, dtype=torch.float32, device=device)
+    if x0.shape == (layout.P,):
+        return x0.expand(m, -1).clone()
+    if x0.shape == (m, layout.P):
+        return x0.clone()
+    raise GossipflError(f"init_params: expected shape [{layout.P}] or [{m}, {layout.P}], "
+                        f"got {list(x0.shape)}.")
+
+
+def build_experiment(config: Config) -> Experiment:
+    device = resolve_device(config.device)
+    dataset, parts = build_data(config)
+    dataset = dataset.to(device)
+    m = len(parts)
+    train = config.train
+    sampler = ClientSampler(parts, None if train.full_batch else train.batch_size,
+                            seed=derive_seed(config.seed, "sampler"), device=device)
+    model = build_model_for(config, dataset).to(device)
+    layout = ParamLayout.from_module(model)
+    oracle = make_oracle(config.engine.oracle, model, loss=train.loss,
+                         chunk_size=config.engine.chunk_size, device=device)
+    algo_cls = get_algorithm(config.algorithm.name)
+    topology = mixer = None
+    if not algo_cls.centralized:
+        topo = config.topology
+        options = {"k": topo.k, "p": topo.p, "path": topo.path, "array": topo.matrix}
+        topology = build_topology(topo.name, m, mixing=topo.mixing, seed=config.seed,
+                                  **options)
+        sparse = {"auto": "auto", "dense": False, "sparse": True}[topo.sparse]
+        mixer = Mixer(topology, device=device, sparse=sparse)
+    sizes = torch.as_tensor([len(p) for p in parts], dtype=torch.float32, device=device)
+    fed = Federation(num_clients=m, oracle=oracle, mixer=mixer, sample_sizes=sizes,
+                     seed=config.seed, weight_decay=train.weight_decay)
+    algorithm = algo_cls(config.algorithm.params, fed)
+    kind = getattr(algorithm, "extrapolation", None)
+    if topology is not None and kind:
+        message = stability_warning(topology, algorithm.params.beta, kind)
+        if message:
+            warnings.warn(message, StabilityWarning, stacklevel=2)
+    x0 = initial_stack(config, layout, model, device)
+    exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
+                     sampler=sampler, model=model, layout=layout, oracle=oracle,
+                     topology=topology, fed=fed, algorithm=algorithm, x0=x0)
+    n_test = len(dataset.test_y)
+    subset = config.eval.local_subset
+    if n_test and subset is not None and subset < n_test:
+        pick = np.sort(numpy_generator(config.seed, "eval_subset").choice(
+            n_test, size=subset, replace=False))
+        exp.eval_subset = torch.as_tensor(pick, device=device)
+    if config.eval.personalized and n_test:
+        exp.local_test_parts = local_test_split(
+            parts, dataset.train_y.cpu().numpy(), dataset.test_y.cpu().numpy(),
+            dataset.num_classes, numpy_generator(config.seed, "local_test"),
+            size=config.data.local_test_size)
+    if dataset.num_classes and dataset.train_y.dtype == torch.int64:
+        exp.info["partition"] = summarize_partition(parts, dataset.train_y.cpu().numpy(),
+                                                    dataset.num_classes)
+    exp.info["P"] = layout.P
+    return exp
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------
+Callback = Callable[["Runner", int, "dict | None"], None]
+
+
+class Runner:
+    """Runs the rounds of one experiment; resumable from :meth:`state_dict`."""
+
+    def __init__(self, config: Config, callbacks: Sequence[Callback] = ()):
+        self.config = config
+        self.exp = build_experiment(config)
+        self.callbacks = list(callbacks)
+        self.round = 0  # rounds completed
+        self.rows: list[dict] = []
+        self.bytes_total = 0
+        self.train_seconds = 0.0
+        self.exp.algorithm.init(self.exp.x0)
+
+    # -- one round -----------------------------------------------------------------------
+    def lr(self, t: int) -> float:
+        train = self.config.train
+        return train.lr * train.lr_decay ** t
+
+    def local_batches(self, t: int):
+        """Index batches ``(idx [M, B], mask [M, B])`` of round t's local work."""
+        exp, train = self.exp, self.config.train
+        work = exp.algorithm.local_work()
+        if work is None:
+            work = ("steps", train.local_steps) if train.local_steps else \
+                ("epochs", train.local_epochs)
+        kind, count = work
+        if train.full_batch:
+            full = exp.sampler.full_batch()
+            return [full] * count
+        if kind == "steps":
+            return exp.sampler.steps(t, count)
+        return [b for e in range(count) for b in exp.sampler.epoch(t, e)]
+
+    def make_batch(self, t: int, step: int, idx: torch.Tensor, mask: torch.Tensor,
+                   clients: torch.Tensor | None) -> Batch:
+        data = self.exp.dataset
+        if clients is not None:
+            idx, mask = idx[clients], mask[clients]
+        inputs = data.train_x[idx]
+        augment = self.config.data.augment
+        if augment if augment is not None else data.augment:
+            gen = torch_generator(self.config.seed, "augment", t, step, device=idx.device)
+            inputs = random_crop_flip(inputs, gen)
+        return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask)
+
+    def run_round(self, t: int) -> dict:
+        """Train and communicate for round t; returns the round's training measurements."""
+        algo, lr = self.exp.algorithm, self.lr(t)
+        start = time.perf_counter()
+        y, clients = algo.begin_round(t)
+        loss_sum = torch.zeros((), device=self.exp.device)
+        loss_count = torch.zeros((), device=self.exp.device)
+        for step, (idx, mask) in enumerate(self.local_batches(t)):
+            batch = self.make_batch(t, step, idx, mask, clients)
+            y, loss = algo.local_step(t, y, batch, lr)
+            active = batch.active
+            loss_sum += (loss * active).sum()
+            loss_count += active.sum()
+        sent = algo.end_round(t, y, lr)
+        train_loss = float(loss_sum / loss_count.clamp(min=1))
+        seconds = time.perf_counter() - start
+        self.train_seconds += seconds
+        self.bytes_total += int(sent)
+        if not math.isfinite(train_loss):
+            raise FloatingPointError(f"training diverged at round {t + 1} (loss {train_loss}); "
+                                     f"try a smaller train.lr.")
+        return {"round": t + 1, "lr": lr, "train_loss": train_loss, "bytes_round": int(sent),
+                "bytes_total": self.bytes_total, "seconds": seconds}
+
+    def evaluate(self) -> dict:
+        """All enabled evaluation protocols on the current models."""
+        exp, ev = self.exp, self.config.eval
+        data, algo = exp.dataset, exp.algorithm
+        start = time.perf_counter()
+        x = algo.client_models()
+        row: dict = {"consensus": consensus_distance(x)}
+        has_test = len(data.test_y) > 0
+        if ev.average_model and has_test:
+            acc, loss = evaluate_stack(exp.oracle, algo.global_model().unsqueeze(0), data.test_x,
+                                       data.test_y, batch_size=ev.batch_size)
+            row["test_acc"], row["test_loss"] = float(acc[0]), float(loss[0])
+        if ev.local_models and has_test and not algo.centralized:
+            sub = exp.eval_subset
+            inputs = data.test_x if sub is None else data.test_x[sub]
+            targets = data.test_y if sub is None else data.test_y[sub]
+            acc, _ = evaluate_stack(exp.oracle, x, inputs, targets, batch_size=ev.batch_size)
+            row["local_acc_mean"], row["local_acc_std"] = float(acc.mean()), float(acc.std())
+        if exp.local_test_parts is not None:
+            acc, _ = evaluate_per_client(exp.oracle, x, data.test_x, data.test_y,
+                                         exp.local_test_parts, batch_size=ev.batch_size)
+            row["personalized_acc"] = float(acc.mean())
+            row["personalized_acc_std"] = float(acc.std())
+        row["eval_seconds"] = time.perf_counter() - start
+        return row
+
+    def should_evaluate(self, t: int) -> bool:
+        rounds, every = self.config.train.rounds, self.config.eval.every
+        return (t + 1) % every == 0 or t + 1 == rounds
+
+    def run(self) -> "Result":
+        from gossipfl.api import Result
+
+        for t in range(self.round, self.config.train.rounds):
+            with torch.no_grad():
+                measured = self.run_round(t)
+                row = None
+                if self.should_evaluate(t):
+                    row = {**measured, **self.evaluate(),
+                           "elapsed": self.train_seconds}
+                    self.rows.append(row)
+            self.round = t + 1
+            for callback in self.callbacks:
+                callback(self, t, row)
+        algo = self.exp.algorithm
+        server = algo.server_model()
+        return Result(config=self.config, metrics=list(self.rows),
+                      params=algo.client_models().detach().clone(),
+                      server_params=None if server is None else server.detach().clone(),
+                      layout=self.exp.layout, info=dict(self.exp.info))
+
+    # -- checkpointing ------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"round": self.round, "rows": list(self.rows), "bytes_total": self.bytes_total,
+                "train_seconds": self.train_seconds,
+                "algorithm": {k: v.cpu() for k, v in self.exp.algorithm.state_dict().items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.round = int(state["round"])
+        self.rows = list(state["rows"])
+        self.bytes_total = int(state["bytes_total"])
+        self.train_seconds = float(state["train_seconds"])
+        self.exp.algorithm.load_state_dict(state["algorithm"])
+
+
+def consensus_distance(x: torch.Tensor) -> float:
+    """(1/M) Σ_i ‖x_i − x̄‖²."""
+    return float((x - x.mean(dim=0)).pow(2).sum(dim=1).mean())

@@ -1,0 +1,42 @@
+"""Communication topologies, mixing matrices and gossip as a matrix product.
+
+``build_topology(name, M, mixing, seed, **params)`` gives a :class:`Topology` (per-round graph
+and validated float64 mixing matrix W); ``Mixer(topology, device, dtype)`` applies
+``X ← W^Q X`` to the ``[M, P]`` stack of client models.
+"""
+
+from gossipfl.topology.graphs import (
+    TOPOLOGIES,
+    Topology,
+    build_topology,
+    load_matrix,
+    random_k_neighbours,
+)
+from gossipfl.topology.mixer import Mixer
+from gossipfl.topology.mixing import (
+    MIXING_RULES,
+    check_connected,
+    count_messages,
+    disagreement_radius,
+    largest_safe_beta,
+    mixing_matrix,
+    spectral_gap,
+    validate_mixing,
+)
+
+__all__ = [
+    "MIXING_RULES",
+    "TOPOLOGIES",
+    "Mixer",
+    "Topology",
+    "build_topology",
+    "check_connected",
+    "count_messages",
+    "disagreement_radius",
+    "largest_safe_beta",
+    "load_matrix",
+    "mixing_matrix",
+    "random_k_neighbours",
+    "spectral_gap",
+    "validate_mixing",
+]

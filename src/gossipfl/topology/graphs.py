@@ -1,0 +1,389 @@
+"""Communication graphs and their per-round mixing matrices.
+
+A :class:`Topology` gives, for every round t, a 0/1 adjacency ``A(t)`` (``A_ij = 1``: client i
+receives client j's model; zero diagonal), the networkx graph of it and the float64 mixing
+matrix ``W(t)`` of the chosen rule (``x_i ← Σ_j W_ij x_j``). Static topologies compute W once.
+
+Topologies (M clients):
+
+- ``ring``: i ~ i ± 1 mod M.
+- ``grid``: 2-D torus rows × cols, rows = the largest divisor of M that is ≤ √M (M must be
+  composite; with rows = 2 the short direction wraps onto itself, so degrees are 3).
+- ``exponential``: i ~ i ± 2^k mod M for k = 0..⌊log₂(M−1)⌋, undirected (degree 14 at M = 100).
+- ``full``: complete graph. ``star``: client 0 is the hub.
+- ``erdos_renyi`` (``p``): G(M, p), seeded, redrawn until connected.
+- ``k_regular`` (``k``): a random k-regular graph (k·M even), seeded, redrawn until connected.
+- ``random_k`` (``k``, time-varying): every round every client draws k distinct neighbours
+  uniformly from the others, with the generator of (seed, "topology", round) — the papers'
+  code. The draw is a directed graph; ``mixing="uniform"`` uses it as is (row-stochastic
+  W_ij = 1/(k+1) on {i} ∪ N_i(t)); a symmetric rule first symmetrizes it (i ~ j when either
+  drew the other).
+- ``custom``: ``path`` to a .npy / .csv / .txt file or ``array`` / ``matrix`` (API) holding an
+  adjacency (0/1) matrix, or a mixing matrix when ``mixing="custom"``.
+
+Matrices are dense ``[M, M]`` float64 (fine up to a few thousand clients).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
+from gossipfl.rng import derive_seed, numpy_generator
+from gossipfl.topology.mixing import (
+    MIXING_RULES,
+    ROW_SUM_TOL,
+    SYMMETRIC_RULES,
+    check_connected,
+    count_messages,
+    mixing_matrix,
+    spectral_gap,
+    validate_mixing,
+)
+
+TOPOLOGIES = ("ring", "grid", "exponential", "full", "star", "erdos_renyi", "k_regular",
+              "random_k", "custom")
+PARAMS = ("k", "p", "path", "array", "matrix")
+MAX_DRAWS = 100  # random graphs are redrawn this many times at most to get a connected one
+CONNECTIVITY_WINDOW = 10  # rounds whose union must be connected for a time-varying topology
+_CACHE_ROUNDS = 4  # per-round matrices kept by a time-varying topology
+
+AdjacencyFn = Callable[[int], np.ndarray]
+
+
+class Topology:
+    """A (possibly time-varying) communication graph with its mixing rule.
+
+    Attributes: ``name``, ``num_clients`` (M), ``mixing`` (rule name), ``time_varying``,
+    ``directed`` (the adjacency may be non-symmetric) and ``params`` (k, p, seed, ... as used).
+    """
+
+    def __init__(self, name: str, num_clients: int, mixing: str, adjacency: AdjacencyFn, *,
+                 time_varying: bool = False, directed: bool = False,
+                 weights: np.ndarray | None = None, params: dict[str, Any] | None = None):
+        self.name = name
+        self.num_clients = num_clients
+        self.mixing = mixing
+        self.time_varying = time_varying
+        self.directed = directed
+        self.params = dict(params or {})
+        self._adjacency_fn = adjacency
+        self._weights = weights
+        self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={v!r}" for k, v in self.params.items())
+        return f"Topology({self.name!r}, M={self.num_clients}, mixing={self.mixing!r}{extra})"
+
+    def adjacency(self, round: int) -> np.ndarray:
+        """Read-only float64 0/1 ``[M, M]`` adjacency of the round (zero diagonal)."""
+        return self._entry(round)[0]
+
+    def graph(self, round: int) -> nx.Graph | nx.DiGraph:
+        """The round's graph; a DiGraph edge (i, j) means client i receives j's model."""
+        kind = nx.DiGraph if self.directed else nx.Graph
+        return nx.from_numpy_array(self.adjacency(round).astype(np.int8), create_using=kind)
+
+    def matrix(self, round: int) -> np.ndarray:
+        """Read-only float64 ``[M, M]`` mixing matrix W of the round (validated)."""
+        return self._entry(round)[1]
+
+    def describe(self, rounds: int = 5) -> dict[str, Any]:
+        """Summary: sizes, degrees, spectral gap, symmetry (time-varying: over ``rounds``)."""
+        Ws = [self.matrix(t) for t in range(rounds if self.time_varying else 1)]
+        degrees = np.concatenate([np.count_nonzero(W, axis=1) - (np.diag(W) != 0) for W in Ws])
+        return {
+            "name": self.name,
+            "num_clients": self.num_clients,
+            "mixing": self.mixing,
+            "time_varying": self.time_varying,
+            "directed": self.directed,
+            **self.params,
+            "degree_min": int(degrees.min()),
+            "degree_mean": float(degrees.mean()),
+            "degree_max": int(degrees.max()),
+            "spectral_gap": float(np.mean([spectral_gap(W) for W in Ws])),
+            "symmetric": all(np.allclose(W, W.T, rtol=0, atol=ROW_SUM_TOL) for W in Ws),
+            "doubly_stochastic": all(
+                np.allclose(W.sum(axis=0), 1.0, rtol=0, atol=ROW_SUM_TOL) for W in Ws),
+            "messages_per_step": float(np.mean([count_messages(W) for W in Ws])),
+        }
+
+    def _entry(self, round: int) -> tuple[np.ndarray, np.ndarray]:
+        """(adjacency, W) of the round, computed once (static) or kept for a few rounds."""
+        key = int(round) if self.time_varying else 0
+        if key not in self._cache:
+            if len(self._cache) >= _CACHE_ROUNDS:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = self._compute(key)
+        return self._cache[key]
+
+    def _compute(self, round: int) -> tuple[np.ndarray, np.ndarray]:
+        A = np.asarray(self._adjacency_fn(round), dtype=np.float64)
+        W = self._weights if self._weights is not None else mixing_matrix(A, self.mixing)
+        symmetric = self.mixing in SYMMETRIC_RULES
+        validate_mixing(W, symmetric=symmetric, doubly=symmetric, key="topology.mixing",
+                        label=f"{self.mixing} matrix")
+        for array in (A, W):
+            array.flags.writeable = False
+        return A, W
+
+
+# --------------------------------------------------------------------------------------------
+# Building
+# --------------------------------------------------------------------------------------------
+def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastings",
+                   seed: int = 0, *, window: int = CONNECTIVITY_WINDOW,
+                   **params: Any) -> Topology:
+    """Build and validate a topology by name (see the module docstring for names/params).
+
+    Parameters a topology does not use are ignored (the config passes k and p always); a
+    time-varying topology must be connected over the union of rounds 0..window−1.
+    """
+    if name not in TOPOLOGIES:
+        raise unknown_choice("topology.name", name, TOPOLOGIES)
+    if mixing not in MIXING_RULES:
+        raise unknown_choice("topology.mixing", mixing, MIXING_RULES)
+    for key in params:
+        if key not in PARAMS:
+            raise GossipflError(f"topology.{key}: unknown parameter{did_you_mean(key, PARAMS)};"
+                                f" known: {', '.join(PARAMS)}.")
+    num_clients = _check_clients(name, num_clients)
+    if mixing == "custom" and name != "custom":
+        raise GossipflError(
+            f"topology.mixing: custom needs topology.name: custom (a matrix from topology.path "
+            f"or topology.matrix), got topology.name: {name}."
+        )
+    topology = _BUILDERS[name](num_clients, mixing, seed, params)
+    check_connected(topology, window)
+    topology.matrix(0)
+    return topology
+
+
+def _check_clients(name: str, num_clients: Any) -> int:
+    if not _is_int(num_clients):
+        raise GossipflError(f"topology.name: {name} needs an integer number of clients, "
+                            f"got {num_clients!r}.")
+    if num_clients < 2:
+        raise GossipflError(f"topology.name: {name} with {num_clients} client has no one to "
+                            "gossip with; use at least 2 clients.")
+    return int(num_clients)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _check_k(k: Any, m: int, name: str) -> int:
+    if not _is_int(k) or not 1 <= k <= m - 1:
+        raise GossipflError(f"topology.k: must be in 1..{m - 1} for {name} on {m} clients, "
+                            f"got {k!r}.")
+    return int(k)
+
+
+def _static(name: str, m: int, mixing: str, graph: nx.Graph,
+            params: dict[str, Any] | None = None) -> Topology:
+    """A topology with one undirected graph for all rounds (nodes 0..M−1)."""
+    A = nx.to_numpy_array(graph, nodelist=range(m), dtype=np.float64, weight=None)
+    np.fill_diagonal(A, 0.0)
+    return Topology(name, m, mixing, lambda _round: A, params=params)
+
+
+def _ring(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    return _static("ring", m, mixing, nx.cycle_graph(m))
+
+
+def _grid(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    rows = max(d for d in range(1, int(np.sqrt(m)) + 1) if m % d == 0)
+    if rows == 1:
+        raise GossipflError(
+            f"topology.name: grid needs a composite number of clients (rows × cols, both ≥ 2), "
+            f"got {m}; {_nearest_composites(m)}."
+        )
+    cols = m // rows
+    torus = nx.convert_node_labels_to_integers(
+        nx.grid_2d_graph(rows, cols, periodic=True), ordering="sorted")
+    return _static("grid", m, mixing, torus, {"rows": rows, "cols": cols})
+
+
+def _nearest_composites(m: int) -> str:
+    """'the nearest that work are a and b' for a prime (or too small) m."""
+    def composite(n: int) -> bool:
+        return n >= 4 and any(n % d == 0 for d in range(2, int(np.sqrt(n)) + 1))
+
+    above = next(n for n in range(m + 1, 2 * m + 5) if composite(n))
+    below = next((n for n in range(m - 1, 3, -1) if composite(n)), None)
+    if below is None:
+        return f"the smallest that works is {above}"
+    return f"the nearest that work are {below} and {above}"
+
+
+def _exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    offsets = [2**k for k in range((m - 1).bit_length())]  # k = 0..⌊log₂(M−1)⌋
+    return _static("exponential", m, mixing, nx.circulant_graph(m, offsets))
+
+
+def _full(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    return _static("full", m, mixing, nx.complete_graph(m))
+
+
+def _star(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    return _static("star", m, mixing, nx.star_graph(m - 1))
+
+
+def _connected_draw(draw: Callable[[int], nx.Graph], key: str, failure: str) -> nx.Graph:
+    """The first connected graph among ``draw(0)``, ``draw(1)``, ... (MAX_DRAWS tries)."""
+    for attempt in range(MAX_DRAWS):
+        graph = draw(attempt)
+        if nx.is_connected(graph):
+            return graph
+    raise GossipflError(f"{key}: {failure} was disconnected in all {MAX_DRAWS} random draws; "
+                        "use a denser graph.")
+
+
+def _erdos_renyi(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    p = params.get("p")
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
+        raise GossipflError(f"topology.p: erdos_renyi needs an edge probability in (0, 1], "
+                            f"got {p!r}.")
+    graph = _connected_draw(
+        lambda a: nx.gnp_random_graph(m, p, seed=derive_seed(seed, "topology", "er", a)),
+        "topology.p",
+        f"erdos_renyi with p={p} on {m} clients (connectivity needs p > ln M / M ≈ "
+        f"{np.log(m) / m:.3g})",
+    )
+    return _static("erdos_renyi", m, mixing, graph, {"p": p, "seed": seed})
+
+
+def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    k = _check_k(params.get("k"), m, "k_regular")
+    if k * m % 2:
+        raise GossipflError(f"topology.k: k_regular needs k × clients even, got k={k} with "
+                            f"{m} clients.")
+    graph = _connected_draw(
+        lambda a: nx.random_regular_graph(k, m, seed=derive_seed(seed, "topology", "kreg", a)),
+        "topology.k",
+        f"k_regular with k={k} on {m} clients",
+    )
+    return _static("k_regular", m, mixing, graph, {"k": k, "seed": seed})
+
+
+def random_k_neighbours(m: int, k: int, seed: int, round: int) -> np.ndarray:
+    """``[M, k]`` int: row i holds k distinct clients ≠ i, uniform, from (seed, "topology", t).
+
+    Vectorized: the k smallest of M i.i.d. uniform keys per row (own key set to +∞) are a
+    uniform k-subset of the others.
+    """
+    keys = numpy_generator(seed, "topology", round).random((m, m))
+    np.fill_diagonal(keys, np.inf)
+    return np.argpartition(keys, k - 1, axis=1)[:, :k]
+
+
+def _random_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    k = _check_k(params.get("k"), m, "random_k")
+    symmetrize = mixing in SYMMETRIC_RULES
+
+    def adjacency(round: int) -> np.ndarray:
+        A = np.zeros((m, m))
+        A[np.arange(m)[:, None], random_k_neighbours(m, k, seed, round)] = 1.0
+        return np.maximum(A, A.T) if symmetrize else A
+
+    return Topology("random_k", m, mixing, adjacency, time_varying=True,
+                    directed=not symmetrize, params={"k": k, "seed": seed})
+
+
+# --------------------------------------------------------------------------------------------
+# Custom matrices
+# --------------------------------------------------------------------------------------------
+def load_matrix(path: str | Path, key: str = "topology.path") -> np.ndarray:
+    """A float64 matrix from a .npy, .csv (comma-separated) or .txt (whitespace) file."""
+    file = Path(path).expanduser()
+    suffix = file.suffix.lower()
+    if suffix not in (".npy", ".csv", ".txt"):
+        raise GossipflError(f"{key}: unsupported file type '{suffix or path}'; "
+                            "use .npy, .csv or .txt.")
+    if not file.is_file():
+        raise GossipflError(f"{key}: no such file '{path}'.")
+    try:
+        if suffix == ".npy":
+            return np.asarray(np.load(file, allow_pickle=False), dtype=np.float64)
+        return np.loadtxt(file, delimiter="," if suffix == ".csv" else None,
+                          dtype=np.float64, ndmin=2)
+    except (ValueError, OSError) as error:
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        raise GossipflError(f"{key}: could not read a matrix from '{path}' ({reason}).") from None
+
+
+def _custom_source(m: int, params: dict) -> tuple[np.ndarray, str]:
+    """The user's matrix (float64, checked [M, M]) and the config key it came from."""
+    path = params.get("path")
+    array = params.get("array", params.get("matrix"))
+    if (path is None) == (array is None):
+        raise GossipflError(
+            "topology.path: the custom topology needs exactly one of topology.path (a .npy, "
+            f".csv or .txt file) and topology.matrix (API), got {'both' if path else 'neither'}."
+        )
+    if path is not None:
+        matrix, key = load_matrix(path), "topology.path"
+    else:
+        if hasattr(array, "detach"):
+            array = array.detach().cpu().numpy()
+        matrix, key = np.asarray(array, dtype=np.float64), "topology.matrix"
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise GossipflError(f"{key}: the matrix must be square, got shape {matrix.shape}.")
+    if matrix.shape[0] != m:
+        raise GossipflError(f"{key}: the matrix is {matrix.shape[0]}×{matrix.shape[0]} but "
+                            f"there are {m} clients.")
+    return matrix, key
+
+
+def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    matrix, key = _custom_source(m, params)
+    if mixing == "custom":
+        validate_mixing(matrix, symmetric=False, doubly=False, key="topology.mixing",
+                        label="custom matrix")
+        A = (matrix != 0).astype(np.float64)
+        np.fill_diagonal(A, 0.0)
+        return Topology("custom", m, "custom", lambda _round: A,
+                        directed=not np.array_equal(A, A.T), weights=matrix)
+    A = _adjacency_from(matrix, key)
+    directed = not np.array_equal(A, A.T)
+    if directed and mixing in SYMMETRIC_RULES:
+        i, j = np.argwhere(A != A.T)[0]
+        raise GossipflError(
+            f"{key}: the adjacency is not symmetric (A[{i},{j}]={A[i, j]:g}, "
+            f"A[{j},{i}]={A[j, i]:g}), which {mixing} cannot use; symmetrize it or set "
+            "topology.mixing: uniform."
+        )
+    return Topology("custom", m, mixing, lambda _round: A, directed=directed)
+
+
+def _adjacency_from(matrix: np.ndarray, key: str) -> np.ndarray:
+    """A 0/1 adjacency with zero diagonal, or an error pointing to ``mixing: custom``."""
+    off = ~np.eye(len(matrix), dtype=bool)
+    bad = np.argwhere(off & (matrix != 0) & (matrix != 1))
+    if len(bad):
+        i, j = bad[0]
+        raise GossipflError(
+            f"{key}: an adjacency matrix holds only 0 and 1, found {matrix[i, j]:.6g} at "
+            f"[{i},{j}]; for a mixing matrix set topology.mixing: custom."
+        )
+    return np.where(off, matrix, 0.0)
+
+
+_BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
+    "ring": _ring,
+    "grid": _grid,
+    "exponential": _exponential,
+    "full": _full,
+    "star": _star,
+    "erdos_renyi": _erdos_renyi,
+    "k_regular": _k_regular,
+    "random_k": _random_k,
+    "custom": _custom,
+}
