@@ -430,6 +430,8 @@ def test_synthetic_option_errors():
         make_synthetic(num_classes=1)
     with pytest.raises(GossipflError, match="data.train_size"):
         load_dataset("synthetic", train_size=0)
+    with pytest.raises(GossipflError, match="data.size: not an option of dataset 'synthetic'"):
+        load_dataset("synthetic", size=3)
 
 
 def test_from_tensors_and_to():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from torch import nn
@@ -49,7 +51,7 @@ def test_cnn_parameter_count_by_hand():
 
 def test_vgg11_parameter_count_by_hand():
     widths = [3, 64, 128, 256, 256, 512, 512, 512, 512]
-    convs = sum(conv(a, b, 3) for a, b in zip(widths[:-1], widths[1:], strict=True))
+    convs = sum(conv(a, b, 3) for a, b in itertools.pairwise(widths))
     norms = sum(2 * c for c in widths[1:])
     assert n_params(build_model("vgg11", (3, 32, 32), 10)) == convs + norms + fc(512, 10)
     plain = build_model("vgg11", (3, 32, 32), 10, groups=None)

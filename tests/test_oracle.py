@@ -33,8 +33,8 @@ CASES = {
     "logistic": ((1, 6, 6), 5, "cross_entropy", MASK4),
     "mlp": ((1, 28, 28), 10, "cross_entropy", MASK4),
     "cnn": ((3, 32, 32), 10, "cross_entropy", MASK4),
-    "vgg11": ((3, 16, 16), 10, "cross_entropy", MASK_BIG),
-    "resnet18": ((3, 16, 16), 10, "cross_entropy", MASK_BIG),
+    "vgg11": ((3, 8, 8), 10, "cross_entropy", MASK_BIG),
+    "resnet18": ((3, 8, 8), 10, "cross_entropy", MASK_BIG),
 }
 
 
@@ -80,11 +80,12 @@ def reference(model, loss, X, inputs, targets, mask):
 
 
 def assert_rel(actual: torch.Tensor, expected: torch.Tensor, rel: float) -> None:
-    """|actual - expected| <= rel * (|expected| + max |expected|), elementwise."""
+    """Row-wise ‖actual − expected‖ <= rel · ‖expected‖ (one temporary: these can be 11M wide)."""
     assert actual.shape == expected.shape
-    scale = expected.abs().max()
-    err = (actual - expected).abs() - rel * (expected.abs() + scale)
-    assert err.max() <= 0, f"max excess error {err.max().item():.3g} (scale {scale.item():.3g})"
+    actual, expected = actual.reshape(actual.shape[0], -1), expected.reshape(actual.shape[0], -1)
+    err = torch.linalg.vector_norm(actual - expected, dim=1)
+    bound = rel * torch.linalg.vector_norm(expected, dim=1)
+    assert (err <= bound).all(), f"relative errors {(err / bound * rel).tolist()}"
 
 
 # ---------------------------------------------------------------- parameter stack
@@ -128,22 +129,21 @@ def test_mask_selects_named_coordinates():
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_oracles_match_autograd_reference(name):
-    """float64 so that ReLU kinks cannot amplify rounding: agreement to 1e-9."""
+    """float64 so that ReLU kinks cannot amplify rounding: agreement to 1e-9; chunk sizes
+    agree to 1e-12."""
     model, loss, X, inputs, targets, mask = problem(name, dtype=F64)
     ref_loss, ref_grad = reference(model, loss, X, inputs, targets, mask)
     assert (ref_grad[-1] == 0).all() and ref_loss[-1] == 0
-    chunks = (None, 1, 2) if X.shape[0] > 2 else (None, 1)
-    oracles = [*(VmapOracle(model, loss, chunk_size=c) for c in chunks), LoopOracle(model, loss)]
-    first = None
-    for oracle in oracles:
-        value, grad = oracle.loss_and_grad(X, inputs, targets, mask)
+    chunks = (None, 1, 2) if name not in ("vgg11", "resnet18") else (None,)  # keep them fast
+    vmapped = [VmapOracle(model, loss, c).loss_and_grad(X, inputs, targets, mask) for c in chunks]
+    looped = LoopOracle(model, loss).loss_and_grad(X, inputs, targets, mask)
+    for value, grad in [vmapped[0], looped]:
         assert grad.shape == X.shape and grad.dtype == F64
         assert_rel(value, ref_loss, 1e-9)
         assert_rel(grad, ref_grad, 1e-9)
-        if isinstance(oracle, VmapOracle):
-            first = (value, grad) if first is None else first
-            torch.testing.assert_close(value, first[0], rtol=1e-12, atol=1e-14)
-            torch.testing.assert_close(grad, first[1], rtol=1e-12, atol=1e-14)
+    for value, grad in vmapped[1:]:
+        assert_rel(value, vmapped[0][0], 1e-12)
+        assert_rel(grad, vmapped[0][1], 1e-12)
 
 
 @pytest.mark.parametrize("name", ["logistic", "mlp", "cnn"])
@@ -155,6 +155,7 @@ def test_fp32_vmap_and_loop_agree(name):
     assert_rel(v_loss, l_loss, 1e-5)
     assert_rel(v_grad, l_grad, 1e-5)
     r_loss, r_grad = reference(model, loss, X, inputs, targets, mask)
+    assert_rel(v_loss, r_loss, 1e-5)
     assert_rel(v_grad, r_grad, 1e-5)
 
 

@@ -28,23 +28,29 @@ def _scores(oracle: Oracle, out: Tensor, targets: Tensor) -> tuple[Tensor, Tenso
 
 
 def evaluate_stack(
-    oracle: Oracle, X: Tensor, inputs: Tensor, targets: Tensor, batch_size: int = 1000
+    oracle: Oracle, X: Tensor, inputs: Tensor, targets: Tensor, batch_size: int = 1000,
+    max_pairs: int = 4096,
 ) -> tuple[Tensor, Tensor]:
     """Accuracy ``[M]`` and mean loss ``[M]`` of each of the M models on the same data.
 
     ``inputs [N, *in]``, ``targets [N]`` (on any device; moved batch by batch to X's device).
-    Use ``X.mean(0, keepdim=True)`` for the average model.
+    Use ``X.mean(0, keepdim=True)`` for the average model. Memory is bounded by evaluating
+    blocks of models so that (models × samples) per pass stays within ``max_pairs``.
     """
     M, N = X.shape[0], inputs.shape[0]
+    batch_size = max(1, min(batch_size, N))
+    block = max(1, max_pairs // batch_size)
     correct = torch.zeros(M, dtype=X.dtype, device=X.device)
     loss = torch.zeros(M, dtype=X.dtype, device=X.device)
     for a in range(0, N, batch_size):
         x_b = inputs[a : a + batch_size].to(X.device, non_blocking=True)
         y_b = targets[a : a + batch_size].to(X.device, non_blocking=True)
-        out = oracle.predict(X, x_b, shared=True)
-        c, l_ = _scores(oracle, out, y_b.expand(M, *y_b.shape))
-        correct += c.sum(1)
-        loss += l_.sum(1)
+        for m in range(0, M, block):
+            rows = slice(m, min(m + block, M))
+            out = oracle.predict(X[rows], x_b, shared=True)
+            c, l_ = _scores(oracle, out, y_b.expand(out.shape[0], *y_b.shape))
+            correct[rows] += c.sum(1)
+            loss[rows] += l_.sum(1)
     return correct / max(N, 1), loss / max(N, 1)
 
 
@@ -52,7 +58,12 @@ def _padded_indices(
     client_indices: Sequence[Tensor | np.ndarray], device: torch.device
 ) -> tuple[Tensor, Tensor]:
     """``[M, n_max]`` sample indices (0-padded) and the matching validity mask."""
-    rows = [torch.as_tensor(np.asarray(ix), dtype=torch.long).reshape(-1) for ix in client_indices]
+    rows = [
+        (ix.detach().cpu() if isinstance(ix, Tensor) else torch.as_tensor(np.asarray(ix)))
+        .long()
+        .reshape(-1)
+        for ix in client_indices
+    ]
     n_max = max((len(r) for r in rows), default=0)
     index = torch.zeros(len(rows), n_max, dtype=torch.long)
     valid = torch.zeros(len(rows), n_max, dtype=torch.bool)

@@ -235,6 +235,8 @@ def make_oracle(
     """
     if kind not in ORACLES:
         raise unknown_choice("engine.oracle", kind, ORACLES)
+    check_loss(loss)
+    check_chunk_size(chunk_size)
     model = model.to(device)
     if kind == "auto":
         kind = "loop" if has_batchnorm(model) else "vmap"

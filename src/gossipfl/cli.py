@@ -1,0 +1,446 @@
+"""The ``gossipfl`` command.
+
+    gossipfl run [CONFIG.yaml] [--set key.path=value ...] [--out DIR] [--device cpu|cuda]
+                 [--name NAME] [--resume RUN_DIR] [--quiet]
+    gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--quiet]
+    gossipfl report PATH... [--metric NAME] [--target ACC ...] [--out DIR]
+    gossipfl list
+    gossipfl topology NAME --clients M [--mixing RULE] [--k K] [--p P] [--path FILE] [--draw PNG]
+    gossipfl data DATASET --partition NAME --clients M [--alpha A] [--plot PNG]
+    gossipfl fetch DATASET [--root DIR]
+
+A user error prints one sentence on stderr and exits with status 2 (no traceback); an
+interrupted run exits with 130 after saying how to resume it; a diverged run exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gossipfl import __version__
+from gossipfl.errors import GossipflError
+
+#: The experiment ``gossipfl run`` runs without a config (the same as examples/quickstart.yaml):
+#: about a minute on 2 CPU cores, from 10% to about 80% test accuracy.
+QUICKSTART: dict[str, Any] = {
+    "name": "quickstart",
+    "data": {"dataset": "fashion_mnist", "clients": 20, "partition": "dirichlet",
+             "alpha": 0.3},
+    "model": {"name": "mlp", "options": {"hidden": [200]}},
+    "topology": {"name": "ring", "mixing": "metropolis_hastings"},
+    "algorithm": {"name": "dfedavg"},
+    "train": {"rounds": 40, "local_steps": 10, "batch_size": 50, "lr": 0.1},
+    "eval": {"every": 1},
+    "output": {"dir": "runs", "checkpoint_every": 10},
+    "seed": 0,
+}
+
+
+METRIC_NAMES = {"test_acc": "average model on the test set",
+                "personalized_acc": "local models on their own test splits",
+                "local_acc_mean": "local models on the test set, mean"}
+
+
+# --------------------------------------------------------------------------------------------
+# Output helpers
+# --------------------------------------------------------------------------------------------
+def _err(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _warn(message: str) -> None:
+    _err(f"warning: {message}")
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    _warn(str(message))
+
+
+class ProgressBar:
+    """Runner callback: a tqdm bar over rounds showing the latest accuracy."""
+
+    def __init__(self, runner: Any, desc: str, disable: bool = False):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=runner.config.train.rounds, initial=runner.round, desc=desc,
+                        unit="round", file=sys.stderr, disable=disable, dynamic_ncols=True)
+
+    def __call__(self, runner: Any, t: int, row: dict | None) -> None:
+        from gossipfl.results import primary_metric
+
+        if row is not None:
+            metric = primary_metric([row])
+            if metric in row:
+                self.bar.set_postfix_str(f"acc {100 * row[metric]:.2f}%", refresh=False)
+        self.bar.update(1)
+        if runner.round >= runner.config.train.rounds:
+            self.bar.close()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def format_summary(summary: dict, run_dir: Path) -> str:
+    """The block printed when a run finishes."""
+    from gossipfl.results import format_bytes
+
+    what = (f"{summary.get('algorithm')} on {summary.get('dataset')}, "
+            f"{summary.get('clients')} clients"
+            + (f", {summary['topology']}" if summary.get("topology") else ""))
+    metric = summary.get("metric", "test_acc")
+    head = f"finished {summary.get('name') or 'run'} ({what}), {summary.get('rounds')} rounds"
+    lines = [head]
+
+    def pct(value: Any) -> str:
+        return "—" if value is None else f"{100 * value:.2f} %"
+
+    lines.append(f"  final accuracy{'':6} {pct(summary.get('final'))}  "
+                 f"({METRIC_NAMES.get(metric, metric)})")
+    lines.append(f"  best accuracy{'':7} {pct(summary.get('best'))}  "
+                 f"at round {summary.get('best_round')}")
+    if summary.get("final_local_acc_mean") is not None and metric != "local_acc_mean":
+        lines.append(f"  local models{'':8} {100 * summary['final_local_acc_mean']:.2f} ± "
+                     f"{100 * summary.get('final_local_acc_std', 0.0):.2f} %  "
+                     f"(final, mean ± std over clients)")
+    lines.append(f"  time per round{'':6} {summary.get('seconds_per_round', 0.0):.2f} s")
+    lines.append(f"  bytes sent{'':10} {format_bytes(summary.get('bytes_total'))}")
+    lines.append(f"  run directory{'':7} {run_dir}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# gossipfl run
+# --------------------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from gossipfl.results import RunDirectory, prepare_resume
+
+    if args.resume:
+        if args.config or args.set or args.out or args.name:
+            raise GossipflError("--resume: cannot be combined with a config, --set, --out or "
+                                "--name; the run's own config.yaml is used.")
+        run_dir = RunDirectory(args.resume)
+        if run_dir.is_run() and run_dir.status() == "finished":
+            print(f"{run_dir.path} has already finished.")
+            print(format_summary(run_dir.read_summary(), run_dir.path))
+            return 0
+        prepared = prepare_resume(args.resume, args.device)
+    else:
+        prepared = _prepare_new(args)
+    for note in prepared.notes:
+        _err(note)
+    return _execute(prepared, args.quiet)
+
+
+def _prepare_new(args: argparse.Namespace):
+    from gossipfl.config import load_config
+    from gossipfl.results import new_run_path, prepare_fresh
+
+    overrides = list(args.set)
+    if args.device:
+        overrides.append(f"device={args.device}")
+    if args.name:
+        overrides.append(f"name={args.name}")
+    config = load_config(args.config if args.config else QUICKSTART, overrides)
+    if args.out:
+        return prepare_fresh(config, Path(args.out), key="--out")
+    return prepare_fresh(config, new_run_path(config))
+
+
+def _execute(prepared: Any, quiet: bool) -> int:
+    from gossipfl.results import execute
+
+    run_dir = prepared.run_dir.path
+    bar = ProgressBar(prepared.runner, run_dir.name, disable=quiet)
+    try:
+        outcome = execute(prepared, [bar], warn=_warn)
+    except KeyboardInterrupt:
+        bar.close()
+        _report_interrupt(prepared)
+        return 130
+    bar.close()
+    if outcome.status == "failed":
+        return _report_failure(outcome)
+    if quiet:
+        print(run_dir)
+    else:
+        print(format_summary(outcome.summary, run_dir))
+        figures = sorted(p.name for p in run_dir.glob("*.png"))
+        if figures:
+            print(f"  figures{'':13} {', '.join(figures)}")
+    return 0
+
+
+def _report_interrupt(prepared: Any) -> None:
+    summary = prepared.run_dir.read_summary()
+    done, at = summary.get("rounds_done"), summary.get("checkpoint_round")
+    where = (f"the last checkpoint is at round {at}" if at
+             else "no checkpoint was written yet, so a resume starts again from round 0")
+    _err(f"interrupted after round {done}; {where}.")
+    _err(f"resume with: gossipfl run --resume {prepared.run_dir.path}")
+
+
+def _report_failure(outcome: Any) -> int:
+    error = outcome.error
+    if not isinstance(error, FloatingPointError):  # user errors exit 2 in main; bugs show a
+        raise error                                   # traceback
+    kept = outcome.run_dir.path.exists()
+    _err(f"error: {error}" + (f" (results so far in {outcome.run_dir.path})" if kept else ""))
+    return 1
+
+
+# --------------------------------------------------------------------------------------------
+# gossipfl sweep / report
+# --------------------------------------------------------------------------------------------
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from gossipfl.sweep import load_study, run_study
+
+    study = load_study(args.study, args.set)
+
+    def progress(prepared: Any, desc: str) -> ProgressBar:
+        return ProgressBar(prepared.runner, desc, disable=args.quiet)
+
+    log = (lambda _m: None) if args.quiet else print
+    outcome = run_study(study, out=args.out, device=args.device, progress=progress, log=log,
+                        warn=_warn)
+    _print_report(outcome.report, outcome.path)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from gossipfl.results import find_runs, report
+
+    runs = find_runs(args.paths)
+    out = Path(args.out) if args.out else (Path(args.paths[0]) if len(args.paths) == 1
+                                           else Path("report"))
+    targets = args.target if args.target else _study_targets(args.paths)
+    result = report(runs, out, metric=args.metric, targets=targets)
+    _print_report(result, out)
+    return 0
+
+
+def _study_targets(paths: Sequence[str]) -> list[float] | None:
+    """The targets of the study file in the single folder given, if there is one."""
+    from gossipfl.sweep import STUDY_FILE
+
+    if len(paths) != 1 or not (Path(paths[0]) / STUDY_FILE).is_file():
+        return None
+    try:
+        targets = yaml.safe_load((Path(paths[0]) / STUDY_FILE).read_text()).get("targets")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    return [float(t) for t in targets] if isinstance(targets, list) else None
+
+
+def _print_report(result: Any, out: Path) -> None:
+    print(result.markdown, end="")
+    print(f"written to {out}: {', '.join(p.name for p in result.files)}")
+
+
+# --------------------------------------------------------------------------------------------
+# gossipfl list / topology / data / fetch
+# --------------------------------------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    from gossipfl.algorithms import available_algorithms
+    from gossipfl.data import DATASETS, PARTITIONERS
+    from gossipfl.models import MODELS
+    from gossipfl.topology import MIXING_RULES, TOPOLOGIES
+
+    algorithms = available_algorithms()
+    width = max(len(n) for n in algorithms)
+    print("algorithms:")
+    for name, cls in algorithms.items():
+        kind = "centralized" if cls.centralized else "decentralized"
+        print(f"  {name:<{width}}  {kind:<13}  {cls.paper}")
+    for title, names in (("datasets", DATASETS), ("partitions", PARTITIONERS),
+                         ("models", MODELS), ("topologies", TOPOLOGIES),
+                         ("mixing rules", MIXING_RULES)):
+        print(f"{title}: {', '.join(names)}")
+    return 0
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    from gossipfl.topology import build_topology
+
+    params = {k: v for k, v in (("k", args.k), ("p", args.p), ("path", args.path))
+              if v is not None}
+    topology = build_topology(args.name, args.clients, mixing=args.mixing, seed=args.seed,
+                              **params)
+    info = topology.describe()
+    print(f"{args.name} on {args.clients} clients, mixing {args.mixing}"
+          + (" (time-varying: statistics over rounds 0..4)" if topology.time_varying else ""))
+    yes = {True: "yes", False: "no"}
+    degree = (f"min {info['degree_min']}, mean {info['degree_mean']:.2f}, "
+              f"max {info['degree_max']}")
+    rows = [("degree", degree),
+            ("spectral gap", f"{info['spectral_gap']:.4f}  (1 − second-largest |eigenvalue|)"),
+            ("symmetric", yes[info["symmetric"]]),
+            ("doubly stochastic", yes[info["doubly_stochastic"]]),
+            ("connected", "yes" + (" (over 10 rounds)" if topology.time_varying else "")),
+            ("messages / gossip step", f"{info['messages_per_step']:.0f}")]
+    for key, value in rows:
+        print(f"  {key:<23} {value}")
+    if args.draw:
+        _draw_topology(topology, args.draw, args.round)
+        print(f"drawing written to {args.draw}")
+    return 0
+
+
+def _draw_topology(topology: Any, path: str, round: int) -> None:
+    from gossipfl.plots import topology_figure
+    from gossipfl.topology import spectral_gap
+
+    grid = (topology.params["rows"], topology.params["cols"]) if topology.name == "grid" \
+        else None
+    layout = "grid" if grid else "spring" if topology.name in ("erdos_renyi", "custom") \
+        else "circular"
+    title = (f"{topology.name}, {topology.num_clients} clients"
+             + (f", round {round}" if topology.time_varying else "")
+             + f"; spectral gap {spectral_gap(topology.matrix(round)):.3f}")
+    topology_figure(topology.adjacency(round), path, title=title, layout=layout, grid=grid)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from gossipfl.config import load_config
+    from gossipfl.data import summarize_partition
+    from gossipfl.runner import build_data
+
+    data: dict[str, Any] = {"dataset": args.dataset, "partition": args.partition,
+                            "clients": args.clients, "download": not args.no_download}
+    for key in ("alpha", "classes_per_client", "root"):
+        if getattr(args, key) is not None:
+            data[key] = getattr(args, key)
+    overrides = [f"data.options.{item}" for item in args.option]
+    config = load_config({"data": data, "seed": args.seed}, overrides)
+    dataset, parts = build_data(config)
+    print(f"{dataset.name}: {len(dataset.train_y)} train / {len(dataset.test_y)} test samples, "
+          f"input {list(dataset.input_shape)}, {dataset.num_classes} classes")
+    summary = summarize_partition(parts, dataset.train_y.numpy(), dataset.num_classes)
+    print(summary.table(max_rows=args.rows))
+    if args.plot:
+        from gossipfl.plots import partition_figure
+
+        what = args.partition + (f", alpha {config.data.alpha:g}"
+                                  if args.partition == "dirichlet" else "")
+        partition_figure(summary.class_counts, args.plot,
+                         title=f"{dataset.name}: {args.clients} clients, {what}")
+        print(f"figure written to {args.plot}")
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from gossipfl.data import load_dataset
+
+    dataset = load_dataset(args.dataset, root=args.root, download=True)
+    print(f"{dataset.name}: {len(dataset.train_y)} train / {len(dataset.test_y)} test "
+          f"samples ready.")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Parser and entry point
+# --------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gossipfl", description="Decentralized federated learning experiments.")
+    parser.add_argument("--version", action="version", version=f"gossipfl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run one experiment (the quickstart without a config)")
+    run.add_argument("config", nargs="?", help="experiment YAML (default: the quickstart)")
+    _add_set(run)
+    run.add_argument("--out", help="run directory to create (default: "
+                                   "<output.dir>/<name>-<timestamp>)")
+    run.add_argument("--name", help="run name (the run directory's prefix)")
+    run.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    run.set_defaults(func=cmd_run)
+
+    sweep = sub.add_parser("sweep", help="run a study: a grid of runs, then a table")
+    sweep.add_argument("study", help="study YAML")
+    _add_set(sweep, "override a key of the study's base config")
+    sweep.add_argument("--out", help="parent folder of the study folder")
+    sweep.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bars")
+    sweep.set_defaults(func=cmd_sweep)
+
+    rep = sub.add_parser("report", help="table and figures for existing runs or studies")
+    rep.add_argument("paths", nargs="+", metavar="PATH", help="run or study directories")
+    rep.add_argument("--metric", help="accuracy column (default: test_acc)")
+    rep.add_argument("--target", type=float, action="append", default=[],
+                     help="accuracy in (0, 1] for a rounds-to-target column (repeatable)")
+    rep.add_argument("--out", help="where table.md/.csv and figures go (default: the one "
+                                   "PATH given, else ./report)")
+    rep.set_defaults(func=cmd_report)
+
+    sub.add_parser("list", help="algorithms, datasets, models, topologies, mixing rules"
+                   ).set_defaults(func=cmd_list)
+
+    topo = sub.add_parser("topology", help="degree, spectral gap and a drawing of a graph")
+    topo.add_argument("name")
+    topo.add_argument("--clients", type=int, required=True)
+    topo.add_argument("--mixing", default="metropolis_hastings")
+    topo.add_argument("--k", type=int)
+    topo.add_argument("--p", type=float)
+    topo.add_argument("--path", help="matrix file for the custom topology")
+    topo.add_argument("--seed", type=int, default=0)
+    topo.add_argument("--round", type=int, default=0, help="round drawn (time-varying graphs)")
+    topo.add_argument("--draw", metavar="PNG", help="write a drawing of the graph")
+    topo.set_defaults(func=cmd_topology)
+
+    data = sub.add_parser("data", help="samples and classes per client of a partition")
+    data.add_argument("dataset")
+    data.add_argument("--partition", default="dirichlet")
+    data.add_argument("--clients", type=int, required=True)
+    data.add_argument("--alpha", type=float)
+    data.add_argument("--classes-per-client", type=int)
+    data.add_argument("--seed", type=int, default=0)
+    data.add_argument("--root", help="data folder")
+    data.add_argument("--no-download", action="store_true")
+    data.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                      help="dataset option, e.g. dim=20 for synthetic (repeatable)")
+    data.add_argument("--rows", type=int, default=20, help="clients listed (default 20)")
+    data.add_argument("--plot", metavar="PNG", help="write a figure of the partition")
+    data.set_defaults(func=cmd_data)
+
+    fetch = sub.add_parser("fetch", help="find or download a dataset (checksums verified)")
+    fetch.add_argument("dataset")
+    fetch.add_argument("--root", help="data folder (default: $GOSSIPFL_DATA or "
+                                      "~/.cache/gossipfl/data)")
+    fetch.set_defaults(func=cmd_fetch)
+    return parser
+
+
+def _add_set(parser: argparse.ArgumentParser, text: str = "override a config key") -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"{text}, e.g. train.lr=0.05 (repeatable)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.func(args)
+    except GossipflError as exc:
+        _err(f"error: {exc}")
+        return exc.exit_status
+    except KeyboardInterrupt:
+        _err("interrupted.")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

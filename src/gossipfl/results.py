@@ -1,0 +1,795 @@
+"""Run directories, metrics files, loading runs and comparison tables.
+
+A run directory ``runs/<name>-<timestamp>/`` holds::
+
+    config.yaml      the fully resolved config (load_config(config.yaml) rebuilds the run)
+    metrics.csv      one row per evaluated round (columns: METRIC_COLUMNS, then any others)
+    summary.json     status (running | finished | interrupted | failed), final/best metric, ...
+    checkpoint.pt    runner state every ``output.checkpoint_every`` rounds and at the end
+    *.png            accuracy vs round, accuracy vs bytes sent, consensus distance vs round
+    tensorboard/     only with ``output.tensorboard: true`` and the package installed
+
+Every file is written atomically (:mod:`gossipfl.io`), so a killed run leaves the previous
+version of each file, never half of one. Randomness is counter-based, so resuming from a
+checkpoint repeats the uninterrupted run exactly (timing columns aside).
+
+Tables compare *configurations*: runs whose configs differ only in seed (and in names, output
+and device settings) form one group, reported as mean ± std over its seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from gossipfl.config import Config, load_config
+from gossipfl.errors import GossipflError
+from gossipfl.io import atomic_torch_save, atomic_write_text
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.csv"
+SUMMARY_FILE = "summary.json"
+CHECKPOINT_FILE = "checkpoint.pt"
+CHECKPOINT_FORMAT = 1
+
+METRIC_COLUMNS = ("round", "lr", "train_loss", "test_acc", "test_loss", "local_acc_mean",
+                  "local_acc_std", "personalized_acc", "personalized_acc_std", "consensus",
+                  "bytes_round", "bytes_total", "seconds", "eval_seconds", "elapsed")
+#: Columns that measure wall-clock time: the only ones a resumed run may change.
+TIMING_COLUMNS = ("seconds", "eval_seconds", "elapsed")
+#: Accuracy metrics in order of preference for tables and figures.
+ACCURACY_METRICS = ("test_acc", "personalized_acc", "local_acc_mean")
+#: Config keys that do not change what a run computes (ignored when grouping runs).
+NON_RESULT_KEYS = ("seed", "name", "device", "output", "engine")
+
+METRIC_LABELS = {"test_acc": "test accuracy (average model)",
+                 "personalized_acc": "personalized accuracy (local test splits)",
+                 "local_acc_mean": "test accuracy (local models, mean)",
+                 "consensus": "consensus distance (1/M) Σ‖x_i − x̄‖²"}
+
+Callback = Callable[[Any, int, "dict | None"], None]
+
+
+# --------------------------------------------------------------------------------------------
+# Files of one run directory
+# --------------------------------------------------------------------------------------------
+class RunDirectory:
+    """The files of one run directory (nothing is read or written until asked)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDirectory({str(self.path)!r})"
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    @classmethod
+    def create(cls, path: str | Path, key: str = "output.dir") -> RunDirectory:
+        """Make a new, empty run directory; an existing non-empty one is an error."""
+        path = Path(path)
+        check_free(path, key)
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path)
+
+    def is_run(self) -> bool:
+        return self.file(CONFIG_FILE).is_file()
+
+    # -- writing ------------------------------------------------------------------------
+    def write_config(self, config: Config) -> None:
+        atomic_write_text(self.file(CONFIG_FILE), config.to_yaml())
+
+    def write_metrics(self, rows: Sequence[dict]) -> None:
+        atomic_write_text(self.file(METRICS_FILE), metrics_to_csv(rows))
+
+    def write_summary(self, summary: dict) -> None:
+        atomic_write_text(self.file(SUMMARY_FILE), json.dumps(summary, indent=2) + "\n")
+
+    def save_checkpoint(self, runner: Any) -> None:
+        state = {"format": CHECKPOINT_FORMAT, "config": comparable_config(runner.config),
+                 "runner": runner.state_dict()}
+        atomic_torch_save(state, self.file(CHECKPOINT_FILE))
+
+    # -- reading ------------------------------------------------------------------------
+    def read_config(self) -> Config:
+        return load_config(self.file(CONFIG_FILE))
+
+    def read_config_dict(self) -> dict:
+        try:
+            return yaml.safe_load(self.file(CONFIG_FILE).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            raise GossipflError(f"run: '{self.file(CONFIG_FILE)}' cannot be read.") from None
+
+    def read_metrics(self) -> list[dict]:
+        path = self.file(METRICS_FILE)
+        return metrics_from_csv(path.read_text()) if path.is_file() else []
+
+    def read_summary(self) -> dict:
+        path = self.file(SUMMARY_FILE)
+        if not path.is_file():
+            return {}
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+    def status(self) -> str | None:
+        return self.read_summary().get("status")
+
+    def load_checkpoint(self) -> dict | None:
+        """The checkpoint dict, or None when none was written yet."""
+        path = self.file(CHECKPOINT_FILE)
+        if not path.is_file():
+            return None
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user error
+            raise GossipflError(f"--resume: checkpoint '{path}' cannot be read "
+                                f"({type(exc).__name__}); the file is corrupt.") from None
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise GossipflError(f"--resume: checkpoint '{path}' is not a gossipfl checkpoint "
+                                f"of format {CHECKPOINT_FORMAT}.")
+        return state
+
+
+def check_free(path: Path, key: str) -> None:
+    """A run may only be written to a path that is absent or an empty folder."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise GossipflError(f"{key}: run directory '{path}' already exists; choose another "
+                            f"name or remove it.")
+
+
+def timestamp(now: float | None = None) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+
+
+def slug(text: str) -> str:
+    """A file-name-safe version of ``text`` (letters, digits, ``.``, ``_``, ``-``)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-")
+    return cleaned or "run"
+
+
+def run_name(config: Config) -> str:
+    """``config.name``, else ``<algorithm>-<dataset>``."""
+    return slug(config.name or f"{config.algorithm.name}-{config.data.dataset}")
+
+
+def new_run_path(config: Config, parent: str | Path | None = None) -> Path:
+    """``<parent or output.dir>/<name>-<timestamp>``."""
+    parent = Path(parent if parent is not None else config.output.dir)
+    return parent / f"{run_name(config)}-{timestamp()}"
+
+
+def comparable_config(config: Config) -> dict:
+    """The config as a plain dict without the keys that do not change results."""
+    data = yaml.safe_load(config.to_yaml())
+    for key in ("device", "output", "name"):
+        data.pop(key, None)
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# metrics.csv
+# --------------------------------------------------------------------------------------------
+def metric_columns(rows: Iterable[dict]) -> list[str]:
+    """Known columns in their standard order, then any others in order of appearance."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    known = [c for c in METRIC_COLUMNS if c in seen]
+    return known + [c for c in seen if c not in METRIC_COLUMNS]
+
+
+def metrics_to_csv(rows: Sequence[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=metric_columns(rows), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _csv_value(v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def metrics_from_csv(text: str) -> list[dict]:
+    """Rows with numbers parsed back (int where integral text, else float; empty: absent)."""
+    rows = []
+    for raw in csv.DictReader(io.StringIO(text)):
+        rows.append({k: _parse_number(v) for k, v in raw.items() if v not in ("", None)})
+    return rows
+
+
+def _csv_value(value: Any) -> Any:
+    return repr(value) if isinstance(value, float) else value
+
+
+def _parse_number(text: str) -> int | float | str:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+# --------------------------------------------------------------------------------------------
+# Summaries
+# --------------------------------------------------------------------------------------------
+def primary_metric(rows: Sequence[dict]) -> str:
+    """The accuracy a table reports: the first of ACCURACY_METRICS that the rows hold."""
+    for metric in ACCURACY_METRICS:
+        if any(metric in row for row in rows):
+            return metric
+    return ACCURACY_METRICS[0]
+
+
+def summarize_rows(rows: Sequence[dict], metric: str | None = None) -> dict:
+    """Final and best ``metric``, round of the best, time per round and bytes sent."""
+    from gossipfl.api import Result
+
+    metric = metric or primary_metric(rows)
+    out = Result(config=None, metrics=list(rows), params=None).summary(metric)
+    last = rows[-1] if rows else {}
+    for key in ("local_acc_mean", "local_acc_std", "consensus", "train_loss"):
+        if key in last:
+            out[f"final_{key}"] = last[key]
+    return out
+
+
+def run_summary(runner: Any, status: str, error: str | None = None,
+                checkpoint_round: int | None = None) -> dict:
+    """What summary.json holds for a run in ``status``."""
+    config = runner.config
+    info = {"status": status, "name": config.name, "algorithm": config.algorithm.name,
+            "dataset": config.data.dataset, "clients": config.data.clients,
+            "topology": None if runner.exp.topology is None else config.topology.name,
+            "seed": config.seed, "rounds_done": runner.round,
+            "rounds_planned": config.train.rounds,
+            "checkpoint_round": checkpoint_round, "parameters": runner.exp.layout.P,
+            "updated": timestamp()}
+    if error:
+        info["error"] = error
+    info.update(summarize_rows(runner.rows))
+    return info
+
+
+# --------------------------------------------------------------------------------------------
+# Recording a run
+# --------------------------------------------------------------------------------------------
+class Recorder:
+    """Runner callback writing metrics.csv on every evaluation and checkpoints every N rounds.
+
+    ``checkpoint_every = 0`` checkpoints only at the end.
+    """
+
+    def __init__(self, run_dir: RunDirectory, checkpoint_every: int,
+                 checkpoint_round: int | None = None):
+        self.run_dir = run_dir
+        self.every = checkpoint_every
+        self.checkpoint_round = checkpoint_round  # round of the last checkpoint written
+
+    def summary(self, runner: Any, status: str, error: str | None = None) -> dict:
+        return run_summary(runner, status, error, self.checkpoint_round)
+
+    def __call__(self, runner: Any, t: int, row: dict | None) -> None:
+        if row is not None:
+            self.run_dir.write_metrics(runner.rows)
+        if self.every and (t + 1) % self.every == 0:
+            self.checkpoint(runner, "running")
+
+    def checkpoint(self, runner: Any, status: str) -> None:
+        self.run_dir.save_checkpoint(runner)
+        self.checkpoint_round = runner.round
+        self.run_dir.write_summary(self.summary(runner, status))
+
+
+class TensorBoardLogger:
+    """Runner callback logging every evaluated row's numbers to ``<run>/tensorboard``."""
+
+    def __init__(self, writer: Any):
+        self.writer = writer
+
+    @classmethod
+    def open(cls, run_dir: RunDirectory, start_round: int,
+             warn: Callable[[str], None]) -> TensorBoardLogger | None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            warn("output.tensorboard: the tensorboard package is not installed, so nothing is "
+                 "logged to TensorBoard (pip install tensorboard).")
+            return None
+        purge = start_round + 1 if start_round else None
+        return cls(SummaryWriter(log_dir=str(run_dir.file("tensorboard")), purge_step=purge))
+
+    def __call__(self, runner: Any, t: int, row: dict | None) -> None:
+        if row is None:
+            return
+        for key, value in row.items():
+            if key != "round" and isinstance(value, (int, float)):
+                self.writer.add_scalar(key, value, global_step=row["round"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass
+class RunOutcome:
+    """How :func:`execute` ended."""
+
+    run_dir: RunDirectory
+    status: str  # finished | interrupted | failed
+    summary: dict
+    result: Any = None  # gossipfl.api.Result when finished
+    error: BaseException | None = None
+
+
+@dataclass
+class PreparedRun:
+    """A built Runner with the run directory it writes to."""
+
+    runner: Any
+    run_dir: RunDirectory
+    fresh: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare_fresh(config: Config, path: str | Path, key: str = "output.dir") -> PreparedRun:
+    """Build the experiment, then create its run directory (errors leave nothing behind)."""
+    from gossipfl.runner import Runner
+
+    path = Path(path)
+    check_free(path, key)
+    runner = Runner(config)
+    return PreparedRun(runner, RunDirectory.create(path, key), fresh=True)
+
+
+def prepare_resume(path: str | Path, device: str | None = None) -> PreparedRun:
+    """Rebuild the run in ``path`` from its config.yaml and load its last checkpoint."""
+    from gossipfl.runner import Runner
+
+    run_dir = RunDirectory(path)
+    if not run_dir.path.is_dir() or not run_dir.is_run():
+        raise GossipflError(f"--resume: '{run_dir.path}' is not a run directory "
+                            f"(it has no {CONFIG_FILE}).")
+    overrides = [f"device={device}"] if device else []
+    config = load_config(run_dir.file(CONFIG_FILE), overrides)
+    state = run_dir.load_checkpoint()
+    runner = Runner(config)
+    prepared = PreparedRun(runner, run_dir, fresh=False)
+    if state is None:
+        prepared.notes.append("no checkpoint was written yet; starting again from round 0")
+        return prepared
+    if state["config"] != comparable_config(config):
+        raise GossipflError(f"--resume: '{run_dir.file(CONFIG_FILE)}' was changed after the "
+                            f"checkpoint was written; restore it or start a new run.")
+    runner.load_state_dict(state["runner"])
+    prepared.notes.append(f"resuming after round {runner.round} of {config.train.rounds}")
+    return prepared
+
+
+def execute(prepared: PreparedRun, callbacks: Sequence[Callback] = (),
+            warn: Callable[[str], None] = print) -> RunOutcome:
+    """Run to the end, recording into the run directory; figures at the end.
+
+    KeyboardInterrupt keeps the directory with its last checkpoint (status ``interrupted``)
+    and is re-raised. Any other exception keeps a directory that has recorded results
+    (status ``failed``); a fresh run that recorded nothing is removed. The exception is
+    returned in the outcome, not raised.
+    """
+    runner, run_dir = prepared.runner, prepared.run_dir
+    config = runner.config
+    recorder = Recorder(run_dir, config.output.checkpoint_every,
+                        checkpoint_round=None if prepared.fresh else runner.round or None)
+    extra: list[Callback] = [recorder]
+    board = TensorBoardLogger.open(run_dir, runner.round, warn) if config.output.tensorboard \
+        else None
+    if board is not None:
+        extra.append(board)
+    runner.callbacks = [*extra, *callbacks]
+    try:
+        if prepared.fresh:
+            run_dir.write_config(config)
+        run_dir.write_summary(recorder.summary(runner, "running"))
+        result = runner.run()
+        recorder.checkpoint(runner, "finished")
+    except KeyboardInterrupt:
+        run_dir.write_summary(recorder.summary(runner, "interrupted"))
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded, then handed to the caller
+        return _failed(prepared, recorder, exc)
+    finally:
+        if board is not None:
+            board.close()
+    write_run_figures(run_dir)
+    return RunOutcome(run_dir, "finished", run_dir.read_summary(), result=result)
+
+
+def _failed(prepared: PreparedRun, recorder: Recorder, exc: Exception) -> RunOutcome:
+    runner, run_dir = prepared.runner, prepared.run_dir
+    summary = recorder.summary(runner, "failed", error=str(exc))
+    if prepared.fresh and not runner.rows:
+        shutil.rmtree(run_dir.path, ignore_errors=True)
+    else:
+        run_dir.write_metrics(runner.rows)
+        run_dir.write_summary(summary)
+    return RunOutcome(run_dir, "failed", summary, error=exc)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading runs
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Run:
+    """A run directory as read back: its config dict, metric rows and summary."""
+
+    path: Path
+    config: dict
+    metrics: list[dict]
+    summary: dict
+
+    @property
+    def status(self) -> str:
+        return self.summary.get("status", "unknown")
+
+    @property
+    def seed(self) -> Any:
+        return self.config.get("seed")
+
+    def column(self, key: str) -> list:
+        return [row.get(key) for row in self.metrics]
+
+
+def load_run(path: str | Path) -> Run:
+    run_dir = RunDirectory(path)
+    if not run_dir.is_run():
+        raise GossipflError(f"report: '{run_dir.path}' is not a run directory "
+                            f"(it has no {CONFIG_FILE}).")
+    return Run(run_dir.path, run_dir.read_config_dict(), run_dir.read_metrics(),
+               run_dir.read_summary())
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[Run]:
+    """Runs in ``paths``: each a run directory or a folder (e.g. a study) holding some."""
+    runs: list[Run] = []
+    for given in paths:
+        path = Path(given)
+        if not path.is_dir():
+            raise GossipflError(f"report: '{path}' is not a directory.")
+        if RunDirectory(path).is_run():
+            runs.append(load_run(path))
+            continue
+        found = sorted(p.parent for p in path.rglob(CONFIG_FILE))
+        if not found:
+            raise GossipflError(f"report: no run directories (folders with {CONFIG_FILE}) "
+                                f"under '{path}'.")
+        runs.extend(load_run(p) for p in found)
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# Grouping runs into configurations
+# --------------------------------------------------------------------------------------------
+def flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (lists and scalars are leaves)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def _result_keys(config: dict) -> dict[str, Any]:
+    flat = flatten(config)
+    return {k: v for k, v in flat.items()
+            if not any(k == n or k.startswith(f"{n}.") for n in NON_RESULT_KEYS)}
+
+
+def group_runs(runs: Sequence[Run]) -> dict[str, list[Run]]:
+    """Runs grouped by configuration (all but the seed), labelled by what differs."""
+    groups: dict[str, list[Run]] = {}
+    keys: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        flat = _result_keys(run.config)
+        ident = json.dumps(flat, sort_keys=True, default=str)
+        groups.setdefault(ident, []).append(run)
+        keys[ident] = flat
+    labels = config_labels(list(keys.values()))
+    return {label: groups[ident] for label, ident in zip(labels, groups)}
+
+
+def config_labels(configs: Sequence[dict[str, Any]]) -> list[str]:
+    """A short distinct label per flattened config: the values of the keys that differ."""
+    all_keys = list(dict.fromkeys(k for c in configs for k in c))
+    varying = [k for k in all_keys if len({json.dumps(c.get(k), default=str)
+                                             for c in configs}) > 1]
+    varying.sort(key=lambda k: (k != "algorithm.name", not k.startswith("algorithm.")))
+    labels = []
+    for config in configs:
+        parts = [_label_part(k, config[k]) for k in varying if k in config]
+        labels.append(", ".join(parts) or str(config.get("algorithm.name", "run")))
+    return _dedupe(labels)
+
+
+def _label_part(key: str, value: Any) -> str:
+    leaf = key.rsplit(".", 1)[-1]
+    if leaf == "name":
+        return str(value)
+    return f"{leaf}={value}"
+
+
+def _dedupe(labels: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison tables
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Stat:
+    """Mean ± sample standard deviation of some values (std 0 for one value)."""
+
+    mean: float
+    std: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stat | None:
+        if not values:
+            return None
+        arr = np.asarray(values, dtype=np.float64)
+        std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
+        return cls(float(arr.mean()), std, len(arr))
+
+
+@dataclass
+class TableRow:
+    """One configuration of a comparison table."""
+
+    label: str
+    runs: int  # runs with results
+    seeds: list
+    final: Stat | None
+    best: Stat | None
+    to_target: dict[float, tuple[Stat | None, int]]  # target → (rounds stat, runs reaching)
+    seconds_per_round: float | None
+    bytes_total: float | None
+    failed: int = 0
+
+
+def rounds_to_target(rows: Sequence[dict], metric: str, target: float) -> int | None:
+    """The first evaluated round whose ``metric`` is at least ``target`` (None if never)."""
+    for row in rows:
+        if row.get(metric) is not None and row[metric] >= target:
+            return int(row["round"])
+    return None
+
+
+def default_target(groups: dict[str, list[Run]], metric: str) -> float | None:
+    """The lowest mean final accuracy over the configurations, floored to 0.05: the level
+    every configuration reaches, so rounds-to-target compares them all."""
+    finals = []
+    for runs in groups.values():
+        values = [r.metrics[-1][metric] for r in runs if r.metrics and metric in r.metrics[-1]]
+        if values:
+            finals.append(float(np.mean(values)))
+    if not finals:
+        return None
+    return math.floor(min(finals) * 20 + 1e-9) / 20
+
+
+def comparison_table(groups: dict[str, list[Run]], metric: str,
+                     targets: Sequence[float]) -> list[TableRow]:
+    """Mean ± std over seeds of final and best ``metric`` and rounds to each target."""
+    table = []
+    for label, runs in groups.items():
+        ok = [r for r in runs if r.metrics and r.status != "failed"]
+        finals = [r.metrics[-1][metric] for r in ok if metric in r.metrics[-1]]
+        bests = [max(v for v in r.column(metric) if v is not None) for r in ok
+                 if any(v is not None for v in r.column(metric))]
+        to_target = {}
+        for target in targets:
+            reached = [n for r in ok if (n := rounds_to_target(r.metrics, metric, target))]
+            to_target[float(target)] = (Stat.of(reached), len(reached))
+        last = [r.metrics[-1] for r in ok]
+        per_round = [row["elapsed"] / row["round"] for row in last
+                     if row.get("elapsed") is not None and row.get("round")]
+        sent = [row["bytes_total"] for row in last if row.get("bytes_total") is not None]
+        table.append(TableRow(label=label, runs=len(ok), seeds=[r.seed for r in runs],
+                              final=Stat.of(finals), best=Stat.of(bests), to_target=to_target,
+                              seconds_per_round=float(np.mean(per_round)) if per_round else None,
+                              bytes_total=float(np.mean(sent)) if sent else None,
+                              failed=len(runs) - len(ok)))
+    return table
+
+
+def _pct(stat: Stat | None) -> str:
+    if stat is None:
+        return "—"
+    if stat.n == 1:
+        return f"{100 * stat.mean:.2f}"
+    return f"{100 * stat.mean:.2f} ± {100 * stat.std:.2f}"
+
+
+def _rounds(entry: tuple[Stat | None, int], runs: int) -> str:
+    stat, reached = entry
+    if stat is None:
+        return "never"
+    text = f"{stat.mean:.1f} ± {stat.std:.1f}" if stat.n > 1 else f"{stat.mean:.0f}"
+    return text if reached == runs else f"{text} ({reached}/{runs})"
+
+
+def format_bytes(value: float | None) -> str:
+    if value is None:
+        return "—"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"
+
+
+def table_markdown(table: Sequence[TableRow], metric: str) -> str:
+    """The table as GitHub markdown (accuracies in %, mean ± std over seeds)."""
+    targets = list(table[0].to_target) if table else []
+    head = ["configuration", "runs", f"final {metric} (%)", f"best {metric} (%)",
+            *[f"rounds to {100 * t:g}%" for t in targets], "s/round", "sent"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for row in table:
+        seeds = str(row.runs) + (f" ({row.failed} failed)" if row.failed else "")
+        cells = [row.label, seeds, _pct(row.final), _pct(row.best),
+                 *[_rounds(row.to_target[t], row.runs) for t in targets],
+                 "—" if row.seconds_per_round is None else f"{row.seconds_per_round:.2f}",
+                 format_bytes(row.bytes_total)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table_csv(table: Sequence[TableRow], metric: str) -> str:
+    """The table as CSV with raw numbers (accuracies as fractions)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    targets = list(table[0].to_target) if table else []
+    head = ["configuration", "runs", "failed", "metric", "final_mean", "final_std",
+            "best_mean", "best_std"]
+    for t in targets:
+        head += [f"rounds_to_{t:g}_mean", f"rounds_to_{t:g}_std", f"rounds_to_{t:g}_reached"]
+    writer.writerow(head + ["seconds_per_round", "bytes_total"])
+    for row in table:
+        cells: list[Any] = [row.label, row.runs, row.failed, metric,
+                            *_stat_cells(row.final), *_stat_cells(row.best)]
+        for t in targets:
+            stat, reached = row.to_target[t]
+            cells += [*_stat_cells(stat), reached]
+        writer.writerow(cells + [row.seconds_per_round, row.bytes_total])
+    return buffer.getvalue()
+
+
+def _stat_cells(stat: Stat | None) -> list:
+    return ["", ""] if stat is None else [stat.mean, stat.std]
+
+
+# --------------------------------------------------------------------------------------------
+# Reports: table files and figures
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Report:
+    metric: str
+    targets: list[float]
+    table: list[TableRow]
+    markdown: str
+    files: list[Path]
+
+
+def report(runs: Sequence[Run], out_dir: str | Path, metric: str | None = None,
+           targets: Sequence[float] | None = None) -> Report:
+    """Write ``table.md``, ``table.csv`` and the figures for ``runs`` into ``out_dir``."""
+    if not runs:
+        raise GossipflError("report: no runs to report.")
+    out = Path(out_dir)
+    groups = group_runs(runs)
+    metric = metric or primary_metric([row for r in runs for row in r.metrics])
+    if targets is None:
+        target = default_target(groups, metric)
+        targets = [] if target is None or target <= 0 else [target]
+    table = comparison_table(groups, metric, targets)
+    markdown = table_markdown(table, metric)
+    atomic_write_text(out / "table.md", markdown)
+    atomic_write_text(out / "table.csv", table_csv(table, metric))
+    files = [out / "table.md", out / "table.csv", *write_figures(groups, out, metric)]
+    return Report(metric, list(targets), table, markdown, files)
+
+
+def write_run_figures(run_dir: RunDirectory) -> list[Path]:
+    """The figures of one finished run, into the run directory."""
+    run = load_run(run_dir.path)
+    label = str(run.config.get("name") or run.config.get("algorithm", {}).get("name", "run"))
+    return write_figures({label: [run]}, run_dir.path, primary_metric(run.metrics))
+
+
+def mean_curve(runs: Sequence[Run], x_key: str, y_key: str
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per-round mean of x and mean ± std of y over runs, on the rounds every run holds."""
+    series = []
+    for run in runs:
+        points = {row["round"]: (row.get(x_key), row.get(y_key)) for row in run.metrics}
+        series.append({r: p for r, p in points.items() if None not in p})
+    common = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    if not common:
+        return None
+    xs = np.array([[s[r][0] for r in common] for s in series], dtype=np.float64)
+    ys = np.array([[s[r][1] for r in common] for s in series], dtype=np.float64)
+    return xs.mean(axis=0), ys.mean(axis=0), ys.std(axis=0)
+
+
+def write_figures(groups: dict[str, list[Run]], out_dir: str | Path, metric: str) -> list[Path]:
+    """accuracy.png (vs round), accuracy_vs_bytes.png, consensus.png: one curve per group."""
+    from gossipfl import plots
+
+    out = Path(out_dir)
+    seeds = max(len(runs) for runs in groups.values())
+    title = f"mean ± std over {seeds} seeds" if seeds > 1 else None
+    single = next(iter(groups.values()))[0] if len(groups) == 1 and seeds == 1 else None
+    specs = [("accuracy.png", "round", metric, "communication round", False),
+             ("accuracy_vs_bytes.png", "bytes_total", metric, "bytes sent (all clients)", False),
+             ("consensus.png", "round", "consensus", "communication round", True)]
+    files = []
+    for name, x_key, y_key, x_label, log_y in specs:
+        curves = _curves(groups, x_key, y_key)
+        if single is not None and y_key == metric and metric != "local_acc_mean":
+            if metric == "test_acc" and curves:
+                curves[0].label = "average model"
+            curves += _local_curve(single, x_key)
+        if not curves:
+            continue
+        scale = 100.0 if y_key in ACCURACY_METRICS else 1.0
+        files.append(plots.line_figure(
+            curves, out / name, xlabel=x_label, ylabel=METRIC_LABELS.get(y_key, y_key),
+            title=title, y_scale=scale, log_y=log_y, bytes_x=x_key == "bytes_total"))
+    return files
+
+
+def _curves(groups: dict[str, list[Run]], x_key: str, y_key: str) -> list:
+    from gossipfl.plots import Curve
+
+    curves = []
+    for label, runs in groups.items():
+        stats = mean_curve(runs, x_key, y_key)
+        if stats is not None:
+            curves.append(Curve(label, *stats))
+    return curves
+
+
+def _local_curve(run: Run, x_key: str) -> list:
+    """The local models' mean ± std over clients, for a single-run figure."""
+    from gossipfl.plots import Curve
+
+    rows = [r for r in run.metrics if "local_acc_mean" in r and r.get(x_key) is not None]
+    if not rows:
+        return []
+    def col(key: str) -> np.ndarray:
+        return np.array([r.get(key, 0.0) for r in rows], dtype=np.float64)
+
+    return [Curve("local models (mean ± std over clients)", col(x_key), col("local_acc_mean"),
+                  col("local_acc_std"), style="--")]

@@ -1,0 +1,288 @@
+"""Studies: a grid of runs (algorithms × hyperparameters × seeds), then a comparison table.
+
+A study file (YAML)::
+
+    name: baselines            # study folder name (default: the file's stem)
+    out: runs                  # parent folder of the study folder (default: base output.dir)
+    base: {...}                # a full config, or the path of a config YAML (relative to
+                               # the study file); shared by every run
+    grid:                      # each key a dotted config path, each value a list
+      algorithm:               # `algorithm` entries replace the whole algorithm section
+        - {name: dfedavg}
+        - {name: dfedavgm, momentum: 0.9}
+      train.lr: [0.1, 0.05]    # other entries set one key (a mapping merges into a section)
+    seeds: [0, 1, 2]           # default: [base seed]
+    targets: [0.6, 0.7]        # accuracies for the rounds-to-target columns
+    metric: test_acc           # default: test_acc, else personalized_acc, else local_acc_mean
+
+Runs are the Cartesian product of the grid values (in the file's order) times the seeds. Each
+runs in its own run directory ``<out>/<name>/<label>-seed<s>/``, where the label names the
+grid values that vary. Running a study again skips finished runs (and runs that failed, as
+they would fail again), resumes interrupted ones from their checkpoint, and refuses a run
+directory whose config no longer matches. At the end ``table.md``, ``table.csv`` and the
+figures are written into the study folder.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gossipfl.config import Config, apply_override, load_config, read_yaml
+from gossipfl.errors import GossipflError, did_you_mean
+from gossipfl.io import atomic_write_text
+from gossipfl.results import (
+    PreparedRun,
+    Report,
+    RunDirectory,
+    RunOutcome,
+    comparable_config,
+    config_labels,
+    execute,
+    flatten,
+    load_run,
+    prepare_fresh,
+    prepare_resume,
+    report,
+    slug,
+)
+
+STUDY_KEYS = ("name", "out", "base", "grid", "seeds", "targets", "metric")
+STUDY_FILE = "study.yaml"
+DONE = ("finished", "failed")
+
+
+@dataclass
+class Study:
+    """A parsed study file."""
+
+    name: str
+    base: dict
+    grid: dict[str, list]
+    seeds: list[int]
+    targets: list[float] | None = None
+    metric: str | None = None
+    out: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "out": self.out, "base": self.base, "grid": self.grid,
+                "seeds": self.seeds, "targets": self.targets, "metric": self.metric}
+
+
+@dataclass
+class Variant:
+    """One run of a study: a grid point and a seed."""
+
+    label: str
+    seed: int
+    config: Config
+    dirname: str
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+def load_study(source: str | Path | dict, overrides: Sequence[str] = ()) -> Study:
+    """Parse a study from a YAML path or a dict; ``overrides`` (``key=value``) go to base."""
+    where = None
+    if isinstance(source, (str, Path)):
+        where = Path(source)
+        raw = read_yaml(where)
+        default_name = where.stem
+    elif isinstance(source, dict):
+        raw, default_name = dict(source), "study"
+    else:
+        raise GossipflError(f"study: expected a YAML path or a dict, got "
+                            f"{type(source).__name__}.")
+    for key in raw:
+        if key not in STUDY_KEYS:
+            raise GossipflError(f"study.{key}: unknown key{did_you_mean(str(key), STUDY_KEYS)};"
+                                f" a study has {', '.join(STUDY_KEYS)}.")
+    base = _base(raw.get("base"), where)
+    for item in overrides:
+        apply_override(base, item)
+    seeds = _int_list("study.seeds", raw.get("seeds", [base.get("seed", 0)]))
+    targets = raw.get("targets")
+    if targets is not None:
+        targets = _target_list(targets)
+    name = raw.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise GossipflError(f"study.name: must be a non-empty string, got {name!r}.")
+    return Study(name=name, base=base, grid=_grid(raw.get("grid")), seeds=seeds,
+                 targets=targets, metric=_optional_str("study.metric", raw.get("metric")),
+                 out=_optional_str("study.out", raw.get("out")))
+
+
+def _base(value: Any, where: Path | None) -> dict:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        path = Path(value)
+        if not path.is_absolute() and where is not None:
+            path = where.parent / path
+        return read_yaml(path)
+    if not isinstance(value, dict):
+        raise GossipflError(f"study.base: must be a config mapping or the path of a config "
+                            f"file, got {value!r}.")
+    return yaml.safe_load(yaml.safe_dump(value))  # a deep copy
+
+
+def _grid(value: Any) -> dict[str, list]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise GossipflError(f"study.grid: must map config keys to lists of values, "
+                            f"got {value!r}.")
+    for key, values in value.items():
+        if not isinstance(values, list) or not values:
+            raise GossipflError(f"study.grid.{key}: must be a non-empty list of values, "
+                                f"got {values!r}.")
+    return {str(k): list(v) for k, v in value.items()}
+
+
+def _int_list(key: str, value: Any) -> list[int]:
+    if not isinstance(value, list):
+        value = [value]
+    if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise GossipflError(f"{key}: must be a non-empty list of integers, got {value!r}.")
+    if len(set(value)) != len(value):
+        raise GossipflError(f"{key}: lists a seed twice, got {value!r}.")
+    return value
+
+
+def _target_list(value: Any) -> list[float]:
+    if not isinstance(value, list):
+        value = [value]
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+            raise GossipflError(f"study.targets: accuracies must be numbers in (0, 1], "
+                                f"got {v!r}.")
+    return [float(v) for v in value]
+
+
+def _optional_str(key: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise GossipflError(f"{key}: must be a string, got {value!r}.")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Expanding the grid
+# --------------------------------------------------------------------------------------------
+def set_key(raw: dict, key: str, value: Any) -> None:
+    """Apply one grid entry to a raw config dict (see the module docstring)."""
+    if key == "algorithm":
+        raw["algorithm"] = {"name": value} if isinstance(value, str) else dict(value)
+        return
+    parts = key.split(".")
+    node = raw
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise GossipflError(f"study.grid.{key}: '{part}' is not a config section.")
+        node = child
+    leaf = parts[-1]
+    if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+        node[leaf] = {**node[leaf], **value}
+    else:
+        node[leaf] = value
+
+
+def expand(study: Study) -> list[Variant]:
+    """Every run of the study, each config validated (errors before anything runs)."""
+    points = [dict(zip(study.grid, values))
+              for values in itertools.product(*study.grid.values())] or [{}]
+    configs = []
+    for point in points:
+        raw = yaml.safe_load(yaml.safe_dump(study.base))
+        for key, value in point.items():
+            set_key(raw, key, value)
+        configs.append(load_config(raw))
+    labels = config_labels([flatten(comparable_config(c)) for c in configs])
+    variants = []
+    for label, config in zip(labels, configs):
+        for seed in study.seeds:
+            run = load_config(config, [f"seed={seed}", f"name={slug(label)}"])
+            variants.append(Variant(label, seed, run, f"{slug(label)}-seed{seed}"))
+    return variants
+
+
+def study_path(study: Study, out: str | Path | None = None) -> Path:
+    """``<out>/<name>``: ``out`` from the argument, the study, or the base output.dir."""
+    parent = out or study.out or study.base.get("output", {}).get("dir") or "runs"
+    return Path(parent) / slug(study.name)
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------
+Progress = Callable[[PreparedRun, str], Any]  # returns a runner callback with .close()
+
+
+@dataclass
+class StudyOutcome:
+    path: Path
+    variants: list[Variant]
+    outcomes: dict[str, str] = field(default_factory=dict)  # dirname → ran | skipped | ...
+    report: Report | None = None
+
+
+def plan(variant: Variant, path: Path) -> str:
+    """``fresh``, ``resume`` or ``skip`` for the run directory ``path``."""
+    run_dir = RunDirectory(path)
+    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+        return "fresh"
+    if not run_dir.is_run():
+        raise GossipflError(f"study: '{path}' exists but is not a run directory; remove it.")
+    if comparable_config(run_dir.read_config()) != comparable_config(variant.config):
+        raise GossipflError(f"study: run directory '{path}' holds a different config than "
+                            f"the study asks for; remove it or rename the study.")
+    return "skip" if run_dir.status() in DONE else "resume"
+
+
+def run_variant(variant: Variant, path: Path, device: str | None, progress: Progress | None,
+                warn: Callable[[str], None]) -> tuple[str, RunOutcome | None]:
+    """Run (or skip, or resume) one variant; returns what happened and the outcome."""
+    action = plan(variant, path)
+    if action == "skip":
+        return "skipped", None
+    if action == "fresh":
+        config = variant.config if device is None else load_config(
+            variant.config, [f"device={device}"])
+        prepared = prepare_fresh(config, path, key="study")
+    else:
+        prepared = prepare_resume(path, device)
+    bar = progress(prepared, variant.dirname) if progress else None
+    try:
+        outcome = execute(prepared, [bar] if bar else [], warn=warn)
+    finally:
+        if bar is not None:
+            bar.close()
+    if outcome.status == "failed":
+        warn(f"run {variant.dirname} failed: {outcome.error}")
+    return ("resumed" if action == "resume" else "ran"), outcome
+
+
+def run_study(study: Study, *, out: str | Path | None = None, device: str | None = None,
+              progress: Progress | None = None, log: Callable[[str], None] = print,
+              warn: Callable[[str], None] = print) -> StudyOutcome:
+    """Run every variant not yet done, then write the table and figures."""
+    variants = expand(study)
+    path = study_path(study, out)
+    result = StudyOutcome(path, variants)
+    for i, variant in enumerate(variants, 1):
+        log(f"[{i}/{len(variants)}] {variant.label}, seed {variant.seed}")
+        what, _ = run_variant(variant, path / variant.dirname, device, progress, warn)
+        result.outcomes[variant.dirname] = what
+        if what == "skipped":
+            log("  already done; skipped")
+        if i == 1:
+            atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
+    runs = [load_run(path / v.dirname) for v in variants]
+    result.report = report(runs, path, metric=study.metric, targets=study.targets)
+    return result
