@@ -7,7 +7,7 @@ lines of tensor algebra over that stack. Entry point: :func:`gossipfl.run`.
 from gossipfl.errors import GossipflError
 
 __version__ = "0.1.0"
-__all__ = ["GossipflError", "run", "Result", "__version__"]
+__all__ = ["GossipflError", "Result", "__version__", "run"]
 
 
 def __getattr__(name: str):

@@ -13,7 +13,8 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -36,6 +37,9 @@ from gossipfl.errors import GossipflError
 from gossipfl.models import build_model
 from gossipfl.rng import derive_seed, numpy_generator, torch_generator
 from gossipfl.topology import Mixer, build_topology
+
+if TYPE_CHECKING:
+    from gossipfl.api import Result
 
 
 class StabilityWarning(UserWarning):
@@ -113,7 +117,7 @@ def _per_client_tensors(given: dict, config: Config) -> tuple[Dataset, list[np.n
     dataset = from_tensors(torch.cat(xs), torch.cat(ys), torch.as_tensor(test_x),
                            torch.as_tensor(test_y), num_classes=given.get("num_classes"))
     bounds = np.cumsum([0] + [len(y) for y in ys])
-    parts = [np.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    parts = [np.arange(a, b) for a, b in pairwise(bounds)]
     return dataset, parts
 
 
@@ -305,7 +309,7 @@ class Runner:
         rounds, every = self.config.train.rounds, self.config.eval.every
         return (t + 1) % every == 0 or t + 1 == rounds
 
-    def run(self) -> "Result":
+    def run(self) -> Result:
         from gossipfl.api import Result
 
         for t in range(self.round, self.config.train.rounds):

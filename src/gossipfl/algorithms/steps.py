@@ -54,7 +54,7 @@ def sample_clients(fed: Federation, t: int, count: int) -> torch.Tensor:
 
 def clients_per_round(fed: Federation, participation: float) -> int:
     """max(1, round(participation · M))."""
-    return max(1, int(round(participation * fed.num_clients)))
+    return max(1, round(participation * fed.num_clients))
 
 
 def weighted_average_update(server: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
