@@ -30,6 +30,14 @@ def masked_update(old: torch.Tensor, new: torch.Tensor, active: torch.Tensor) ->
     return torch.where(active.unsqueeze(1), new, old)
 
 
+def descend(y: torch.Tensor, direction: torch.Tensor, lr: float,
+            active: torch.Tensor) -> torch.Tensor:
+    """y − η d on active rows (in place on ``y``, the round's working copy, when all are)."""
+    if bool(active.all()):
+        return y.add_(direction, alpha=-lr)
+    return torch.where(active.unsqueeze(1), y - lr * direction, y)
+
+
 def heavy_ball_step(y: torch.Tensor, velocity: torch.Tensor, direction: torch.Tensor,
                     lr: float, theta: float,
                     active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,7 +19,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Algorithm
 from gossipfl.algorithms.steps import (
     clients_per_round,
-    masked_update,
+    descend,
     sample_clients,
     sgd_direction,
     weighted_average_update,
@@ -64,7 +64,7 @@ class ServerAlgorithm(Algorithm):
 
     def local_step(self, t, y, batch, lr):
         loss, direction = self.local_direction(y, batch)
-        return masked_update(y, y - lr * direction, batch.active), loss
+        return descend(y, direction, lr, batch.active), loss
 
     def aggregate(self, y: torch.Tensor, lr: float) -> torch.Tensor:
         """The new server model from the sampled clients' final iterates."""

@@ -18,7 +18,7 @@ import torch
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Algorithm, Batch
-from gossipfl.algorithms.steps import gossip, masked_update, sgd_direction
+from gossipfl.algorithms.steps import descend, gossip, sgd_direction
 from gossipfl.errors import GossipflError
 
 
@@ -44,7 +44,7 @@ class DFedAvg(Algorithm):
 
     def local_step(self, t, y, batch, lr):
         loss, direction = self.local_direction(y, batch)
-        return masked_update(y, y - lr * direction, batch.active), loss
+        return descend(y, direction, lr, batch.active), loss
 
     def end_round(self, t, y, lr):
         self.state["x"], sent = gossip(self.fed, y, t, self.params.gossip_steps)

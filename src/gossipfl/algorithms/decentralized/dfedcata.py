@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
-from gossipfl.algorithms.steps import extrapolate, gossip, masked_update, sgd_direction
+from gossipfl.algorithms.steps import descend, extrapolate, gossip, sgd_direction
 from gossipfl.errors import GossipflError
 
 REFERENCES = ("prev_mixed", "own_local")
@@ -66,7 +66,7 @@ class DFedCata(DFedAvg):
         loss, direction = sgd_direction(self.fed, y, batch)
         if self.params.lam:
             direction = direction + self.params.lam * (y - self.state["anchor"])
-        return masked_update(y, y - lr * direction, batch.active), loss
+        return descend(y, direction, lr, batch.active), loss
 
     def end_round(self, t, y, lr):
         own_local = self.params.extrapolation_ref == "own_local"
