@@ -137,3 +137,10 @@ def test_overrides_and_yaml_round_trip(tmp_path):
     path.write_text(config.to_yaml())
     again = load_config(path)
     assert again.to_dict() == config.to_dict()
+
+
+def test_partition_summary_from_a_config():
+    summary = gossipfl.partition_summary(small())
+    assert summary.samples.sum() <= 400 and len(summary.samples) == 8
+    assert (summary.class_counts.sum(1) == summary.samples).all()
+    assert (summary.classes_per_client == (summary.class_counts > 0).sum(1)).all()

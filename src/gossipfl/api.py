@@ -58,3 +58,18 @@ def run(config: Config | dict | str | Path | None = None, *,
 
     resolved = load_config(config, list(overrides))
     return Runner(resolved, callbacks=callbacks).run()
+
+
+def partition_summary(config: Config | dict | str | Path | None = None, *,
+                      overrides: Sequence[str] = ()):
+    """Samples and classes per client of the partition a config makes (no training).
+
+    Returns a :class:`gossipfl.data.PartitionSummary` (``samples [M]``, ``class_counts
+    [M, C]``, ``classes_per_client [M]``, ``.table()``).
+    """
+    from gossipfl.data import summarize_partition
+    from gossipfl.runner import build_data
+
+    resolved = load_config(config, list(overrides))
+    dataset, parts = build_data(resolved)
+    return summarize_partition(parts, dataset.train_y.cpu().numpy(), dataset.num_classes)
