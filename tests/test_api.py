@@ -130,7 +130,7 @@ def test_bad_config_names_key_and_value(changes, message):
 
 
 def test_overrides_and_yaml_round_trip(tmp_path):
-    config = load_config(small(), ["train.lr=0.05", "algorithm.name=dfedavgm"])
+    config = load_config(small(), ["train.lr=5e-2", "algorithm.name=dfedavgm"])
     assert config.train.lr == 0.05 and config.algorithm.name == "dfedavgm"
     assert config.algorithm.params.momentum == 0.9
     path = tmp_path / "c.yaml"

@@ -12,6 +12,7 @@ matrix, initial parameters) are accepted where documented and left out of YAML d
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -149,7 +150,7 @@ class EngineConfig:
     chunk_size: int | None = None  # clients per vmapped block (memory bound)
 
     def validate(self) -> None:
-        _choice("engine.oracle", self.oracle, ("auto", "vmap", "loop"))
+        _choice("engine.oracle", self.oracle, ("auto", "stacked", "vmap", "loop"))
         if self.chunk_size is not None:
             _positive("engine.chunk_size", self.chunk_size, integer=True)
 
@@ -204,6 +205,8 @@ class Config:
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 API_ONLY = {("data", "tensors"), ("model", "factory"), ("topology", "matrix"),
             ("init_params",)}
@@ -271,6 +274,8 @@ def apply_override(raw: dict, item: str) -> None:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError:
         value = text
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        value = float(value)  # YAML 1.1 reads 1e-3 as a string; a user means the number
     node = raw
     for part in parts[:-1]:
         child = node.get(part)
@@ -356,6 +361,8 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+            return float(value)  # YAML 1.1 reads 5e-4 as a string; the user means the number
         raise GossipflError(f"{key}: must be a number, got {value!r}.")
     if hint is str:
         if isinstance(value, str):

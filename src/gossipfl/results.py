@@ -518,14 +518,26 @@ def group_runs(runs: Sequence[Run]) -> dict[str, list[Run]]:
 def config_labels(configs: Sequence[dict[str, Any]]) -> list[str]:
     """A short distinct label per flattened config: the values of the keys that differ."""
     all_keys = list(dict.fromkeys(k for c in configs for k in c))
-    varying = [k for k in all_keys if len({json.dumps(c.get(k), default=str)
-                                             for c in configs}) > 1]
+    varying = [k for k in all_keys if _varies(k, configs)]
     varying.sort(key=lambda k: (k != "algorithm.name", not k.startswith("algorithm.")))
     labels = []
     for config in configs:
         parts = [_label_part(k, config[k]) for k in varying if k in config]
         labels.append(", ".join(parts) or str(config.get("algorithm.name", "run")))
     return _dedupe(labels)
+
+
+def _varies(key: str, configs: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``key`` takes several values; an algorithm's own parameter only counts when
+    it differs between configs of that same algorithm (the name tells the rest)."""
+    def distinct(group: Iterable[dict[str, Any]]) -> int:
+        return len({json.dumps(c.get(key), default=str) for c in group})
+
+    if not key.startswith("algorithm.") or key == "algorithm.name":
+        return distinct(configs) > 1
+    names = {c.get("algorithm.name") for c in configs}
+    return any(distinct(c for c in configs if c.get("algorithm.name") == n and key in c) > 1
+               for n in names)
 
 
 def _label_part(key: str, value: Any) -> str:
@@ -764,8 +776,10 @@ def write_figures(groups: dict[str, list[Run]], out_dir: str | Path, metric: str
         if not curves:
             continue
         scale = 100.0 if y_key in ACCURACY_METRICS else 1.0
+        y_label = "test accuracy" if len(curves) > 1 and single is not None and \
+            y_key == "test_acc" else METRIC_LABELS.get(y_key, y_key)
         files.append(plots.line_figure(
-            curves, out / name, xlabel=x_label, ylabel=METRIC_LABELS.get(y_key, y_key),
+            curves, out / name, xlabel=x_label, ylabel=y_label,
             title=title, y_scale=scale, log_y=log_y, bytes_x=x_key == "bytes_total"))
     return files
 

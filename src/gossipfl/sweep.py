@@ -246,6 +246,7 @@ def plan(variant: Variant, path: Path) -> str:
 
 
 def run_variant(variant: Variant, path: Path, device: str | None, progress: Progress | None,
+                log: Callable[[str], None],
                 warn: Callable[[str], None]) -> tuple[str, RunOutcome | None]:
     """Run (or skip, or resume) one variant; returns what happened and the outcome."""
     action = plan(variant, path)
@@ -257,6 +258,8 @@ def run_variant(variant: Variant, path: Path, device: str | None, progress: Prog
         prepared = prepare_fresh(config, path, key="study")
     else:
         prepared = prepare_resume(path, device)
+    for note in prepared.notes:
+        log(f"  {note}")
     bar = progress(prepared, variant.dirname) if progress else None
     try:
         outcome = execute(prepared, [bar] if bar else [], warn=warn)
@@ -277,7 +280,7 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     result = StudyOutcome(path, variants)
     for i, variant in enumerate(variants, 1):
         log(f"[{i}/{len(variants)}] {variant.label}, seed {variant.seed}")
-        what, _ = run_variant(variant, path / variant.dirname, device, progress, warn)
+        what, _ = run_variant(variant, path / variant.dirname, device, progress, log, warn)
         result.outcomes[variant.dirname] = what
         if what == "skipped":
             log("  already done; skipped")

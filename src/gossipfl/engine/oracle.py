@@ -33,7 +33,7 @@ from gossipfl.engine.params import ParamLayout
 from gossipfl.errors import GossipflError, unknown_choice
 
 LOSSES = ("cross_entropy", "mse")
-ORACLES = ("auto", "vmap", "loop")
+ORACLES = ("auto", "stacked", "vmap", "loop")
 
 
 def per_sample_loss(out: Tensor, targets: Tensor, loss: str, sample_dims: int) -> Tensor:
@@ -222,6 +222,17 @@ class LoopOracle(Oracle):
         return torch.stack(outs)
 
 
+def auto_oracle(model: nn.Module, device: torch.device | str = "cpu") -> str:
+    """The oracle "auto" picks for ``model`` on ``device``: "stacked" whenever it can run the
+    model (fastest on CPU in docs/benchmarks.md, for every built-in model; the same batched
+    kernels on CUDA), else "loop" for BatchNorm models, else "vmap"."""
+    from gossipfl.engine.stacked import supports
+
+    if supports(model):
+        return "stacked"
+    return "loop" if has_batchnorm(model) else "vmap"
+
+
 def make_oracle(
     kind: str,
     model: nn.Module,
@@ -229,18 +240,19 @@ def make_oracle(
     chunk_size: int | None = None,
     device: torch.device | str = "cpu",
 ) -> Oracle:
-    """Build an oracle by name (config ``engine.oracle``): "vmap", "loop" or "auto".
+    """Build an oracle by name (config ``engine.oracle``): "stacked", "vmap", "loop" or
+    "auto" (:func:`auto_oracle`)."""
+    from gossipfl.engine.stacked import StackedOracle
 
-    "auto" picks vmap, except for models with BatchNorm, which only the loop can run.
-    """
     if kind not in ORACLES:
         raise unknown_choice("engine.oracle", kind, ORACLES)
     check_loss(loss)
     check_chunk_size(chunk_size)
     model = model.to(device)
     if kind == "auto":
-        kind = "loop" if has_batchnorm(model) else "vmap"
+        kind = auto_oracle(model, device)
     builders: dict[str, Callable[[], Oracle]] = {
+        "stacked": lambda: StackedOracle(model, loss=loss, chunk_size=chunk_size),
         "vmap": lambda: VmapOracle(model, loss=loss, chunk_size=chunk_size),
         "loop": lambda: LoopOracle(model, loss=loss),
     }

@@ -1,0 +1,66 @@
+# gossipfl: two commands do all set-up on a fresh Debian/Ubuntu machine with Python >= 3.11.
+#
+#   make run    virtual environment + gossipfl + Fashion-MNIST, then the quickstart experiment
+#   make test   virtual environment + gossipfl (+ test tools), then the whole test suite
+#
+# Both are idempotent: stamp files in .venv/ record what is done, so a second call reuses it.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMPS := $(VENV)/.stamps
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test setup data lint help
+
+help:
+	@echo "make run    set up, fetch Fashion-MNIST, run the quickstart (gossipfl run)"
+	@echo "make test   set up, run the test suite"
+	@echo "make data   fetch Fashion-MNIST only"
+	@echo "make lint   ruff check"
+
+run: setup data
+	$(VENV)/bin/gossipfl run
+
+test: setup
+	$(PY) -m pytest
+
+setup: $(STAMPS)/installed
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch first (the CPU wheel where the index has it), then gossipfl with its dev tools.
+$(STAMPS)/installed: pyproject.toml | $(PY)
+	@mkdir -p $(STAMPS)
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "torch==2.13.0" \
+		|| $(PIP) install "torch>=2.2,<3"
+	$(PIP) install -e ".[dev]"
+	@touch $@
+
+# Fashion-MNIST: already there, else the Debian package (when apt is usable: root or sudo),
+# else the official download with SHA-256 checks; a clear message when none works.
+data: $(STAMPS)/fashion-mnist
+
+$(STAMPS)/fashion-mnist: $(STAMPS)/installed
+	@if $(VENV)/bin/gossipfl fetch fashion_mnist --no-download >/dev/null 2>&1; then \
+		echo "Fashion-MNIST: found."; \
+	elif command -v apt-get >/dev/null && { [ -z "$(SUDO)" ] || sudo -n true 2>/dev/null; } \
+		&& { $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y dataset-fashion-mnist \
+		  || { $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+		       apt-get install -y dataset-fashion-mnist; }; } \
+		&& $(VENV)/bin/gossipfl fetch fashion_mnist --no-download; then \
+		echo "Fashion-MNIST: installed the Debian package dataset-fashion-mnist."; \
+	elif $(VENV)/bin/gossipfl fetch fashion_mnist; then \
+		echo "Fashion-MNIST: downloaded (checksums verified)."; \
+	else \
+		echo "Could not obtain Fashion-MNIST: apt is not usable and the download failed." >&2; \
+		echo "Install the Debian package dataset-fashion-mnist, or put the four files" >&2; \
+		echo "(train-images-idx3-ubyte.gz, ...) in ~/.cache/gossipfl/data/fashion_mnist/." >&2; \
+		exit 1; \
+	fi
+	@touch $@
+
+lint: setup
+	$(VENV)/bin/ruff check src tests

@@ -1,0 +1,177 @@
+"""Studies (gossipfl.sweep): schema, grid expansion, running, skipping, resuming; examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gossipfl.config import load_config
+from gossipfl.errors import GossipflError
+from gossipfl.results import RunDirectory
+from gossipfl.runner import Runner
+from gossipfl.sweep import expand, load_study, run_study, set_key, study_path
+from tests.test_results import (  # noqa: F401 - fixtures used by pytest
+    TINY,
+    fast_figures,
+    without_timing,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def study(**fields) -> dict:
+    return {"name": "s", "base": TINY, **fields}
+
+
+def quiet(_message: str) -> None:
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# Schema
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"bas": {}}, r"^study.bas: unknown key \(did you mean 'base'\?\)"),
+    ({"grid": {"train.lr": 0.1}}, r"^study.grid.train.lr: must be a non-empty list"),
+    ({"grid": {"train.lr": []}}, r"^study.grid.train.lr: must be a non-empty list"),
+    ({"grid": [1, 2]}, r"^study.grid: must map config keys to lists"),
+    ({"seeds": [0, "one"]}, r"^study.seeds: must be a non-empty list of integers"),
+    ({"seeds": [1, 1]}, r"^study.seeds: lists a seed twice"),
+    ({"targets": [0.5, 70]}, r"^study.targets: accuracies must be numbers in \(0, 1\]"),
+    ({"base": 3}, r"^study.base: must be a config mapping or the path"),
+    ({"name": ""}, r"^study.name: must be a non-empty string"),
+])
+def test_bad_study_files(raw, message):
+    with pytest.raises(GossipflError, match=message):
+        load_study(raw)
+
+
+def test_base_path_is_relative_to_the_study_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "base.yaml").write_text(yaml.safe_dump(TINY))
+    (tmp_path / "sub" / "my_study.yaml").write_text(yaml.safe_dump({"base": "base.yaml"}))
+    parsed = load_study(tmp_path / "sub" / "my_study.yaml", ["train.rounds=2"])
+    assert parsed.name == "my_study" and parsed.base["train"]["rounds"] == 2
+    assert parsed.seeds == [0]  # the base seed when none are given
+
+
+def test_set_key_semantics():
+    raw = {"algorithm": {"name": "dfedavgm", "momentum": 0.5}, "data": {"alpha": 0.3,
+                                                                      "clients": 4}}
+    set_key(raw, "algorithm", {"name": "dfedavg"})  # replaces the whole section
+    set_key(raw, "data", {"alpha": 0.6})  # merges into the section
+    set_key(raw, "train.lr", 0.05)  # sets one key, creating the section
+    assert raw == {"algorithm": {"name": "dfedavg"}, "data": {"alpha": 0.6, "clients": 4},
+                   "train": {"lr": 0.05}}
+    set_key(raw, "algorithm", "dpsgd")
+    assert raw["algorithm"] == {"name": "dpsgd"}
+
+
+def test_expand_is_the_product_of_grid_and_seeds():
+    parsed = load_study(study(grid={"algorithm": [{"name": "dfedavg"},
+                                                  {"name": "dfedavgm", "momentum": 0.5}],
+                                    "train.lr": [0.1, 0.05], "data.alpha": [0.3]},
+                              seeds=[3, 4]))
+    variants = expand(parsed)
+    assert len(variants) == 2 * 2 * 2
+    assert [v.label for v in variants[::2]] == [
+        "dfedavg, lr=0.1", "dfedavg, lr=0.05", "dfedavgm, lr=0.1", "dfedavgm, lr=0.05"]
+    assert [v.seed for v in variants[:2]] == [3, 4]
+    assert len({v.dirname for v in variants}) == 8
+    last = variants[-1].config
+    assert last.algorithm.name == "dfedavgm" and last.algorithm.params.momentum == 0.5
+    assert last.train.lr == 0.05 and last.seed == 4 and last.data.alpha == 0.3
+    # the base's other keys are kept
+    assert last.data.clients == TINY["data"]["clients"]
+
+
+def test_expand_validates_every_config_first():
+    with pytest.raises(GossipflError, match=r"^algorithm.momentum: unknown key"):
+        expand(load_study(study(grid={"algorithm": [{"name": "dfedavg", "momentum": 0.9}]})))
+
+
+def test_study_path(tmp_path):
+    assert study_path(load_study(study())) == Path("runs") / "s"
+    assert study_path(load_study(study(out="elsewhere"))) == Path("elsewhere") / "s"
+    assert study_path(load_study(study()), tmp_path) == tmp_path / "s"
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------
+GRID = {"algorithm": [{"name": "dfedavg"}, {"name": "dpsgd"}]}
+
+
+def test_run_study_then_rerun_skips(tmp_path):
+    parsed = load_study(study(grid=GRID, seeds=[0, 1], targets=[0.4]))
+    first = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+    assert set(first.outcomes.values()) == {"ran"} and len(first.outcomes) == 4
+    table = first.report.table
+    assert [row.label for row in table] == ["dfedavg", "dpsgd"]
+    assert all(row.runs == 2 for row in table)
+    # every run equals the same config run on its own
+    variant = first.variants[1]
+    alone = Runner(variant.config).run()
+    recorded = RunDirectory(first.path / variant.dirname).read_metrics()
+    assert without_timing(recorded) == without_timing(alone.metrics)
+    assert (first.path / "study.yaml").is_file() and (first.path / "table.csv").is_file()
+    second = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+    assert set(second.outcomes.values()) == {"skipped"}
+    assert second.report.markdown == first.report.markdown
+
+
+def test_run_study_resumes_interrupted_runs(tmp_path):
+    parsed = load_study(study(grid=GRID))
+    done = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+    path = done.path / done.variants[0].dirname
+    reference = without_timing(RunDirectory(path).read_metrics())
+    summary = RunDirectory(path).read_summary()
+    RunDirectory(path).write_summary({**summary, "status": "interrupted"})
+    again = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+    assert list(again.outcomes.values()) == ["resumed", "skipped"]
+    assert without_timing(RunDirectory(path).read_metrics()) == reference
+
+
+def test_run_study_refuses_a_run_directory_with_another_config(tmp_path):
+    parsed = load_study(study(grid=GRID))
+    done = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+    changed = load_study(study(grid=GRID, base={**TINY, "train": {**TINY["train"],
+                                                                  "lr": 0.07}}))
+    changed.base["name"] = "tiny"
+    with pytest.raises(GossipflError, match="holds a different config"):
+        run_study(changed, out=tmp_path, log=quiet, warn=pytest.fail)
+    assert done.path.is_dir()
+
+
+def test_a_bad_first_run_creates_nothing(tmp_path):
+    bad = load_study(study(grid={"topology.k": [10]}, base={**TINY, "topology": {
+        "name": "random_k"}}))
+    with pytest.raises(GossipflError, match="topology.k"):
+        run_study(bad, out=tmp_path, log=quiet, warn=pytest.fail)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Examples
+# --------------------------------------------------------------------------------------------
+EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[str(p.relative_to(ROOT)) for p in EXAMPLES])
+def test_every_example_parses(path):
+    raw = yaml.safe_load(path.read_text())
+    if "base" in raw:  # a study: every run's config is validated
+        assert expand(load_study(path))
+    else:
+        load_config(path)
+
+
+def test_baseline_study_compares_the_four_baselines():
+    parsed = load_study(ROOT / "examples" / "study_baselines.yaml")
+    names = [v.config.algorithm.name for v in expand(parsed)]
+    assert sorted(set(names)) == ["dfedavg", "dfedavgm", "dpsgd", "fedavg"]
+    config = expand(parsed)[0].config
+    assert (config.data.dataset, config.data.partition, config.data.alpha,
+            config.data.clients) == ("fashion_mnist", "dirichlet", 0.3, 100)
