@@ -1,7 +1,8 @@
 # gossipfl: two commands do all set-up on a fresh Debian/Ubuntu machine with Python >= 3.11.
 #
 #   make run    virtual environment + gossipfl + Fashion-MNIST, then the quickstart experiment
-#   make test   virtual environment + gossipfl (+ test tools), then the whole test suite
+#   make test   virtual environment + gossipfl (+ test tools), Fashion-MNIST when it can be
+#               had (the tests that need it skip otherwise), then the whole test suite
 #
 # Both are idempotent: stamp files in .venv/ record what is done, so a second call reuses it.
 
@@ -23,7 +24,9 @@ help:
 run: setup data
 	$(VENV)/bin/gossipfl run
 
+# The real-data tests use Fashion-MNIST when it can be had; they skip when it cannot.
 test: setup
+	-@$(MAKE) --no-print-directory data
 	$(PY) -m pytest
 
 setup: $(STAMPS)/installed

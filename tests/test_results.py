@@ -383,3 +383,19 @@ def test_runner_state_survives_checkpoint_round_trip(tmp_path):
     other.load_state_dict(run_dir.load_checkpoint()["runner"])
     assert other.round == runner.round and other.rows == runner.rows
     assert torch.equal(other.exp.algorithm.client_models(), runner.exp.algorithm.client_models())
+
+
+def test_comparison_table_reports_final_consensus_distance():
+    from gossipfl.results import Run, comparison_table, table_csv, table_markdown
+
+    def run(seed, consensus):
+        rows = [{"round": 1, "test_acc": 0.5, "consensus": 2 * consensus},
+                {"round": 2, "test_acc": 0.6, "consensus": consensus}]
+        return Run(path=None, config={"seed": seed}, metrics=rows,
+                   summary={"status": "finished"})
+
+    table = comparison_table({"a": [run(0, 0.1), run(1, 0.3)]}, "test_acc", [0.55])
+    assert table[0].consensus.mean == pytest.approx(0.2)
+    assert "final consensus distance" in table_markdown(table, "test_acc")
+    assert "0.2 ± 0.14" in table_markdown(table, "test_acc")
+    assert "consensus_mean" in table_csv(table, "test_acc")

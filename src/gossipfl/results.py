@@ -589,6 +589,7 @@ class TableRow:
     seconds_per_round: float | None
     bytes_total: float | None
     failed: int = 0
+    consensus: Stat | None = None  # final consensus distance (1/M) Σ‖x_i − x̄‖²
 
 
 def rounds_to_target(rows: Sequence[dict], metric: str, target: float) -> int | None:
@@ -629,11 +630,12 @@ def comparison_table(groups: dict[str, list[Run]], metric: str,
         per_round = [row["elapsed"] / row["round"] for row in last
                      if row.get("elapsed") is not None and row.get("round")]
         sent = [row["bytes_total"] for row in last if row.get("bytes_total") is not None]
+        consensus = [row["consensus"] for row in last if row.get("consensus") is not None]
         table.append(TableRow(label=label, runs=len(ok), seeds=[r.seed for r in runs],
                               final=Stat.of(finals), best=Stat.of(bests), to_target=to_target,
                               seconds_per_round=float(np.mean(per_round)) if per_round else None,
                               bytes_total=float(np.mean(sent)) if sent else None,
-                              failed=len(runs) - len(ok)))
+                              failed=len(runs) - len(ok), consensus=Stat.of(consensus)))
     return table
 
 
@@ -643,6 +645,12 @@ def _pct(stat: Stat | None) -> str:
     if stat.n == 1:
         return f"{100 * stat.mean:.2f}"
     return f"{100 * stat.mean:.2f} ± {100 * stat.std:.2f}"
+
+
+def _scientific(stat: Stat | None) -> str:
+    if stat is None:
+        return "—"
+    return f"{stat.mean:.3g}" if stat.n == 1 else f"{stat.mean:.3g} ± {stat.std:.2g}"
 
 
 def _rounds(entry: tuple[Stat | None, int], runs: int) -> str:
@@ -666,12 +674,14 @@ def table_markdown(table: Sequence[TableRow], metric: str) -> str:
     """The table as GitHub markdown (accuracies in %, mean ± std over seeds)."""
     targets = list(table[0].to_target) if table else []
     head = ["configuration", "runs", f"final {metric} (%)", f"best {metric} (%)",
-            *[f"rounds to {100 * t:g}%" for t in targets], "s/round", "sent"]
+            *[f"rounds to {100 * t:g}%" for t in targets], "final consensus distance",
+            "s/round", "sent"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for row in table:
         seeds = str(row.runs) + (f" ({row.failed} failed)" if row.failed else "")
         cells = [row.label, seeds, _pct(row.final), _pct(row.best),
                  *[_rounds(row.to_target[t], row.runs) for t in targets],
+                 _scientific(row.consensus),
                  "—" if row.seconds_per_round is None else f"{row.seconds_per_round:.2f}",
                  format_bytes(row.bytes_total)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -687,14 +697,16 @@ def table_csv(table: Sequence[TableRow], metric: str) -> str:
             "best_mean", "best_std"]
     for t in targets:
         head += [f"rounds_to_{t:g}_mean", f"rounds_to_{t:g}_std", f"rounds_to_{t:g}_reached"]
-    writer.writerow(head + ["seconds_per_round", "bytes_total"])
+    writer.writerow(head + ["consensus_mean", "consensus_std", "seconds_per_round",
+                            "bytes_total"])
     for row in table:
         cells: list[Any] = [row.label, row.runs, row.failed, metric,
                             *_stat_cells(row.final), *_stat_cells(row.best)]
         for t in targets:
             stat, reached = row.to_target[t]
             cells += [*_stat_cells(stat), reached]
-        writer.writerow(cells + [row.seconds_per_round, row.bytes_total])
+        writer.writerow(cells + [*_stat_cells(row.consensus), row.seconds_per_round,
+                                 row.bytes_total])
     return buffer.getvalue()
 
 
