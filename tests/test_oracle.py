@@ -217,7 +217,9 @@ def test_loop_oracle_runs_batchnorm_models_and_auto_picks_it():
     _, grad = oracle.loss_and_grad(X, inputs, targets)
     _, ref = reference(model, "cross_entropy", X, inputs, targets, torch.ones(2, 5, dtype=bool))
     assert_rel(grad, ref, 1e-5)
-    assert isinstance(make_oracle("auto", build_model("mlp", (4,), 2)), VmapOracle)
+    from gossipfl.engine.stacked import StackedOracle
+
+    assert isinstance(make_oracle("auto", build_model("mlp", (4,), 2)), StackedOracle)
     with pytest.raises(GossipflError, match="engine.oracle: 'vmap' cannot batch"):
         make_oracle("vmap", model)
 

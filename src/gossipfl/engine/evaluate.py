@@ -35,11 +35,13 @@ def evaluate_stack(
 
     ``inputs [N, *in]``, ``targets [N]`` (on any device; moved batch by batch to X's device).
     Use ``X.mean(0, keepdim=True)`` for the average model. Memory is bounded by evaluating
-    blocks of models so that (models × samples) per pass stays within ``max_pairs``.
+    blocks of models so that (models × samples) per pass stays within ``max_pairs``, unless the
+    oracle bounds its own memory (the stacked oracle: then all M models see each batch in one
+    call and the first layer is one matmul/convolution with every model's weights).
     """
     M, N = X.shape[0], inputs.shape[0]
     batch_size = max(1, min(batch_size, N))
-    block = max(1, max_pairs // batch_size)
+    block = M if oracle.bounds_memory else max(1, max_pairs // batch_size)
     correct = torch.zeros(M, dtype=X.dtype, device=X.device)
     loss = torch.zeros(M, dtype=X.dtype, device=X.device)
     for a in range(0, N, batch_size):

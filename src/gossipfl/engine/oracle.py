@@ -9,7 +9,10 @@ Per-sample losses ℓ: ``cross_entropy`` (log-softmax of the logits at the targe
 ``mse`` (``F.mse_loss`` convention: mean over the output dims of (f − y)²; a ``[.., 1]``
 output with a target without that dim is squeezed).
 
-Two implementations give the same numbers (tested):
+Three implementations give the same numbers (tested):
+
+- :class:`~gossipfl.engine.stacked.StackedOracle` — the model traced once with ``torch.fx`` and
+  run for all clients as batched matmuls / grouped convolutions (no vmap); the default.
 
 - :class:`VmapOracle` — ``torch.func.functional_call`` + ``vmap(grad_and_value)`` over named
   views of X, in blocks of ``chunk_size`` clients; one batched computation per block.
@@ -101,6 +104,7 @@ class Oracle(ABC):
 
     layout: ParamLayout
     loss: str
+    bounds_memory: bool = False  # True: predict() blocks models and samples by itself
 
     @abstractmethod
     def loss_and_grad(

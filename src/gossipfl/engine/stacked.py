@@ -1,0 +1,451 @@
+"""The stacked oracle: all M clients' forward and backward as ordinary batched tensor ops.
+
+No ``vmap``: the model is traced once with ``torch.fx``, and its graph is interpreted with the
+M clients' activations as one batch (client m's N samples are rows ``m·N … m·N+N−1``). Only
+the layers with parameters need to know about clients; each becomes one standard kernel
+(:mod:`gossipfl.engine.stacked_layers`):
+
+- ``Linear``:    ``Yᵀ_m = W_m X_mᵀ + b_m`` for all m in one ``baddbmm``;
+- ``ConvNd``:    one grouped convolution, ``groups = M·g``, over ``[N, M·C, ...]``
+  (channels-last) with the weights ``[M·O, C/g, k...]`` — a free view of the ``[M, P]`` stack;
+- ``GroupNorm(G, C)``: ``GroupNorm(M·G, M·C)`` on ``[N, M·C, ...]``;
+- ``LayerNorm``: normalization of each row, then each client's affine γ_m, β_m.
+
+Everything else (ReLU, pooling, flatten, residual adds, parameter-free modules) works per
+sample and runs on the batch as it is; element-wise and per-channel ops keep whichever layout
+the previous layer produced, so convolutions chain without copies. ``maxpool(relu(x))`` is
+rewritten as ``relu(maxpool(x))`` (exact; the ReLU then touches a quarter of the values).
+
+Gradients: the loss is Σ_m L_m(x_m) and L_m depends on x_m only, so one backward pass gives
+∂/∂x_m Σ_k L_k = ∇L_m(x_m) for every client at once.
+
+Shared inputs (``predict(shared=True)``, M models on one test batch): values before the first
+per-client layer carry no client dimension; that layer is then a single ordinary Linear/Conv
+with the M clients' weights concatenated along the output dimension, e.g. one
+``[M·out, in] × [in, N]`` matmul.
+
+Memory and speed: clients are processed in blocks whose activations fit
+:func:`activation_budget` (32 MiB on CPU, where blocks that stay in the allocator's reuse range
+and the caches run fastest; an eighth of the GPU's memory), unless ``chunk_size`` is given.
+
+Contract: the model's forward must treat samples independently outside the supported layers
+(no BatchNorm, no ops across the batch dimension) and take one input tensor. Models that
+cannot be traced, or have parameters in other module types, raise :class:`StackedUnsupported`
+(``make_oracle("auto")`` then falls back to another oracle).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, fx, nn
+
+from gossipfl.engine.oracle import (
+    Oracle,
+    _full_mask,
+    _prepare,
+    check_chunk_size,
+    check_loss,
+    per_sample_loss,
+)
+from gossipfl.engine.params import ParamLayout
+from gossipfl.engine.stacked_layers import (
+    Features,
+    Grouped,
+    Params,
+    PerClient,
+    Rows,
+    StackedLayer,
+    client_outputs,
+    expand_shared,
+    layer_class,
+)
+from gossipfl.errors import GossipflError
+
+CONST, SHARED, STACKED = 0, 1, 2  # what a graph value depends on: nothing / the input / clients
+
+
+class StackedUnsupported(GossipflError):
+    """The stacked oracle cannot run this model (use the loop or vmap oracle)."""
+
+
+class _NeedsExpansion(Exception):
+    """A shared-input value met a per-client value: only an expanded input handles that."""
+
+
+def _unsupported(reason: str) -> StackedUnsupported:
+    return StackedUnsupported(
+        f"engine.oracle: 'stacked' cannot run this model: {reason}; use 'loop' or 'vmap'."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Ops that may run on a layout other than Rows
+# --------------------------------------------------------------------------------------------
+# Element-wise: valid on every layout (binary ones on equal-shaped operands of one layout).
+_ELEMENTWISE_MODULES = (
+    nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.ELU, nn.GELU, nn.SiLU, nn.Sigmoid, nn.Tanh,
+    nn.Hardtanh, nn.Hardswish, nn.Identity, nn.Dropout,
+)
+_ELEMENTWISE_FUNCTIONS = {
+    F.relu, torch.relu, F.gelu, F.silu, F.leaky_relu, torch.sigmoid, torch.tanh, F.dropout,
+    operator.add, operator.mul, operator.sub, torch.add, torch.mul, torch.sub,
+}
+_ELEMENTWISE_METHODS = {"relu", "relu_", "sigmoid", "tanh", "add", "add_", "mul", "mul_", "sub"}
+# Per (sample, channel) plane: valid on Grouped too.
+_PLANE_MODULES = (
+    nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d,
+    nn.AdaptiveAvgPool3d, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d,
+)
+_PLANE_POOLS = (
+    nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d,
+    nn.AdaptiveMaxPool3d,
+)
+_PLANE_FUNCTIONS = {
+    F.max_pool1d, F.max_pool2d, F.max_pool3d, F.avg_pool1d, F.avg_pool2d, F.avg_pool3d,
+    F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d,
+}
+
+
+def _is_elementwise(node: fx.Node, modules: dict[str, nn.Module]) -> bool:
+    if node.op == "call_module":
+        return type(modules[node.target]) in _ELEMENTWISE_MODULES
+    if node.op == "call_function":
+        return node.target in _ELEMENTWISE_FUNCTIONS
+    return node.op == "call_method" and node.target in _ELEMENTWISE_METHODS
+
+
+def _is_planewise(node: fx.Node, modules: dict[str, nn.Module]) -> bool:
+    if node.kwargs.get("return_indices"):
+        return False
+    if node.op == "call_module":
+        module = modules[node.target]
+        if type(module) in _PLANE_POOLS:
+            return not module.return_indices
+        return type(module) in _PLANE_MODULES
+    return node.op == "call_function" and node.target in _PLANE_FUNCTIONS
+
+
+def _swap_relu_before_maxpool(graph: fx.Graph, modules: dict[str, nn.Module]) -> None:
+    """Rewrite ``maxpool(relu(x))`` as ``relu(maxpool(x))`` when the ReLU feeds only the pool.
+
+    Exact (values and gradients): ReLU is monotone, so it commutes with max, and both orders
+    route the gradient to the same arg-max (zero when the maximum is ≤ 0). The ReLU then runs
+    on the pooled, smaller tensor.
+    """
+    def is_relu(n: fx.Node) -> bool:
+        return (n.op == "call_module" and type(modules.get(n.target)) is nn.ReLU) or (
+            n.op == "call_function" and n.target in (F.relu, torch.relu))
+
+    def is_pool(n: fx.Node) -> bool:
+        return (n.op == "call_module" and type(modules.get(n.target)) is nn.MaxPool2d
+                and not modules[n.target].return_indices)
+
+    for pool in list(graph.nodes):
+        if not is_pool(pool) or len(pool.args) != 1 or pool.kwargs:
+            continue
+        relu = pool.args[0]
+        if not isinstance(relu, fx.Node) or not is_relu(relu) or len(relu.users) != 1:
+            continue
+        if relu.kwargs or len(relu.args) != 1:
+            continue
+        relu.replace_all_uses_with(relu.args[0])  # the pool now reads the ReLU's input
+        pool.replace_all_uses_with(relu)
+        relu.args = (pool,)
+        pool.append(relu)  # keep topological order: the ReLU now runs right after the pool
+    graph.lint()
+
+
+# --------------------------------------------------------------------------------------------
+# The traced program
+# --------------------------------------------------------------------------------------------
+def _has_state(module: nn.Module) -> bool:
+    return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
+
+
+def _fetch_attr(module: nn.Module, target: str) -> Any:
+    value: Any = module
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+class StackedProgram:
+    """A traced model whose per-client layers run on the M clients at once."""
+
+    def __init__(self, model: nn.Module, layout: ParamLayout):
+        self.layout = layout
+        try:
+            gm = fx.symbolic_trace(model)
+        except Exception as err:
+            raise _unsupported(f"torch.fx cannot trace it ({type(err).__name__})") from err
+        self.graph_module = gm
+        self.modules = dict(gm.named_modules())
+        param_names = {id(p): name for name, p in model.named_parameters()}
+        self.layers: dict[str, StackedLayer] = {}
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != 1:
+            raise _unsupported(f"its forward takes {len(placeholders)} inputs, not 1")
+        for node in gm.graph.nodes:
+            self._check_node(node, param_names)
+        _swap_relu_before_maxpool(gm.graph, self.modules)
+        self.nodes = list(gm.graph.nodes)
+        self.elementwise = {n for n in self.nodes if _is_elementwise(n, self.modules)}
+        self.planewise = {n for n in self.nodes if _is_planewise(n, self.modules)}
+
+    def _check_node(self, node: fx.Node, param_names: dict[int, str]) -> None:
+        if node.op == "get_attr" and isinstance(_fetch_attr(self.graph_module, node.target),
+                                                nn.Parameter):
+            raise _unsupported(f"its forward uses parameter '{node.target}' directly")
+        if node.op != "call_module":
+            return
+        module = self.modules[node.target]
+        cls = layer_class(module)
+        if cls is None:
+            if _has_state(module):
+                raise _unsupported(
+                    f"module '{node.target}' ({type(module).__name__}) has parameters or "
+                    f"buffers it cannot batch")
+            return
+        if any(True for _ in module.buffers()) or len(node.args) != 1 or node.kwargs:
+            raise _unsupported(f"module '{node.target}' has buffers or extra arguments")
+        names = {local: param_names[id(p)] for local, p in module.named_parameters()}
+        self.layers[node.target] = cls(module, names)
+
+    def run(self, params: Params, x: Tensor, M: int, shared: bool = False) -> Tensor:
+        """Outputs ``[M, N, *out]`` of the M clients' parameter views ``params`` (``[M, *shape]``
+        each) on ``x``: client-major rows ``[M·N, *in]``, or ``[N, *in]`` shared by all
+        clients when ``shared``."""
+        if not shared:
+            return self._run(params, Rows(x), M, STACKED)
+        try:
+            return self._run(params, x, M, SHARED)
+        except _NeedsExpansion:
+            return self._run(params, expand_shared(x, M), M, STACKED)
+
+    def activation_numel(self, sample_shape: tuple[int, ...],
+                         dtype: torch.dtype) -> tuple[int, int]:
+        """Elements of all intermediate values, and of the largest one, for one sample of one
+        client (a probe on the meta device: no memory, no compute)."""
+        params = {name: torch.empty((1, *shape), device="meta", dtype=dtype)
+                  for name, shape in zip(self.layout.names, self.layout.shapes, strict=True)}
+        sizes: list[int] = []
+        x = Rows(torch.empty((1, *sample_shape), device="meta", dtype=dtype))
+        self._run(params, x, 1, STACKED, sizes)
+        return sum(sizes), max(sizes, default=0)
+
+    def _run(self, params: Params, x: Any, M: int, input_kind: int,
+             sizes: list[int] | None = None) -> Tensor:
+        env: dict[fx.Node, Any] = {}
+        kind: dict[fx.Node, int] = {}
+        for node in self.nodes:
+            if node.op == "placeholder":
+                env[node], kind[node] = x, input_kind
+            elif node.op == "output":
+                return self._output(node.args[0], env, kind, M)
+            elif node.op == "call_module" and node.target in self.layers:
+                env[node] = self.layers[node.target](env[node.args[0]], params, M)
+                kind[node] = STACKED
+            else:
+                kinds = {kind[n] for n in node.all_input_nodes}
+                if SHARED in kinds and STACKED in kinds:
+                    raise _NeedsExpansion
+                env[node] = self._evaluate(node, env, M)
+                kind[node] = max(kinds, default=CONST)
+            if sizes is not None:
+                value = env[node]
+                value = value.data if isinstance(value, PerClient) else value
+                sizes.append(value.numel() if isinstance(value, Tensor) else 0)
+        raise RuntimeError("traced graph has no output node")
+
+    def _evaluate(self, node: fx.Node, env: dict[fx.Node, Any], M: int) -> Any:
+        """A node outside the per-client layers, on the layout its inputs have when the op
+        allows it, else on Rows."""
+        inputs = [env[n] for n in node.all_input_nodes]
+        per = [v for v in inputs if isinstance(v, PerClient)]
+        if not per:
+            return self._call(node, lambda n: env[n])
+        layout = type(per[0])
+        same = all(type(v) is layout for v in per) and len({v.data.shape for v in per}) == 1
+        raw = len(per) < sum(1 for v in inputs if isinstance(v, Tensor | PerClient))
+        keep = not raw and same and (
+            layout is Rows
+            or (layout is Grouped and (node in self.planewise or node in self.elementwise))
+            or (layout is Features and node in self.elementwise))
+        if keep:
+            result = self._call(node, lambda n: _data(env[n]))
+            return layout(result) if isinstance(result, Tensor) else result
+        result = self._call(node, lambda n: _data(env[n], M, rows=True))
+        return Rows(result) if isinstance(result, Tensor) else result
+
+    def _call(self, node: fx.Node, lookup: Callable[[fx.Node], Any]) -> Any:
+        args = fx.node.map_arg(node.args, lookup)
+        kwargs = fx.node.map_arg(node.kwargs, lookup)
+        if node.op == "call_function":
+            return node.target(*args, **kwargs)
+        if node.op == "call_method":
+            return getattr(args[0], node.target)(*args[1:], **kwargs)
+        if node.op == "call_module":
+            return self.modules[node.target](*args, **kwargs)
+        return _fetch_attr(self.graph_module, node.target)  # get_attr: a constant
+
+    @staticmethod
+    def _output(result: Any, env: dict[fx.Node, Any], kind: dict[fx.Node, int],
+                M: int) -> Tensor:
+        if not isinstance(result, fx.Node) or not isinstance(env[result], Tensor | PerClient):
+            raise _unsupported("its forward does not return one tensor")
+        value = env[result]
+        if kind[result] == CONST:
+            raise _unsupported("its output does not depend on its input")
+        if not isinstance(value, PerClient):
+            value = expand_shared(value, M)  # a shared value: every client's copy
+        return client_outputs(value, M)
+
+
+def _data(value: Any, M: int = 0, rows: bool = False) -> Any:
+    """The tensor behind a graph value (its client-major rows when ``rows``)."""
+    if not isinstance(value, PerClient):
+        return value
+    return value.rows(M) if rows else value.data
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle
+# --------------------------------------------------------------------------------------------
+class StackedOracle(Oracle):
+    """All clients of a block as batched matmuls / grouped convolutions (see module doc).
+
+    ``chunk_size`` clients per block when given; otherwise blocks (and, in ``predict``, sample
+    batches) are sized so that their activations fit :func:`activation_budget`.
+    """
+
+    bounds_memory = True
+
+    def __init__(
+        self, model: nn.Module, loss: str = "cross_entropy", chunk_size: int | None = None
+    ):
+        self.model = model
+        self.loss = check_loss(loss)
+        self.chunk_size = check_chunk_size(chunk_size)
+        self.layout = ParamLayout.from_module(model)
+        self.program = StackedProgram(model, self.layout)
+        self._sample_numel: dict[tuple, tuple[int, int]] = {}
+
+    def max_rows(self, sample_shape: tuple[int, ...], X: Tensor,
+                 training: bool = True) -> int | None:
+        """Samples (over all clients of a block) whose activations fit
+        :func:`activation_budget`: all of a sample's values when ``training`` (autograd keeps
+        them), its largest value otherwise. None when ``chunk_size`` is set or nothing is
+        known."""
+        if self.chunk_size:
+            return None
+        key = (tuple(sample_shape), X.dtype)
+        if key not in self._sample_numel:
+            try:
+                self._sample_numel[key] = self.program.activation_numel(key[0], X.dtype)
+            except Exception:  # noqa: BLE001 - a failed meta probe only means "no estimate"
+                self._sample_numel[key] = (0, 0)
+        total, largest = self._sample_numel[key]
+        per_sample = (total if training else largest) * X.element_size()
+        return max(1, activation_budget(X.device) // per_sample) if per_sample else None
+
+    def block_size(self, M: int, sample_shape: tuple[int, ...], samples: int, X: Tensor,
+                   training: bool = True) -> int:
+        """Clients per block: ``chunk_size`` when set; otherwise as many as keep the block's
+        activations (``samples`` per client) within :func:`activation_budget` of X's device."""
+        if self.chunk_size:
+            return self.chunk_size
+        rows = self.max_rows(sample_shape, X, training)
+        return max(M, 1) if rows is None else max(1, min(M, rows // max(samples, 1)))
+
+    def _blocks(self, M: int, sample_shape: tuple[int, ...], samples: int, X: Tensor,
+                training: bool = True) -> list[tuple[int, int]]:
+        step = self.block_size(M, sample_shape, samples, X, training)
+        return [(a, min(a + step, M)) for a in range(0, M, step)]
+
+    def _block(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
+               out: Tensor) -> Tensor:
+        """Loss ``[m]`` of a block of m clients; their gradients are written into ``out``."""
+        m = X.shape[0]
+        leaves = {name: v.detach().requires_grad_() for name, v in
+                  self.layout.views(X).items()}
+        with torch.enable_grad():
+            outputs = self.program.run(leaves, inputs.reshape(-1, *inputs.shape[2:]), m)
+            values = per_sample_loss(outputs, targets, self.loss, sample_dims=2)
+            zero = torch.zeros((), dtype=values.dtype, device=values.device)
+            client = torch.where(mask, values, zero).sum(1) / mask.sum(1).clamp_min(1).to(
+                values.dtype)
+            grads = torch.autograd.grad(client.sum(), [leaves[n] for n in self.layout.names],
+                                        allow_unused=True, materialize_grads=True)
+        for view, g in zip(self.layout.views(out).values(), grads, strict=True):
+            view.copy_(g)  # one pass, whatever memory format the kernel returned
+        return client.detach()
+
+    def loss_and_grad(
+        self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        inputs, targets = _prepare(X, inputs, targets)
+        mask = _full_mask(mask, targets)
+        M = X.shape[0]
+        losses = torch.zeros(M, dtype=X.dtype, device=X.device)
+        grads = torch.empty(M, self.layout.P, dtype=X.dtype, device=X.device)
+        self.model.train()
+        active = mask.any(1)
+        sample_shape, B = inputs.shape[2:], inputs.shape[1]
+        if bool(active.all()):
+            for a, b in self._blocks(M, sample_shape, B, X):
+                losses[a:b] = self._block(X[a:b], inputs[a:b], targets[a:b], mask[a:b],
+                                          grads[a:b])
+            return losses, grads
+        grads[~active] = 0  # clients without samples: loss 0, gradient 0, no compute
+        ids = active.nonzero().squeeze(1)
+        for a, b in self._blocks(len(ids), sample_shape, B, X):
+            rows = ids[a:b]
+            block = torch.empty(len(rows), self.layout.P, dtype=X.dtype, device=X.device)
+            losses[rows] = self._block(X[rows], inputs[rows], targets[rows], mask[rows], block)
+            grads.index_copy_(0, rows, block)
+        return losses, grads
+
+    @torch.no_grad()
+    def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
+        inputs, _ = _prepare(X, inputs, None)
+        self.model.eval()
+        sample_shape = inputs.shape[1:] if shared else inputs.shape[2:]
+        samples = inputs.shape[0] if shared else inputs.shape[1]
+        rows = self.max_rows(sample_shape, X, training=False)
+        outs = []
+        for a, b in self._blocks(X.shape[0], sample_shape, samples, X, training=False):
+            params, m = self.layout.views(X[a:b]), b - a
+            step = samples if rows is None else max(1, rows // m)  # split samples too
+            parts = []
+            for s in range(0, samples, step):
+                x = inputs[s : s + step] if shared else inputs[a:b, s : s + step].reshape(
+                    -1, *sample_shape)
+                parts.append(self.program.run(params, x, m, shared=shared))
+            outs.append(parts[0] if len(parts) == 1 else torch.cat(parts, dim=1))
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+
+CPU_ACTIVATION_BUDGET = 32 * 2**20  # bytes of forward values per block on CPU (measured)
+
+
+def activation_budget(device: torch.device) -> int:
+    """Bytes of forward activations one block may hold: 32 MiB on CPU, where blocks that stay
+    within the allocator's reuse range and the caches run fastest (docs/benchmarks.md); an
+    eighth of the device memory on CUDA."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory // 8
+    return CPU_ACTIVATION_BUDGET
+
+
+def supports(model: nn.Module) -> bool:
+    """Whether :class:`StackedOracle` can run ``model``."""
+    try:
+        StackedProgram(model, ParamLayout.from_module(model))
+    except StackedUnsupported:
+        return False
+    return True
