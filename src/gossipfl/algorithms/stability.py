@@ -44,12 +44,17 @@ def safe_beta(W: np.ndarray, kind: str, tol: float = 1e-4) -> float:
     """Largest β in [0, 1) with radius < 1 (closed form for Ole, bisection for Catalyst)."""
     if kind == "ole":
         return float(min(max(largest_safe_beta(W), 0.0), 1.0))
-    if effective_radius(W, 0.0, kind) >= 1:
+    return _largest_stable(lambda beta: effective_radius(W, beta, kind), tol)
+
+
+def _largest_stable(growth, tol: float) -> float:
+    """Bisection for the largest β in [0, 1) with ``growth(β) < 1`` (0 if none)."""
+    if growth(0.0) >= 1:
         return 0.0
     lo, hi = 0.0, 1.0
     while hi - lo > tol:
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if effective_radius(W, mid, kind) < 1 else (lo, mid)
+        lo, hi = (mid, hi) if growth(mid) < 1 else (lo, mid)
     return lo
 
 
@@ -74,13 +79,7 @@ def simulated_growth(matrices: list[np.ndarray], beta: float, kind: str,
 
 
 def _time_varying_safe_beta(matrices: list[np.ndarray], kind: str, tol: float = 1e-3) -> float:
-    if simulated_growth(matrices, 0.0, kind) >= 1:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if simulated_growth(matrices, mid, kind) < 1 else (lo, mid)
-    return lo
+    return _largest_stable(lambda beta: simulated_growth(matrices, beta, kind), tol)
 
 
 def stability_warning(topology, beta: float, kind: str, rounds: int = 60) -> str | None:
