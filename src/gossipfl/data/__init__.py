@@ -1,0 +1,71 @@
+"""Data layer: datasets, partitions among clients, per-client minibatches, augmentation.
+
+    dataset = load_dataset("fashion_mnist")
+    parts = build_partitioner("dirichlet", alpha=0.3).split(
+        dataset.train_y.numpy(), num_clients=100, rng=numpy_generator(seed, "partition"))
+    sampler = ClientSampler(parts, batch_size=50, seed=seed)
+    for idx, mask in sampler.epoch(round=t, epoch=0): ...   # idx, mask: [M, B]
+"""
+
+from gossipfl.data.augment import apply_crop_flip, crop_flip_params, random_crop_flip
+from gossipfl.data.datasets import (
+    DATASETS,
+    NORMALIZATION,
+    Dataset,
+    data_root,
+    from_tensors,
+    load_dataset,
+    make_synthetic,
+)
+from gossipfl.data.formats import (
+    RemoteFile,
+    download_file,
+    file_digest,
+    parse_idx,
+    read_cifar_batch,
+    read_idx,
+    verify_checksum,
+)
+from gossipfl.data.partition import (
+    PARTITIONERS,
+    DirichletPartitioner,
+    IidPartitioner,
+    Partitioner,
+    PartitionSummary,
+    PathologicalPartitioner,
+    build_partitioner,
+    local_test_split,
+    summarize_partition,
+)
+from gossipfl.data.sampler import ClientSampler, shuffled_streams
+
+__all__ = [
+    "DATASETS",
+    "NORMALIZATION",
+    "PARTITIONERS",
+    "ClientSampler",
+    "Dataset",
+    "DirichletPartitioner",
+    "IidPartitioner",
+    "PartitionSummary",
+    "Partitioner",
+    "PathologicalPartitioner",
+    "RemoteFile",
+    "apply_crop_flip",
+    "build_partitioner",
+    "crop_flip_params",
+    "data_root",
+    "download_file",
+    "file_digest",
+    "from_tensors",
+    "load_dataset",
+    "local_test_split",
+    "make_synthetic",
+    "parse_idx",
+    "random_crop_flip",
+    "read_cifar_batch",
+    "read_idx",
+    "shuffled_streams",
+    "summarize_partition",
+    "verify_checksum",
+]

@@ -1,0 +1,343 @@
+"""Datasets as tensors: files on disk (found, extracted or downloaded), generated, or given.
+
+A :class:`Dataset` holds the whole train and test sets as tensors. Images are float32
+``[N, C, H, W]`` normalized once at load time, ``x = (pixel / 255 - mean_c) / std_c``, with
+fixed per-dataset channel constants (:data:`NORMALIZATION`); augmentation (CIFAR) happens later,
+batched, in normalized space (see :mod:`gossipfl.data.augment`).
+
+Where files are looked for, in order: ``<root>/<dataset>/`` (and a few common aliases, such as
+torchvision's ``<root>/FashionMNIST/raw``), ``<root>/``, and for Fashion-MNIST the Debian package
+folder ``/usr/share/datasets/fashion-mnist``. ``root`` defaults to ``$GOSSIPFL_DATA`` or
+``~/.cache/gossipfl/data``. If nothing is found and downloads are allowed, the official files
+are downloaded into ``<root>/<dataset>/`` and their SHA-256 checked.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gossipfl.data import formats
+from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.rng import numpy_generator
+
+DATASETS: tuple[str, ...] = ("fashion_mnist", "mnist", "cifar10", "cifar100", "synthetic")
+
+#: Per-channel (mean, std) of pixel / 255. MNIST: the usual constants; Fashion-MNIST: computed
+#: on its training set; CIFAR-10: the values of the papers' code (FL-Simulator lineage);
+#: CIFAR-100: the usual training-set statistics.
+NORMALIZATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    "mnist": ((0.1307,), (0.3081,)),
+    "fashion_mnist": ((0.2860,), (0.3530,)),
+    "cifar10": ((0.491, 0.482, 0.447), (0.247, 0.243, 0.262)),
+    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+}
+
+IDX_FILES = {
+    "train_x": "train-images-idx3-ubyte",
+    "train_y": "train-labels-idx1-ubyte",
+    "test_x": "t10k-images-idx3-ubyte",
+    "test_y": "t10k-labels-idx1-ubyte",
+}
+CIFAR_LAYOUT = {
+    "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"],
+                "labels", 10),
+    "cifar100": ("cifar-100-python", ["train"], ["test"], "fine_labels", 100),
+}
+SUBFOLDERS = {
+    "fashion_mnist": ("fashion_mnist", "fashion-mnist", "FashionMNIST/raw"),
+    "mnist": ("mnist", "MNIST/raw"),
+    "cifar10": ("cifar10",),
+    "cifar100": ("cifar100",),
+}
+SYSTEM_FOLDERS = {"fashion_mnist": (Path("/usr/share/datasets/fashion-mnist"),)}
+KEY = "data.dataset"
+
+
+@dataclass
+class Dataset:
+    """Train and test tensors of one dataset.
+
+    ``train_y``/``test_y`` are int64 class labels (or float targets for user regression data,
+    then ``num_classes == 0``). ``augment`` asks the trainer for random crop + flip.
+    """
+
+    name: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int
+    augment: bool = False
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one sample, e.g. ``(1, 28, 28)`` or ``(dim,)``."""
+        return tuple(self.train_x.shape[1:])
+
+    def to(self, device: str | torch.device) -> Dataset:
+        """A copy with all tensors on ``device``."""
+        return replace(
+            self,
+            train_x=self.train_x.to(device),
+            train_y=self.train_y.to(device),
+            test_x=self.test_x.to(device),
+            test_y=self.test_y.to(device),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Dataset({self.name!r}, train={len(self.train_y)}, test={len(self.test_y)}, "
+            f"input_shape={self.input_shape}, num_classes={self.num_classes}, "
+            f"augment={self.augment})"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry points
+# --------------------------------------------------------------------------------------------
+
+
+def load_dataset(name: str, root: str | Path | None = None, download: bool = True,
+                 **options) -> Dataset:
+    """Load a dataset by name (one of :data:`DATASETS`).
+
+    Options: for ``synthetic`` see :func:`make_synthetic`; for image datasets
+    ``normalize`` (default True) and ``augment`` (default: True for CIFAR).
+    """
+    if name not in DATASETS:
+        raise unknown_choice(KEY, name, DATASETS)
+    if name == "synthetic":
+        _check_options(name, options, inspect.signature(make_synthetic).parameters)
+        return make_synthetic(**options)
+    normalize, augment = _image_options(name, options)
+    arrays = _load_arrays(name, data_root(root), download)
+    return _image_dataset(name, arrays, normalize, augment)
+
+
+def from_tensors(train_x, train_y, test_x, test_y, num_classes: int | None = None,
+                 name: str = "custom") -> Dataset:
+    """Wrap user data (tensors or arrays). Integer labels are classes; ``num_classes`` defaults
+    to ``max label + 1``; float labels are regression targets (``num_classes = 0``). Floating
+    inputs keep their dtype, integer inputs become float32."""
+    train_x, test_x = _as_tensor(train_x), _as_tensor(test_x)
+    train_y, test_y = _as_tensor(train_y), _as_tensor(test_y)
+    for split, x, y in (("train", train_x, train_y), ("test", test_x, test_y)):
+        if y.ndim != 1 or len(x) != len(y):
+            raise GossipflError(
+                f"{KEY}: {name} {split} data needs one label per sample, got inputs "
+                f"{list(x.shape)} and labels {list(y.shape)}."
+            )
+    if train_x.shape[1:] != test_x.shape[1:]:
+        raise GossipflError(
+            f"{KEY}: {name} train and test samples differ in shape "
+            f"({list(train_x.shape[1:])} vs {list(test_x.shape[1:])})."
+        )
+    classification = not (train_y.is_floating_point() or test_y.is_floating_point())
+    if classification:
+        train_y, test_y = train_y.long(), test_y.long()
+        num_classes = _check_classes(name, train_y, test_y, num_classes)
+    else:
+        num_classes = 0
+    x_dtype = torch.float32 if not train_x.is_floating_point() else train_x.dtype
+    return Dataset(name, train_x.to(x_dtype), train_y, test_x.to(x_dtype), test_y, num_classes)
+
+
+def make_synthetic(num_classes: int = 10, dim: int = 20, train_size: int = 1000,
+                   test_size: int = 200, seed: int = 0, separation: float = 1.0) -> Dataset:
+    """Gaussian class clusters: ``mu_c ~ N(0, separation^2 I)``, ``x = mu_y + N(0, I)``.
+
+    Classes are balanced (``y = n mod C``, shuffled); deterministic in ``seed``.
+    """
+    for key, value, low in (("num_classes", num_classes, 2), ("dim", dim, 1),
+                            ("train_size", train_size, 1), ("test_size", test_size, 1)):
+        if not isinstance(value, int | np.integer) or value < low:
+            raise GossipflError(f"data.{key}: must be an integer >= {low}, got {value}.")
+    if not separation > 0:
+        raise GossipflError(f"data.separation: must be > 0, got {separation}.")
+    means = numpy_generator(seed, "synthetic", "means").normal(size=(num_classes, dim))
+    means *= separation
+
+    def draw(split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        rng = numpy_generator(seed, "synthetic", split)
+        y = rng.permutation(np.arange(n) % num_classes)
+        x = means[y] + rng.normal(size=(n, dim))
+        return torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y.astype(np.int64))
+
+    (train_x, train_y), (test_x, test_y) = draw("train", train_size), draw("test", test_size)
+    return Dataset("synthetic", train_x, train_y, test_x, test_y, num_classes)
+
+
+def data_root(root: str | Path | None = None) -> Path:
+    """The data folder: ``root``, else ``$GOSSIPFL_DATA``, else ``~/.cache/gossipfl/data``."""
+    if root is not None:
+        return Path(root).expanduser()
+    env = os.environ.get("GOSSIPFL_DATA")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "gossipfl" / "data"
+
+
+def search_folders(name: str, root: Path) -> list[Path]:
+    """Folders looked in for ``name``, in order."""
+    folders = [root / sub for sub in SUBFOLDERS.get(name, (name,))]
+    return [*folders, root, *SYSTEM_FOLDERS.get(name, ())]
+
+
+def normalize_images(pixels: np.ndarray, name: str) -> torch.Tensor:
+    """uint8 ``[N, C, H, W]`` -> float32 ``(pixels / 255 - mean) / std`` per channel."""
+    mean, std = (torch.tensor(v, dtype=torch.float32).view(-1, 1, 1) for v in NORMALIZATION[name])
+    return (torch.from_numpy(pixels).float().div_(255.0) - mean).div_(std)
+
+
+# --------------------------------------------------------------------------------------------
+# Finding, extracting and downloading files
+# --------------------------------------------------------------------------------------------
+
+Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _load_arrays(name: str, root: Path, download: bool) -> Arrays:
+    """uint8 images ``[N, C, H, W]`` and int64 labels for train and test."""
+    reader = _read_idx_folder if name in ("mnist", "fashion_mnist") else _read_cifar_folder
+    folders = search_folders(name, root)
+    for folder in folders:
+        arrays = reader(name, folder, root)
+        if arrays is not None:
+            return arrays
+    where = " or ".join(str(f) for f in folders)
+    if not download:
+        raise GossipflError(
+            f"{KEY}: {name} not found in {where}, and downloads are off; "
+            "put the files there or allow downloads."
+        )
+    target = root / SUBFOLDERS[name][0]
+    try:
+        for remote in formats.SOURCES[name]:
+            formats.download_remote(remote, target)
+    except OSError as exc:
+        raise GossipflError(
+            f"{KEY}: {name} not found in {where}, and downloading it failed "
+            f"({formats.error_reason(exc)}); put the files there or allow downloads."
+        ) from exc
+    arrays = reader(name, target, root)
+    if arrays is None:
+        raise GossipflError(f"{KEY}: {name} was downloaded to {target} but cannot be found there.")
+    return arrays
+
+
+def _find_file(folder: Path, stem: str) -> Path | None:
+    for candidate in (folder / stem, folder / f"{stem}.gz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read_idx_folder(name: str, folder: Path, root: Path) -> Arrays | None:
+    paths = {key: _find_file(folder, stem) for key, stem in IDX_FILES.items()}
+    if any(p is None for p in paths.values()):
+        return None
+    arrays = {key: formats.read_idx(path) for key, path in paths.items()}
+    for split in ("train", "test"):
+        x, y = arrays[f"{split}_x"], arrays[f"{split}_y"]
+        xp, yp = paths[f"{split}_x"], paths[f"{split}_y"]
+        if x.ndim != 3 or x.dtype != np.uint8:
+            raise GossipflError(f"{KEY}: {xp} must hold uint8 images [N, H, W], "
+                                f"got {x.dtype} {list(x.shape)}.")
+        if y.ndim != 1 or len(y) != len(x):
+            raise GossipflError(f"{KEY}: {yp} must hold {len(x)} labels to match {xp}, "
+                                f"got shape {list(y.shape)}.")
+        _check_label_range(yp, y, 10)
+    return (arrays["train_x"][:, None], arrays["train_y"].astype(np.int64),
+            arrays["test_x"][:, None], arrays["test_y"].astype(np.int64))
+
+
+def _cifar_batch_folder(name: str, folder: Path, root: Path) -> Path | None:
+    """The folder holding the CIFAR batches, extracting the archive if only that is there."""
+    sub, train, test, _, _ = CIFAR_LAYOUT[name]
+    for candidate in (folder / sub, folder):
+        if all((candidate / f).is_file() for f in (*train, *test)):
+            return candidate
+    archive = folder / formats.SOURCES[name][0].name
+    if not archive.is_file():
+        return None
+    target = root / SUBFOLDERS[name][0]
+    formats.extract_archive(archive, target)
+    if not all((target / sub / f).is_file() for f in (*train, *test)):
+        raise GossipflError(f"{KEY}: {archive} does not contain the {sub} batches.")
+    return target / sub
+
+
+def _read_cifar_folder(name: str, folder: Path, root: Path) -> Arrays | None:
+    batch_folder = _cifar_batch_folder(name, folder, root)
+    if batch_folder is None:
+        return None
+    _, train, test, label_key, num_classes = CIFAR_LAYOUT[name]
+
+    def read(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        parts = [formats.read_cifar_batch(batch_folder / f, label_key) for f in files]
+        for f, (_, y) in zip(files, parts, strict=True):
+            _check_label_range(batch_folder / f, y, num_classes)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    return (*read(train), *read(test))
+
+
+def _check_label_range(path: Path, labels: np.ndarray, num_classes: int) -> None:
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+        raise GossipflError(
+            f"{KEY}: {path} has labels outside 0..{num_classes - 1} "
+            f"(found {int(labels.min())}..{int(labels.max())})."
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Building Dataset objects
+# --------------------------------------------------------------------------------------------
+
+
+def _check_options(name: str, options: dict, allowed) -> None:
+    unknown = set(options) - set(allowed)
+    if unknown:
+        raise GossipflError(f"data.{min(unknown)}: not an option of dataset '{name}' "
+                            f"(it takes {', '.join(allowed)}).")
+
+
+def _image_options(name: str, options: dict) -> tuple[bool, bool]:
+    _check_options(name, options, ("normalize", "augment"))
+    augment = options.get("augment")
+    return bool(options.get("normalize", True)), (
+        name.startswith("cifar") if augment is None else bool(augment))
+
+
+def _image_dataset(name: str, arrays: Arrays, normalize: bool, augment: bool) -> Dataset:
+    train_x, train_y, test_x, test_y = arrays
+    convert: Callable[[np.ndarray], torch.Tensor] = (
+        (lambda a: normalize_images(a, name)) if normalize
+        else (lambda a: torch.from_numpy(a).float())
+    )
+    num_classes = 100 if name == "cifar100" else 10
+    return Dataset(name, convert(train_x), torch.from_numpy(train_y), convert(test_x),
+                   torch.from_numpy(test_y), num_classes, augment)
+
+
+def _as_tensor(value) -> torch.Tensor:
+    return value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+
+
+def _check_classes(name: str, train_y: torch.Tensor, test_y: torch.Tensor,
+                   num_classes: int | None) -> int:
+    labels = torch.cat([train_y, test_y])
+    low, high = (int(labels.min()), int(labels.max())) if labels.numel() else (0, -1)
+    if num_classes is None:
+        num_classes = high + 1
+    if low < 0 or high >= num_classes:
+        raise GossipflError(
+            f"data.num_classes: {name} labels must lie in 0..{num_classes - 1}, "
+            f"found {low}..{high}."
+        )
+    return int(num_classes)

@@ -1,0 +1,330 @@
+"""File formats and downloads: IDX (MNIST family), CIFAR pickle batches, checksummed fetches.
+
+Everything here reads bytes from disk and returns NumPy arrays; normalization and tensors are
+the job of :mod:`gossipfl.data.datasets`. Every problem with a file raises
+:class:`~gossipfl.errors.GossipflError` with one sentence naming the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import pickle
+import shutil
+import tarfile
+import tempfile
+import urllib.request
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gossipfl.errors import GossipflError
+
+#: IDX type code -> big-endian NumPy dtype (LeCun's format description).
+IDX_DTYPES: dict[int, np.dtype] = {
+    0x08: np.dtype("u1"),
+    0x09: np.dtype("i1"),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+GZIP_MAGIC = b"\x1f\x8b"
+HASH_ALGORITHMS = ("sha256", "md5")
+KEY = "data.dataset"
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One downloadable file: its name, the mirrors that serve it and its checksum."""
+
+    name: str
+    urls: tuple[str, ...]
+    checksum: str
+    algorithm: str = "sha256"
+
+
+def _idx_set(base_urls: tuple[str, ...], sha256: dict[str, str]) -> tuple[RemoteFile, ...]:
+    return tuple(
+        RemoteFile(name, tuple(url + name for url in base_urls), digest)
+        for name, digest in sha256.items()
+    )
+
+
+# SHA-256 values of the official files, as published by TensorFlow Datasets
+# (tensorflow_datasets/url_checksums/{fashion_mnist.txt, mnist.txt, cifar10.csv, cifar100.csv});
+# sizes there: Fashion-MNIST train-images 26421880 bytes, MNIST train-images 9912422 bytes.
+# The Debian package `dataset-fashion-mnist` ships the same gzip streams recompressed without the
+# gzip FNAME header field (each file is shorter by len(name) + 1 bytes, e.g. 26421856 bytes), so
+# its SHA-256 differs; local files are therefore read without a checksum check, downloads are
+# always checked.
+SOURCES: dict[str, tuple[RemoteFile, ...]] = {
+    "fashion_mnist": _idx_set(
+        ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
+        {
+            "train-images-idx3-ubyte.gz":
+                "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+            "train-labels-idx1-ubyte.gz":
+                "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+            "t10k-images-idx3-ubyte.gz":
+                "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+            "t10k-labels-idx1-ubyte.gz":
+                "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+        },
+    ),
+    # yann.lecun.com no longer serves the files without a login; these mirrors serve the
+    # original bytes (same sizes and hashes).
+    "mnist": _idx_set(
+        (
+            "https://ossci-datasets.s3.amazonaws.com/mnist/",
+            "https://storage.googleapis.com/cvdf-datasets/mnist/",
+        ),
+        {
+            "train-images-idx3-ubyte.gz":
+                "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+            "train-labels-idx1-ubyte.gz":
+                "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+            "t10k-images-idx3-ubyte.gz":
+                "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+            "t10k-labels-idx1-ubyte.gz":
+                "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+        },
+    ),
+    "cifar10": (
+        RemoteFile(
+            "cifar-10-python.tar.gz",
+            ("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",),
+            "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
+        ),
+    ),
+    "cifar100": (
+        RemoteFile(
+            "cifar-100-python.tar.gz",
+            ("https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",),
+            "85cd44d02ba6437773c5bbd22e183051d648de2e7d6b014e1ef29b855ba677a7",
+        ),
+    ),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# IDX
+# --------------------------------------------------------------------------------------------
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The content of ``path``, transparently gunzipped when it starts with the gzip magic."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        return gzip.decompress(raw) if raw[:2] == GZIP_MAGIC else raw
+    except (OSError, EOFError, zlib.error) as exc:
+        raise GossipflError(f"{KEY}: cannot read {path} ({error_reason(exc)}).") from exc
+
+
+def parse_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
+    """Parse an IDX buffer: ``00 00 <type> <ndim>``, ndim big-endian uint32 sizes, then data.
+
+    The result has the native-endian dtype of the type code and shape ``(d_1, ..., d_ndim)``.
+    """
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+        raise _idx_error(source, "bad magic number: it must start with two zero bytes")
+    code, ndim = data[2], data[3]
+    if code not in IDX_DTYPES:
+        raise _idx_error(source, f"unknown type code 0x{code:02x}")
+    if ndim < 1:
+        raise _idx_error(source, "zero dimensions")
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise _idx_error(source, f"truncated header: {len(data)} bytes, need {header}")
+    dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
+    dtype = IDX_DTYPES[code]
+    expected = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    found = len(data) - header
+    if found != expected:
+        kind = "truncated" if found < expected else "trailing bytes"
+        raise _idx_error(source, f"{kind}: expected {expected} data bytes, found {found}")
+    array = np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
+    return array.astype(dtype.newbyteorder("="))  # a writable native-endian copy
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """Read an IDX file (raw or gzip-compressed)."""
+    return parse_idx(read_bytes(path), str(path))
+
+
+def _idx_error(source: str, why: str) -> GossipflError:
+    return GossipflError(f"{KEY}: {source} is not a valid IDX file ({why}).")
+
+
+# --------------------------------------------------------------------------------------------
+# CIFAR pickle batches
+# --------------------------------------------------------------------------------------------
+
+_ALLOWED_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.numeric", "_frombuffer"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("_codecs", "encode"),
+}
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """An unpickler that builds only dicts, lists, bytes and NumPy arrays (no code execution)."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise pickle.UnpicklingError(f"unexpected object {module}.{name}")
+        if module.startswith("numpy.core.") and hasattr(np, "_core"):
+            module = "numpy._core." + module.removeprefix("numpy.core.")  # NumPy 2 name
+        return super().find_class(module, name)
+
+
+def read_cifar_batch(path: str | Path, label_key: str = "labels") -> tuple[np.ndarray, np.ndarray]:
+    """Read one CIFAR "python version" batch: ``b"data"`` uint8 [N, 3072] and a label list.
+
+    Returns images uint8 ``[N, 3, 32, 32]`` (channel-major rows, as stored) and labels int64 [N].
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            entry = _ArrayUnpickler(handle, encoding="bytes").load()
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError) as exc:
+        raise GossipflError(
+            f"{KEY}: {path} is not a valid CIFAR batch ({error_reason(exc)})."
+        ) from exc
+    if not isinstance(entry, dict):
+        raise GossipflError(f"{KEY}: {path} is not a valid CIFAR batch (not a dict).")
+    entry = {k.encode() if isinstance(k, str) else k: v for k, v in entry.items()}
+    if b"data" not in entry or label_key.encode() not in entry:
+        raise GossipflError(
+            f"{KEY}: {path} is not a valid CIFAR batch (missing b'data' or b'{label_key}')."
+        )
+    data = np.asarray(entry[b"data"])
+    labels = np.asarray(entry[label_key.encode()], dtype=np.int64)
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        raise GossipflError(
+            f"{KEY}: {path} is not a valid CIFAR batch "
+            f"(data must be uint8 [N, 3072], got {data.dtype} {list(data.shape)})."
+        )
+    if labels.shape != (data.shape[0],):
+        raise GossipflError(
+            f"{KEY}: {path} is not a valid CIFAR batch "
+            f"({data.shape[0]} images but {labels.size} labels)."
+        )
+    return data.reshape(-1, 3, 32, 32), labels
+
+
+def extract_archive(archive: str | Path, dest: str | Path) -> Path:
+    """Extract a ``.tar.gz`` into ``dest`` (members must stay inside ``dest``)."""
+    archive, dest = Path(archive), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            tar.extractall(dest, filter="data")
+    except (OSError, EOFError, tarfile.TarError, zlib.error) as exc:
+        raise GossipflError(f"{KEY}: cannot extract {archive} ({error_reason(exc)}).") from exc
+    return dest
+
+
+# --------------------------------------------------------------------------------------------
+# Checksums and downloads
+# --------------------------------------------------------------------------------------------
+
+
+def file_digest(path: str | Path, algorithm: str = "sha256") -> str:
+    """Hex digest of a file (``sha256`` or ``md5``)."""
+    hasher = _hasher(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()
+
+
+def verify_checksum(path: str | Path, expected: str, algorithm: str = "sha256") -> None:
+    """Raise when the file's digest differs from ``expected``."""
+    actual = file_digest(path, algorithm)
+    if actual != expected.lower():
+        raise checksum_error(Path(path), algorithm, expected, actual)
+
+
+def checksum_error(path: Path, algorithm: str, expected: str, actual: str) -> GossipflError:
+    """The error for a file whose checksum does not match."""
+    return GossipflError(
+        f"{KEY}: checksum mismatch for {path}: expected {algorithm} {expected.lower()}, "
+        f"got {actual}."
+    )
+
+
+def fetch_url(url: str, handle: io.BufferedIOBase, timeout: float = 60.0) -> None:
+    """Copy the body of ``url`` (http, https or file) into an open binary file."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        shutil.copyfileobj(response, handle, 1 << 20)
+
+
+Fetcher = Callable[[str, io.BufferedIOBase], None]
+
+
+def download_file(url: str, dest: str | Path, checksum: str, algorithm: str = "sha256",
+                  fetch: Fetcher | None = None) -> Path:
+    """Download ``url`` to ``dest`` atomically: temp file in the same folder, verify, rename.
+
+    Network errors propagate as ``OSError``; a checksum mismatch raises a GossipflError naming
+    the file, the expected and the actual digest, and leaves nothing behind.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            (fetch or fetch_url)(url, handle)
+        actual = file_digest(tmp, algorithm)
+        if actual != checksum.lower():
+            raise checksum_error(dest, algorithm, checksum, actual)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+def download_remote(remote: RemoteFile, folder: str | Path, fetch: Fetcher | None = None) -> Path:
+    """Download one :class:`RemoteFile` into ``folder``, trying its mirrors in order.
+
+    Raises the checksum error if a mirror served wrong bytes and none served right ones,
+    otherwise ``OSError`` with the last network failure.
+    """
+    failure: Exception | None = None
+    for url in remote.urls:
+        try:
+            return download_file(url, Path(folder) / remote.name, remote.checksum,
+                                 remote.algorithm, fetch)
+        except GossipflError as exc:
+            failure = exc
+        except (OSError, ValueError) as exc:
+            failure = failure if isinstance(failure, GossipflError) else exc
+    if isinstance(failure, GossipflError):
+        raise failure
+    raise OSError(f"{remote.name}: {error_reason(failure)}") if failure else OSError("no mirror")
+
+
+def _hasher(algorithm: str):
+    if algorithm not in HASH_ALGORITHMS:
+        raise ValueError(f"unsupported checksum algorithm {algorithm!r}")
+    return hashlib.new(algorithm)
+
+
+def error_reason(exc: BaseException | None) -> str:
+    """A short description of an exception for an error sentence."""
+    text = str(exc).strip() if exc is not None else ""
+    return text.rstrip(".") or type(exc).__name__

@@ -1,0 +1,153 @@
+"""Per-client minibatches for all M clients at once, as ``[M, B]`` index tensors.
+
+Each client i owns ``n_i`` training indices. A step's batch is ``(idx, mask)``: ``idx[i]`` are
+B global indices into the train set for client i and ``mask[i]`` says which of them count
+(padding repeats a valid index of that client, so gathering never goes out of range).
+
+How a shuffle is built without a Python loop over clients: the "stream" of client i is the
+concatenation of independent random permutations of ``0..n_i-1``. All streams are laid out in
+one flat vector, one segment per (client, permutation); one sort of the keys
+``segment_id * 2^b + random`` shuffles every segment at once. Random bits are drawn on the CPU
+from ``torch_generator(seed, "sampler", round, ...)`` and the sort is stable, so the batches
+are the same on every device.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gossipfl.errors import GossipflError
+from gossipfl.rng import torch_generator
+
+Batch = tuple[Tensor, Tensor]
+
+
+class ClientSampler:
+    """Shuffled per-client minibatches; ``batch_size=None`` means full batch."""
+
+    def __init__(self, client_indices: list[np.ndarray], batch_size: int | None, seed: int,
+                 device: str | torch.device = "cpu"):
+        if batch_size is not None and (
+            not isinstance(batch_size, int | np.integer) or batch_size < 1
+        ):
+            raise GossipflError(
+                f"data.batch_size: must be an integer >= 1 or null (full batch), got {batch_size}."
+            )
+        if not len(client_indices):
+            raise GossipflError("data.clients: the sampler needs at least one client, got 0.")
+        self.device = torch.device(device)
+        self.seed = int(seed)
+        sizes = [len(ix) for ix in client_indices]
+        self.sizes = torch.tensor(sizes, dtype=torch.int64, device=self.device)
+        self.num_clients = len(sizes)
+        self.n_max = max(sizes)
+        self.batch_size = int(batch_size) if batch_size is not None else None
+        self.index_matrix = self._padded(client_indices)
+
+    def _padded(self, client_indices: list[np.ndarray]) -> Tensor:
+        """[M, max(n_max, 1)] global indices; row i padded with its first index (or 0)."""
+        width = max(self.n_max, 1)
+        matrix = np.zeros((self.num_clients, width), dtype=np.int64)
+        for i, ix in enumerate(client_indices):
+            ix = np.asarray(ix, dtype=np.int64).reshape(-1)
+            if len(ix):
+                matrix[i, :] = ix[0]
+                matrix[i, : len(ix)] = ix
+        return torch.from_numpy(matrix).to(self.device)
+
+    @property
+    def full(self) -> bool:
+        """Whether every step is the client's whole data."""
+        return self.batch_size is None
+
+    def steps_per_epoch(self) -> int:
+        """Steps in one pass: ``max_i ceil(n_i / B)`` (1 for full batch)."""
+        if self.full:
+            return 1
+        return max(1, math.ceil(self.n_max / self.batch_size))
+
+    def full_batch(self) -> Batch:
+        """``(idx [M, n_max], mask)`` with each client's indices in stored order."""
+        width = self.index_matrix.shape[1]
+        mask = torch.arange(width, device=self.device)[None, :] < self.sizes[:, None]
+        return self.index_matrix, mask
+
+    def epoch(self, round: int, epoch: int) -> list[Batch]:
+        """One pass of every client over its own data, reshuffled per (seed, round, epoch).
+
+        ``steps_per_epoch()`` batches of shape ``[M, B]``; a client with fewer batches gets
+        all-False mask rows on the extra steps and a partially masked last batch (no drop_last).
+        """
+        if self.full:
+            return [self.full_batch()]
+        steps = self.steps_per_epoch()
+        gen = torch_generator(self.seed, "sampler", round, "epoch", epoch)
+        idx, mask = self._streams(self.sizes, steps * self.batch_size, gen)
+        return _cut(idx, mask, steps, self.batch_size)
+
+    def steps(self, round: int, num_steps: int) -> list[Batch]:
+        """``num_steps`` batches; each client cycles through its own reshuffled data, with a
+        new permutation each time it wraps. Masks are all True (except empty clients); in
+        full-batch mode every step is :meth:`full_batch`."""
+        if not isinstance(num_steps, int | np.integer) or num_steps < 1:
+            raise GossipflError(f"train.local_steps: must be an integer >= 1, got {num_steps}.")
+        if self.full:
+            return [self.full_batch()] * num_steps
+        length = num_steps * self.batch_size
+        gen = torch_generator(self.seed, "sampler", round, "steps")
+        lengths = torch.where(self.sizes > 0, length, 0)
+        idx, mask = self._streams(lengths, length, gen)
+        return _cut(idx, mask, num_steps, self.batch_size)
+
+    def _streams(self, lengths: Tensor, width: int, gen: torch.Generator) -> Batch:
+        """Global indices ``[M, width]`` of the first ``lengths[i]`` elements of each client's
+        stream (padded with a valid index), and the mask of those elements."""
+        positions = shuffled_streams(self.sizes, lengths, gen)
+        local = torch.nn.functional.pad(positions, (0, width - positions.shape[1]))
+        mask = torch.arange(width, device=self.device)[None, :] < lengths[:, None]
+        return torch.gather(self.index_matrix, 1, local), mask
+
+
+def shuffled_streams(sizes: Tensor, lengths: Tensor, generator: torch.Generator) -> Tensor:
+    """Row i: the first ``lengths[i]`` entries of independent random permutations of
+    ``0..sizes[i]-1`` laid end to end, zero-padded to ``max(lengths)`` columns.
+
+    ``generator`` must be a CPU generator (the keys are drawn there and then moved).
+    """
+    device = sizes.device
+    reps = torch.where(sizes > 0, (lengths + sizes - 1) // sizes.clamp(min=1), 0)
+    seg_len = reps * sizes                                     # [M] elements per client
+    total = int(seg_len.sum())
+    client = torch.repeat_interleave(torch.arange(len(sizes), device=device), seg_len)
+    start = torch.cumsum(seg_len, 0) - seg_len                 # [M] offset of each client
+    pos = torch.arange(total, device=device) - start[client]   # position in client's region
+    n = sizes[client]
+    local = pos % n.clamp(min=1)
+    segment = pos // n.clamp(min=1) + (torch.cumsum(reps, 0) - reps)[client]
+    # One sort of int64 keys (segment id in the high bits, random low bits) shuffles every
+    # segment in place; >= 40 random bits (up to 4M segments) make ties negligible; a stable sort
+    # resolves any the same way on every device.
+    bits = 62 - max(int(reps.sum()), 1).bit_length()
+    noise = torch.randint(0, 1 << bits, (total,), generator=generator).to(device)
+    order = torch.argsort((segment << bits) | noise, stable=True)
+    shuffled = local[order]                                    # aligned with flat layout
+    width = int(lengths.max()) if len(lengths) else 0
+    cols = torch.arange(width, device=device)
+    valid = cols[None, :] < lengths[:, None]
+    flat = (start[:, None] + cols[None, :]).clamp(max=max(total - 1, 0))
+    if total == 0:
+        return torch.zeros((len(sizes), width), dtype=torch.int64, device=device)
+    return torch.where(valid, shuffled[flat], 0)
+
+
+def _cut(idx: Tensor, mask: Tensor, steps: int, batch: int) -> list[Batch]:
+    """Split ``[M, steps * batch]`` columns into ``steps`` batches of ``[M, batch]``."""
+    return [
+        (idx[:, s * batch:(s + 1) * batch].contiguous(),
+         mask[:, s * batch:(s + 1) * batch].contiguous())
+        for s in range(steps)
+    ]
