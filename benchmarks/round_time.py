@@ -207,9 +207,12 @@ def _timed_round(run: GossipflRound | ReferenceRound, rep: int, case: Case,
     return row
 
 
-def run_case(case: Case, impls: tuple[str, ...], peak: float) -> dict[str, Any]:
+def run_case(case: Case, impls: tuple[str, ...], device: torch.device) -> dict[str, Any]:
     """Repetitions of every implementation (interleaved unless ``case.isolate``); statistics
-    per implementation."""
+    per implementation. The matmul peak is measured just before and after the case (the best
+    of the two is used: other jobs on the machine change it)."""
+    peak = matmul_peak(device)
+    load = [load_average()]
     config = case.config("loop")
     dataset = config.data.tensors
     shape = dataset.input_shape if dataset is not None else (1, 28, 28)
@@ -230,7 +233,10 @@ def run_case(case: Case, impls: tuple[str, ...], peak: float) -> dict[str, Any]:
         for rep in range(case.reps):
             for impl in impls[rep % len(impls):] + impls[:rep % len(impls)]:
                 rows[impl].append(_timed_round(runs[impl], rep, case, impl))
-    result = {"case": case.__dict__ | {"impls": list(impls)}, "impls": {}}
+    peak = max(peak, matmul_peak(device))
+    load.append(load_average())
+    result = {"case": case.__dict__ | {"impls": list(impls)}, "impls": {},
+              "matmul_peak_gflops": peak, "load_average": load}
     for impl, reps in rows.items():
         flop = [r["samples"] * per_sample + test_samples * forward_flops for r in reps]
         gflops = [f / r["total"] / 1e9 for f, r in zip(flop, reps, strict=True)]
@@ -252,11 +258,13 @@ def table(result: dict[str, Any]) -> str:
         total = median(r["total"])
         split = " / ".join(f"{median(r[s]):.2f}" for s in SECTIONS)
         rows.append([
-            result["case"]["name"], impl, spread(r["total"]), split,
+            result["case"]["name"], f"{result['matmul_peak_gflops']:.0f}",
+            "–".join(f"{x:.1f}" for x in result["load_average"]), impl, spread(r["total"]), split,
             f"{median(r['gflops']):.0f}", f"{100 * median(r['peak_fraction']):.0f}%",
             f"{ref / total:.2f}×" if ref else "–",
         ])
-    return markdown_table(["case", "implementation", "s / round", "local / gossip / eval / data",
+    return markdown_table(["case", "peak GFLOP/s", "load", "implementation", "s / round",
+                           "local / gossip / eval / data",
                            "GFLOP/s", "of peak", "vs reference"], rows)
 
 
@@ -325,7 +333,6 @@ def main() -> None:
     if args.memory:
         print(memory_table([10, 100, 1000], ("stacked", "loop", "reference"), "cnn"))
         return
-    peak = matmul_peak(device)
     groups = cases(full=not args.quick)
     wanted = [g for g in args.cases.split(",") if g] or list(groups)
     chosen = [c for g in wanted for c in groups[g]]
@@ -336,16 +343,14 @@ def main() -> None:
             case.reps = args.reps
         if args.device != "cpu":
             case.extra = {"device": args.device}
-        result = run_case(case, tuple(i for i in case.impls if i in impls), peak)
+        result = run_case(case, tuple(i for i in case.impls if i in impls), device)
         results.append(result)
         print(table(result), flush=True)
-    peak = max(peak, matmul_peak(device))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "a") as f:
-        f.write(json.dumps({"machine": machine(device), "matmul_peak_gflops": peak,
+        f.write(json.dumps({"machine": machine(device),
                             "keep_freed_memory": not args.no_keep_memory,
                             "results": results}) + "\n")
-    print(f"\nfp32 matmul peak: {peak:.0f} GFLOP/s (best of start and end of the run)")
     print("\n\n".join(table(r) for r in results))
 
 
