@@ -22,6 +22,7 @@ from gossipfl.engine import (
 )
 from gossipfl.errors import GossipflError
 from gossipfl.models import build_model
+from tests.oracle_reference import assert_rel, gen, reference, rows_and_batch
 
 F64 = torch.float64
 MASK4 = torch.tensor([[1, 1, 1, 1], [1, 0, 1, 0], [0, 0, 0, 0]], dtype=torch.bool)
@@ -38,54 +39,12 @@ CASES = {
 }
 
 
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def problem(name: str, dtype=torch.float32, seed: int = 0):
     """Model, distinct rows X [M, P], inputs, targets and mask for a CASES entry."""
     shape, out, loss, mask = CASES[name]
-    M, B = mask.shape
     model = build_model(name, shape, out, seed=seed)
-    X = init_stack(model, M, dtype=dtype)
-    X += 0.05 * torch.randn(X.shape, generator=gen(seed + 1)).to(dtype)
-    inputs = torch.randn(M, B, *shape, generator=gen(seed + 2), dtype=dtype)
-    if loss == "mse":
-        targets = torch.randn(M, B, generator=gen(seed + 3), dtype=dtype)
-    else:
-        targets = torch.randint(0, out, (M, B), generator=gen(seed + 3))
+    X, inputs, targets = rows_and_batch(model, shape, out, loss, dtype, mask, seed)
     return model, loss, X, inputs, targets, mask
-
-
-def reference(model, loss, X, inputs, targets, mask):
-    """Per-row autograd on a deep copy loaded with vector_to_parameters (no ParamLayout)."""
-    net = copy.deepcopy(model).to(X.dtype)
-    losses, grads = [], []
-    for i in range(X.shape[0]):
-        vector_to_parameters(X[i].clone(), net.parameters())
-        keep = mask[i]
-        if not keep.any():
-            losses.append(torch.zeros((), dtype=X.dtype))
-            grads.append(torch.zeros_like(X[i]))
-            continue
-        out = net(inputs[i][keep])
-        if loss == "mse":
-            value = F.mse_loss(out.squeeze(-1), targets[i][keep])
-        else:
-            value = F.cross_entropy(out, targets[i][keep])
-        g = torch.autograd.grad(value, list(net.parameters()))
-        losses.append(value.detach())
-        grads.append(parameters_to_vector(g))
-    return torch.stack(losses), torch.stack(grads)
-
-
-def assert_rel(actual: torch.Tensor, expected: torch.Tensor, rel: float) -> None:
-    """Row-wise ‖actual − expected‖ <= rel · ‖expected‖ (one temporary: these can be 11M wide)."""
-    assert actual.shape == expected.shape
-    actual, expected = actual.reshape(actual.shape[0], -1), expected.reshape(actual.shape[0], -1)
-    err = torch.linalg.vector_norm(actual - expected, dim=1)
-    bound = rel * torch.linalg.vector_norm(expected, dim=1)
-    assert (err <= bound).all(), f"relative errors {(err / bound * rel).tolist()}"
 
 
 # ---------------------------------------------------------------- parameter stack

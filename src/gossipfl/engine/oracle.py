@@ -99,19 +99,38 @@ def _full_mask(mask: Tensor | None, targets: Tensor) -> Tensor:
     return mask if mask.dtype == torch.bool else mask.bool()
 
 
+def client_blocks(M: int, step: int | None) -> list[tuple[int, int]]:
+    """``[(a, b), ...]`` covering clients ``0..M`` in blocks of ``step`` (None: one block)."""
+    step = step or max(M, 1)
+    return [(a, min(a + step, M)) for a in range(0, M, step)]
+
+
 class Oracle(ABC):
     """Loss, gradient and predictions of all M models of a stack ``X [M, P]``."""
 
+    model: nn.Module
     layout: ParamLayout
     loss: str
     bounds_memory: bool = False  # True: predict() blocks models and samples by itself
 
-    @abstractmethod
     def loss_and_grad(
         self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
         """``X [M, P]``, ``inputs [M, B, *in]``, ``targets [M, B]``, ``mask [M, B]`` bool or
         None → (``loss [M]``, ``grad [M, P]``)."""
+        inputs, targets = _prepare(X, inputs, targets)
+        mask = _full_mask(mask, targets)
+        losses = torch.zeros(X.shape[0], dtype=X.dtype, device=X.device)
+        grads = torch.empty(X.shape[0], self.layout.P, dtype=X.dtype, device=X.device)
+        self.model.train()
+        self._fill(X, inputs, targets, mask, losses, grads)
+        return losses, grads
+
+    @abstractmethod
+    def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
+              grads: Tensor) -> None:
+        """Write every client's loss into ``losses [M]`` and gradient into ``grads [M, P]``
+        (inputs cast to X's dtype, ``mask`` a full bool ``[M, B]``, model in train mode)."""
 
     @abstractmethod
     def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
@@ -148,27 +167,15 @@ class VmapOracle(Oracle):
     ) -> Tensor:
         return masked_mean_loss(self._client_forward(params, inputs), targets, mask, self.loss)
 
-    def _blocks(self, M: int) -> list[tuple[int, int]]:
-        step = self.chunk_size or max(M, 1)
-        return [(a, min(a + step, M)) for a in range(0, M, step)]
-
-    def loss_and_grad(
-        self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        inputs, targets = _prepare(X, inputs, targets)
-        mask = _full_mask(mask, targets)
-        M = X.shape[0]
-        losses = torch.empty(M, dtype=X.dtype, device=X.device)
-        grads = torch.empty(M, self.layout.P, dtype=X.dtype, device=X.device)
-        self.model.train()
-        for a, b in self._blocks(M):
+    def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
+              grads: Tensor) -> None:
+        for a, b in client_blocks(X.shape[0], self.chunk_size):
             g, value = self._grad_fn(
                 self.layout.views(X[a:b]), inputs[a:b], targets[a:b], mask[a:b]
             )
             losses[a:b] = value
             torch.cat([g[name].reshape(b - a, -1) for name in self.layout.names], dim=1,
                       out=grads[a:b])
-        return losses, grads
 
     @torch.no_grad()
     def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
@@ -177,7 +184,7 @@ class VmapOracle(Oracle):
         fn = self._predict_shared if shared else self._predict_own
         outs = [
             fn(self.layout.views(X[a:b]), inputs if shared else inputs[a:b])
-            for a, b in self._blocks(X.shape[0])
+            for a, b in client_blocks(X.shape[0], self.chunk_size)
         ]
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 
@@ -197,23 +204,15 @@ class LoopOracle(Oracle):
             self.model.to(device=X.device, dtype=X.dtype)
         self.layout.load_into(self.model, X[i])
 
-    def loss_and_grad(
-        self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        inputs, targets = _prepare(X, inputs, targets)
-        mask = _full_mask(mask, targets)
-        M = X.shape[0]
-        losses = torch.empty(M, dtype=X.dtype, device=X.device)
-        grads = torch.empty(M, self.layout.P, dtype=X.dtype, device=X.device)
-        self.model.train()
-        for i in range(M):
+    def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
+              grads: Tensor) -> None:
+        for i in range(X.shape[0]):
             self._load(X, i)
             with torch.enable_grad():
                 value = masked_mean_loss(self.model(inputs[i]), targets[i], mask[i], self.loss)
                 g = torch.autograd.grad(value, self._params, materialize_grads=True)
             losses[i] = value.detach()
             torch.cat([t.reshape(-1) for t in g], out=grads[i])
-        return losses, grads
 
     @torch.no_grad()
     def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:

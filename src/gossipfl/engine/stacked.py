@@ -46,10 +46,10 @@ from torch import Tensor, fx, nn
 
 from gossipfl.engine.oracle import (
     Oracle,
-    _full_mask,
     _prepare,
     check_chunk_size,
     check_loss,
+    client_blocks,
     per_sample_loss,
 )
 from gossipfl.engine.params import ParamLayout
@@ -362,11 +362,6 @@ class StackedOracle(Oracle):
         rows = self.max_rows(sample_shape, X, training)
         return max(M, 1) if rows is None else max(1, min(M, rows // max(samples, 1)))
 
-    def _blocks(self, M: int, sample_shape: tuple[int, ...], samples: int, X: Tensor,
-                training: bool = True) -> list[tuple[int, int]]:
-        step = self.block_size(M, sample_shape, samples, X, training)
-        return [(a, min(a + step, M)) for a in range(0, M, step)]
-
     def _block(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
                out: Tensor) -> Tensor:
         """Loss ``[m]`` of a block of m clients; their gradients are written into ``out``."""
@@ -385,30 +380,23 @@ class StackedOracle(Oracle):
             view.copy_(g)  # one pass, whatever memory format the kernel returned
         return client.detach()
 
-    def loss_and_grad(
-        self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        inputs, targets = _prepare(X, inputs, targets)
-        mask = _full_mask(mask, targets)
-        M = X.shape[0]
-        losses = torch.zeros(M, dtype=X.dtype, device=X.device)
-        grads = torch.empty(M, self.layout.P, dtype=X.dtype, device=X.device)
-        self.model.train()
-        active = mask.any(1)
+    def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
+              grads: Tensor) -> None:
         sample_shape, B = inputs.shape[2:], inputs.shape[1]
+        active = mask.any(1)
         if bool(active.all()):
-            for a, b in self._blocks(M, sample_shape, B, X):
+            step = self.block_size(X.shape[0], sample_shape, B, X)
+            for a, b in client_blocks(X.shape[0], step):
                 losses[a:b] = self._block(X[a:b], inputs[a:b], targets[a:b], mask[a:b],
                                           grads[a:b])
-            return losses, grads
+            return
         grads[~active] = 0  # clients without samples: loss 0, gradient 0, no compute
         ids = active.nonzero().squeeze(1)
-        for a, b in self._blocks(len(ids), sample_shape, B, X):
+        for a, b in client_blocks(len(ids), self.block_size(len(ids), sample_shape, B, X)):
             rows = ids[a:b]
             block = torch.empty(len(rows), self.layout.P, dtype=X.dtype, device=X.device)
             losses[rows] = self._block(X[rows], inputs[rows], targets[rows], mask[rows], block)
             grads.index_copy_(0, rows, block)
-        return losses, grads
 
     @torch.no_grad()
     def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
@@ -418,7 +406,8 @@ class StackedOracle(Oracle):
         samples = inputs.shape[0] if shared else inputs.shape[1]
         rows = self.max_rows(sample_shape, X, training=False)
         outs = []
-        for a, b in self._blocks(X.shape[0], sample_shape, samples, X, training=False):
+        step = self.block_size(X.shape[0], sample_shape, samples, X, training=False)
+        for a, b in client_blocks(X.shape[0], step):
             params, m = self.layout.views(X[a:b]), b - a
             step = samples if rows is None else max(1, rows // m)  # split samples too
             parts = []
