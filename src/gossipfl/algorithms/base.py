@@ -14,12 +14,13 @@ epoch than the largest) leave that client's iterate and buffers unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 
-from gossipfl.errors import GossipflError
+from gossipfl.errors import GossipflError, unknown_choice
 
 
 @dataclass
@@ -53,8 +54,48 @@ class Federation:
         return self.oracle.layout.P * 4
 
 
+@dataclass(frozen=True)
+class Rule:
+    """A constraint on one hyperparameter: ``holds(value)``, and what it says when it fails."""
+
+    holds: Callable[[Any], bool]
+    words: str  # "must be <words>, got <value>."
+    choices: Sequence[str] = ()  # for a choice: the "unknown value ...; choose one of" error
+
+    def check(self, key: str, value: Any) -> None:
+        if self.holds(value):
+            return
+        if self.choices:
+            raise unknown_choice(f"algorithm.{key}", value, self.choices)
+        raise GossipflError(f"algorithm.{key}: must be {self.words}, got {value}.")
+
+
+NON_NEGATIVE = Rule(lambda v: v >= 0, ">= 0")
+POSITIVE = Rule(lambda v: v > 0, "> 0")
+UNIT_INTERVAL = Rule(lambda v: 0 <= v < 1, "in [0, 1)")
+FRACTION = Rule(lambda v: 0 < v <= 1, "in (0, 1]")
+AT_LEAST_ONE = Rule(lambda v: v >= 1, "an integer >= 1")
+
+
+def one_of(*choices: str) -> Rule:
+    return Rule(lambda v: v in choices, "", choices)
+
+
+class Hyperparams:
+    """Base of the algorithms' hyperparameter dataclasses. ``rules`` (a plain class attribute,
+    not a field) maps field names to :class:`Rule`; ``validate`` checks the rules of the class
+    and of all its bases, so a subclass lists only the fields it adds."""
+
+    rules: ClassVar[dict[str, Rule]] = {}
+
+    def validate(self) -> None:
+        for cls in reversed(type(self).__mro__):
+            for key, rule in vars(cls).get("rules", {}).items():
+                rule.check(key, getattr(self, key))
+
+
 @dataclass
-class NoParams:
+class NoParams(Hyperparams):
     """Algorithms without hyperparameters of their own."""
 
 

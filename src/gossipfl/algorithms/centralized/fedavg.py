@@ -12,11 +12,12 @@ and broadcasts x^t; each i ∈ S_t runs K local SGD steps from y_i^{t,0} = x^t:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import Algorithm
+from gossipfl.algorithms.base import FRACTION, POSITIVE, Algorithm, Hyperparams
 from gossipfl.algorithms.steps import (
     clients_per_round,
     descend,
@@ -24,20 +25,13 @@ from gossipfl.algorithms.steps import (
     sgd_direction,
     weighted_average_update,
 )
-from gossipfl.errors import GossipflError
 
 
 @dataclass
-class ServerParams:
+class ServerParams(Hyperparams):
     participation: float = 0.1  # fraction of clients sampled per round
     global_lr: float = 1.0  # η_g
-
-    def validate(self) -> None:
-        if not 0 < self.participation <= 1:
-            raise GossipflError(
-                f"algorithm.participation: must be in (0, 1], got {self.participation}.")
-        if self.global_lr <= 0:
-            raise GossipflError(f"algorithm.global_lr: must be > 0, got {self.global_lr}.")
+    rules: ClassVar = {"participation": FRACTION, "global_lr": POSITIVE}
 
 
 class ServerAlgorithm(Algorithm):

@@ -10,21 +10,18 @@ and the server aggregates as FedAvg. μ is not given by the papers; default 0.01
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gossipfl.algorithms import register
+from gossipfl.algorithms.base import NON_NEGATIVE
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
 from gossipfl.algorithms.steps import sgd_direction
-from gossipfl.errors import GossipflError
 
 
 @dataclass
 class FedProxParams(ServerParams):
-    mu: float = 0.01
-
-    def validate(self) -> None:
-        super().validate()
-        if self.mu < 0:
-            raise GossipflError(f"algorithm.mu: must be >= 0, got {self.mu}.")
+    mu: float = 0.01  # μ, proximal coefficient
+    rules: ClassVar = {"mu": NON_NEGATIVE}
 
 
 @register

@@ -8,21 +8,18 @@ sam_direction`: g = ∇F_i(y; ξ), ỹ = y + ρ g/‖g‖, y ← y − η (∇F_
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gossipfl.algorithms import register
+from gossipfl.algorithms.base import NON_NEGATIVE
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
 from gossipfl.algorithms.steps import sam_direction
-from gossipfl.errors import GossipflError
 
 
 @dataclass
 class FedSAMParams(ServerParams):
-    rho: float = 0.1
-
-    def validate(self) -> None:
-        super().validate()
-        if self.rho < 0:
-            raise GossipflError(f"algorithm.rho: must be >= 0, got {self.rho}.")
+    rho: float = 0.1  # ρ, SAM radius
+    rules: ClassVar = {"rho": NON_NEGATIVE}
 
 
 @register

@@ -13,23 +13,19 @@ Synchronous train-then-gossip as in the papers' algorithm boxes (DESIGN.md §4).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import Algorithm, Batch
+from gossipfl.algorithms.base import AT_LEAST_ONE, Algorithm, Batch, Hyperparams
 from gossipfl.algorithms.steps import descend, gossip, sgd_direction
-from gossipfl.errors import GossipflError
 
 
 @dataclass
-class GossipParams:
+class GossipParams(Hyperparams):
     gossip_steps: int = 1  # Q: multiplications by the round's W after local training
-
-    def validate(self) -> None:
-        if self.gossip_steps < 1:
-            raise GossipflError(
-                f"algorithm.gossip_steps: must be an integer >= 1, got {self.gossip_steps}.")
+    rules: ClassVar = {"gossip_steps": AT_LEAST_ONE}
 
 
 @register

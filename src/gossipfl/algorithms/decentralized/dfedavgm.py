@@ -13,23 +13,20 @@ every round):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from gossipfl.algorithms import register
+from gossipfl.algorithms.base import UNIT_INTERVAL
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.algorithms.steps import heavy_ball_step
-from gossipfl.errors import GossipflError
 
 
 @dataclass
 class MomentumParams(GossipParams):
     momentum: float = 0.9  # θ
-
-    def validate(self) -> None:
-        super().validate()
-        if not 0 <= self.momentum < 1:
-            raise GossipflError(f"algorithm.momentum: must be in [0, 1), got {self.momentum}.")
+    rules: ClassVar = {"momentum": UNIT_INTERVAL}
 
 
 @register

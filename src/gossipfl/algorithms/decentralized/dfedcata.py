@@ -16,11 +16,12 @@ Nesterov only, β = 0 Moreau envelope only (decentralized FedProx), λ = β = 0 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gossipfl.algorithms import register
+from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, one_of
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.algorithms.steps import descend, extrapolate, gossip, sgd_direction
-from gossipfl.errors import GossipflError
 
 REFERENCES = ("prev_mixed", "own_local")
 
@@ -30,17 +31,7 @@ class CataParams(GossipParams):
     beta: float = 0.99  # β, extrapolation
     lam: float = 0.05  # λ, proximal (Moreau envelope) coefficient
     extrapolation_ref: str = "prev_mixed"
-
-    def validate(self) -> None:
-        super().validate()
-        if not 0 <= self.beta < 1:
-            raise GossipflError(f"algorithm.beta: must be in [0, 1), got {self.beta}.")
-        if self.lam < 0:
-            raise GossipflError(f"algorithm.lam: must be >= 0, got {self.lam}.")
-        if self.extrapolation_ref not in REFERENCES:
-            raise GossipflError(
-                f"algorithm.extrapolation_ref: unknown value '{self.extrapolation_ref}'; "
-                f"choose one of: {', '.join(REFERENCES)}.")
+    rules: ClassVar = {"beta": UNIT_INTERVAL, "lam": NON_NEGATIVE, "extrapolation_ref": one_of(*REFERENCES)}
 
 
 @register

@@ -14,21 +14,18 @@ an exchange with the neighbours, so bytes sent count Q exchanges.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gossipfl.algorithms import register
+from gossipfl.algorithms.base import NON_NEGATIVE
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.algorithms.steps import sam_direction
-from gossipfl.errors import GossipflError
 
 
 @dataclass
 class SAMParams(GossipParams):
     rho: float = 0.01  # ρ, SAM radius
-
-    def validate(self) -> None:
-        super().validate()
-        if self.rho < 0:
-            raise GossipflError(f"algorithm.rho: must be >= 0, got {self.rho}.")
+    rules: ClassVar = {"rho": NON_NEGATIVE}
 
 
 @dataclass

@@ -13,23 +13,20 @@ D-PSGD is set to 1"; spec 001 §7.7): one local epoch of SGD, then gossip — DF
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gossipfl.algorithms import register
+from gossipfl.algorithms.base import Hyperparams, one_of
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg
 from gossipfl.algorithms.steps import gossip, sgd_direction
-from gossipfl.errors import GossipflError
 
 VARIANTS = ("lian", "local_epoch")
 
 
 @dataclass
-class DPSGDParams:
+class DPSGDParams(Hyperparams):
     variant: str = "lian"
-
-    def validate(self) -> None:
-        if self.variant not in VARIANTS:
-            raise GossipflError(f"algorithm.variant: unknown value '{self.variant}'; "
-                                f"choose one of: {', '.join(VARIANTS)}.")
+    rules: ClassVar = {"variant": one_of(*VARIANTS)}
 
 
 @register

@@ -15,24 +15,19 @@ which can diverge on poorly connected graphs: see :mod:`gossipfl.algorithms.stab
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gossipfl.algorithms import register
+from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.algorithms.steps import extrapolate, gossip, sam_direction
-from gossipfl.errors import GossipflError
 
 
 @dataclass
 class OledParams(GossipParams):
     beta: float = 0.99  # β, Ole coefficient
     lam: float = 0.1  # λ, SAM perturbation weight (0 = OledFL-SGD)
-
-    def validate(self) -> None:
-        super().validate()
-        if not 0 <= self.beta < 1:
-            raise GossipflError(f"algorithm.beta: must be in [0, 1), got {self.beta}.")
-        if self.lam < 0:
-            raise GossipflError(f"algorithm.lam: must be >= 0, got {self.lam}.")
+    rules: ClassVar = {"beta": UNIT_INTERVAL, "lam": NON_NEGATIVE}
 
 
 @register
