@@ -146,8 +146,9 @@ class EvalConfig:
 class EngineConfig:
     """How the simulation is computed (never what it computes)."""
 
-    oracle: str = "auto"  # vmap | loop | auto
-    chunk_size: int | None = None  # clients per vmapped block (memory bound)
+    oracle: str = "auto"  # auto | stacked | vmap | loop
+    chunk_size: int | None = None  # clients per block (None: chosen from memory)
+    keep_freed_memory: bool = True  # on CPU: glibc reuses freed pages (10-30 % faster rounds)
 
     def validate(self) -> None:
         _choice("engine.oracle", self.oracle, ("auto", "stacked", "vmap", "loop"))

@@ -32,7 +32,13 @@ from gossipfl.data import (
     random_crop_flip,
     summarize_partition,
 )
-from gossipfl.engine import ParamLayout, evaluate_per_client, evaluate_stack, make_oracle
+from gossipfl.engine import (
+    ParamLayout,
+    evaluate_per_client,
+    evaluate_stack,
+    keep_freed_memory,
+    make_oracle,
+)
 from gossipfl.errors import GossipflError
 from gossipfl.models import build_model
 from gossipfl.rng import derive_seed, numpy_generator, torch_generator
@@ -154,6 +160,8 @@ def initial_stack(config: Config, layout: ParamLayout, model: torch.nn.Module,
 
 def build_experiment(config: Config) -> Experiment:
     device = resolve_device(config.device)
+    if device.type == "cpu" and config.engine.keep_freed_memory:
+        keep_freed_memory()  # process-wide; see gossipfl.engine.memory
     dataset, parts = build_data(config)
     dataset = dataset.to(device)
     m = len(parts)

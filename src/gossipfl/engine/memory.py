@@ -8,9 +8,10 @@ benchmark machine, more than the arithmetic of a small model (docs/benchmarks.md
 
 :func:`keep_freed_memory` asks glibc to serve every block from its heap and never to give
 freed heap memory back to the system, so a step's tensors reuse the pages of the previous
-step. The price: the process keeps its peak memory until it exits. It is process-wide; call it
-once at start-up (the runner may do so on CPU), or set ``MALLOC_MMAP_MAX_=0`` and
-``MALLOC_TRIM_THRESHOLD_=-1`` in the environment before Python starts.
+step. The price: the process keeps its peak memory until it exits. It is process-wide; the
+runner calls it on CPU unless ``engine.keep_freed_memory: false``. Elsewhere call it once at
+start-up, or set ``MALLOC_MMAP_MAX_=0`` and ``MALLOC_TRIM_THRESHOLD_=-1`` in the environment
+before Python starts.
 """
 
 from __future__ import annotations
