@@ -54,7 +54,7 @@ def run(clients: list[int], P: int, steps: list[int], reps: int) -> list[list]:
                 for _ in range(reps):
                     for kind, mixer in mixers.items():
                         times[kind].append(time_mix(mixer, X, Q))
-                auto = Mixer(topology).sparse
+                auto = Mixer(topology).uses_sparse(Q)
                 for kind, t in times.items():
                     sparse = kind == "sparse"
                     work = nnz * P * Q if sparse else M * M * P

@@ -3,6 +3,14 @@
 All clients mix the same snapshot X (synchronous gossip). Q gossip steps use the same round's
 W. Dense W: W^Q is formed once in float64 (cached for static topologies) and applied with one
 matmul. Sparse W (CSR, ``torch.sparse``): Q sparse-dense products, nnz(W)·P work each.
+
+``sparse="auto"`` picks, for each number of steps Q, the cheaper of the two by a cost model
+fitted to ``benchmarks/gossip.py`` on CPU (docs/benchmarks.md), in ns per column of X:
+
+    sparse ≈ Q · (2.9·M + 0.09·nnz(W))        dense ≈ 0.009·M² + 1.2·M   (W^Q is cached)
+
+e.g. a ring of 1000 clients mixes sparsely for Q = 1 and densely for Q = 4, and every graph
+of 100 clients mixes densely.
 """
 
 from __future__ import annotations
@@ -16,7 +24,6 @@ from gossipfl.errors import unknown_choice
 from gossipfl.topology.graphs import Topology
 from gossipfl.topology.mixing import count_messages
 
-SPARSE_DENSITY = 0.1  # "auto" uses CSR below this fraction of non-zeros in W
 SPARSE_MODES = ("auto", "dense", "sparse")
 _SPARSE_DTYPES = (torch.float32, torch.float64)  # CSR matmul kernels exist for these
 
@@ -30,27 +37,39 @@ class Mixer:
         self.num_clients = topology.num_clients
         self.device = torch.device(device)
         self.dtype = dtype
-        self.sparse = self._resolve_sparse(sparse)
-        self._operators: dict[int, torch.Tensor] = {}  # power -> W^power (dense) or W (CSR)
+        self.mode = self._check_mode(sparse)
+        self._nnz = int(np.count_nonzero(topology.matrix(0)))
+        self._operators: dict[tuple[bool, int], torch.Tensor] = {}  # (sparse, power) -> W^power
         self._round: int | None = None  # round the cached operators belong to (time-varying)
 
     def __repr__(self) -> str:
-        kind = "sparse" if self.sparse else "dense"
-        return f"Mixer({self.topology!r}, {kind}, {self.dtype}, {self.device})"
+        return f"Mixer({self.topology!r}, {self.mode}, {self.dtype}, {self.device})"
 
-    def _resolve_sparse(self, sparse: bool | str) -> bool:
-        if sparse is True or sparse == "sparse":
-            return True
-        if sparse is False or sparse == "dense":
-            return False
-        if sparse != "auto":
+    @staticmethod
+    def _check_mode(sparse: bool | str) -> str:
+        if sparse is True or sparse is False:
+            return "sparse" if sparse else "dense"
+        if sparse not in SPARSE_MODES:
             raise unknown_choice("topology.sparse", sparse, SPARSE_MODES)
-        density = np.count_nonzero(self.topology.matrix(0)) / self.num_clients**2
-        return density < SPARSE_DENSITY and self.dtype in _SPARSE_DTYPES
+        return sparse
+
+    def uses_sparse(self, steps: int = 1) -> bool:
+        """Whether ``mix(..., steps)`` applies W as CSR (see the module doc for "auto")."""
+        if self.mode != "auto":
+            return self.mode == "sparse"
+        if self.dtype not in _SPARSE_DTYPES:
+            return False
+        M = self.num_clients
+        return steps * (2.9 * M + 0.09 * self._nnz) < 0.009 * M * M + 1.2 * M
+
+    @property
+    def sparse(self) -> bool:
+        """Whether one gossip step (Q = 1) is applied as CSR."""
+        return self.uses_sparse(1)
 
     def matrix(self, round: int) -> torch.Tensor:
         """W of the round on the device, in ``dtype`` (sparse CSR when ``self.sparse``)."""
-        return self._operator(round, 1)
+        return self._operator(round, 1, self.sparse)
 
     def mix(self, X: torch.Tensor, round: int, steps: int = 1) -> torch.Tensor:
         """W^steps X with the round's W (a new tensor; ``steps=0`` returns a copy of X).
@@ -67,31 +86,31 @@ class Mixer:
         if steps == 0:
             return X.clone()
         flat = X.reshape(self.num_clients, -1)
-        if self.sparse:
-            W = self._operator(round, 1)
+        if self.uses_sparse(steps):
+            W = self._operator(round, 1, sparse=True)
             for _ in range(steps):
                 flat = W @ flat
         else:
-            flat = self._operator(round, steps) @ flat
+            flat = self._operator(round, steps, sparse=False) @ flat
         return flat.reshape(X.shape)
 
     def messages(self, round: int) -> int:
         """Directed model transfers per gossip step: off-diagonal non-zeros of the round's W."""
         return count_messages(self.topology.matrix(round))
 
-    def _operator(self, round: int, power: int) -> torch.Tensor:
+    def _operator(self, round: int, power: int, sparse: bool) -> torch.Tensor:
         """W^power (dense) or W (sparse, power 1) as a device tensor, cached."""
         if self.topology.time_varying and round != self._round:
             self._operators.clear()
             self._round = round
-        if power not in self._operators:
+        if (sparse, power) not in self._operators:
             W = np.linalg.matrix_power(self.topology.matrix(round), power)
-            self._operators[power] = self._to_device(W)
-        return self._operators[power]
+            self._operators[sparse, power] = self._to_device(W, sparse)
+        return self._operators[sparse, power]
 
-    def _to_device(self, W: np.ndarray) -> torch.Tensor:
+    def _to_device(self, W: np.ndarray, sparse: bool) -> torch.Tensor:
         dense = torch.tensor(W, dtype=self.dtype)  # a copy: W may be a read-only array
-        if not self.sparse:
+        if not sparse:
             return dense.to(self.device)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
