@@ -24,14 +24,13 @@ import torch
 
 from benchmarks.common import (
     flops_per_sample,
-    machine,
     markdown_table,
     matmul_peak,
     median,
-    set_threads,
     spread,
+    start_cpu_run,
 )
-from gossipfl.engine import init_stack, keep_freed_memory
+from gossipfl.engine import init_stack
 from gossipfl.engine.stacked import StackedOracle
 from gossipfl.models import build_model
 
@@ -45,10 +44,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
-    set_threads(args.threads)
-    keep_freed_memory()
-    device = torch.device("cpu")
-    print(machine(device), flush=True)
+    device = start_cpu_run(args.threads)
     shape = (1, 28, 28) if args.model in ("cnn", "mlp", "logistic") else (3, 32, 32)
     model = build_model(args.model, shape, 10, seed=0)
     M, B = args.clients, args.batch

@@ -24,8 +24,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import machine, markdown_table, matmul_peak, set_threads
-from gossipfl.engine import init_stack, keep_freed_memory
+from benchmarks.common import markdown_table, matmul_peak, start_cpu_run
+from gossipfl.engine import init_stack
 from gossipfl.engine.stacked import StackedOracle
 from gossipfl.models import build_model
 
@@ -95,10 +95,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
-    set_threads(args.threads)
-    keep_freed_memory()
-    device = torch.device("cpu")
-    print(machine(device), flush=True)
+    device = start_cpu_run(args.threads)
     M, N = args.clients, args.batch
     peak = matmul_peak(device)
     rows, total_flops, total_time = [], 0.0, 0.0

@@ -190,6 +190,18 @@ def cifar_like(train: int, test: int, classes: int = 10, seed: int = 0) -> Datas
     )
 
 
+def start_cpu_run(threads: int | None) -> torch.device:
+    """The CPU benchmarks' common start: thread count, glibc keeping freed memory (as the
+    runner does), and the machine printed first."""
+    from gossipfl.engine import keep_freed_memory
+
+    set_threads(threads)
+    keep_freed_memory()
+    device = torch.device("cpu")
+    print(machine(device), flush=True)
+    return device
+
+
 def set_threads(threads: int | None) -> None:
     if threads:
         torch.set_num_threads(threads)
