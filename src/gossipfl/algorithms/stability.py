@@ -10,7 +10,8 @@ Without gradients, the extrapolations are linear recursions on the local results
 If the largest such |·| is ≥ 1, disagreement between clients is not damped: training blows up
 (e.g. a fixed ring of 100 with 1/3 weights under Ole for β ≥ 0.5). :func:`stability_warning`
 computes it for the chosen topology and β before training and returns a message with the
-largest safe β. For a time-varying graph no single W's spectrum decides (a product of random
+largest β the recursion tolerates: a necessary condition only, since local training can
+destabilize smaller β (docs/results/, OledFL at β = 0.9 on the random graph). For a time-varying graph no single W's spectrum decides (a product of random
 matrices contracts better than any one of them suggests), so the growth factor per round is
 measured instead by running the gradient-free recursion over the graph's own first rounds.
 """
@@ -100,4 +101,5 @@ def stability_warning(topology, beta: float, kind: str, rounds: int = 60) -> str
         limit = safe_beta(W, kind)
     return (f"algorithm.beta: {beta} makes the {kind} extrapolation diverge on topology "
             f"'{topology.name}' (disagreement between clients grows by a factor {radius:.4f} "
-            f"per round without gradients); the largest safe beta here is about {limit:.3f}.")
+            f"per round without gradients); beta must stay below about {limit:.3f} here, and "
+            f"with local training lower values can diverge too.")
