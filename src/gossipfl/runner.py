@@ -179,8 +179,7 @@ def build_experiment(config: Config) -> Experiment:
         options = {"k": topo.k, "p": topo.p, "path": topo.path, "array": topo.matrix}
         topology = build_topology(topo.name, m, mixing=topo.mixing, seed=config.seed,
                                   **options)
-        sparse = {"auto": "auto", "dense": False, "sparse": True}[topo.sparse]
-        mixer = Mixer(topology, device=device, sparse=sparse)
+        mixer = Mixer(topology, device=device, sparse=topo.sparse)
     sizes = torch.as_tensor([len(p) for p in parts], dtype=torch.float32, device=device)
     fed = Federation(num_clients=m, oracle=oracle, mixer=mixer, sample_sizes=sizes,
                      seed=config.seed, weight_decay=train.weight_decay)

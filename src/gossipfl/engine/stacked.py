@@ -406,8 +406,8 @@ class StackedOracle(Oracle):
         samples = inputs.shape[0] if shared else inputs.shape[1]
         rows = self.max_rows(sample_shape, X, training=False)
         outs = []
-        step = self.block_size(X.shape[0], sample_shape, samples, X, training=False)
-        for a, b in client_blocks(X.shape[0], step):
+        clients = self.block_size(X.shape[0], sample_shape, samples, X, training=False)
+        for a, b in client_blocks(X.shape[0], clients):
             params, m = self.layout.views(X[a:b]), b - a
             step = samples if rows is None else max(1, rows // m)  # split samples too
             parts = []
