@@ -63,6 +63,7 @@ class ModelConfig:
 
     name: str = "cnn"
     options: dict = field(default_factory=dict)  # e.g. {"hidden": [200, 200]}, {"groups": 2}
+    personal: list | None = None  # personal parameters by name pattern; None: the head
     factory: Any = None  # API only: callable(input_shape, num_classes) -> nn.Module
 
 
@@ -97,6 +98,8 @@ class TrainConfig:
     lr: float = 0.1
     lr_decay: float = 1.0  # lr_t = lr * lr_decay ** t (decayed per round)
     weight_decay: float = 0.0
+    momentum: float = 0.0  # local heavy-ball momentum, reset every round
+    clip_norm: float | None = None  # per-client gradient-norm clipping (before weight decay)
     loss: str = "cross_entropy"
 
     def validate(self) -> None:
@@ -117,6 +120,10 @@ class TrainConfig:
             raise GossipflError(f"train.lr_decay: must be in (0, 1], got {self.lr_decay}.")
         if self.weight_decay < 0:
             raise GossipflError(f"train.weight_decay: must be >= 0, got {self.weight_decay}.")
+        if not 0 <= self.momentum < 1:
+            raise GossipflError(f"train.momentum: must be in [0, 1), got {self.momentum}.")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise GossipflError(f"train.clip_norm: must be > 0 or null, got {self.clip_norm}.")
         _choice("train.loss", self.loss, ("cross_entropy", "mse"))
 
     @property

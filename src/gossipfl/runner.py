@@ -14,13 +14,13 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from gossipfl.algorithms import Batch, Federation, get_algorithm
-from gossipfl.algorithms.stability import stability_warning
+from gossipfl.algorithms import Batch, Context, Phase, get_algorithm
+from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.config import Config
 from gossipfl.data import (
     ClientSampler,
@@ -39,13 +39,46 @@ from gossipfl.engine import (
     keep_freed_memory,
     make_oracle,
 )
+from gossipfl.engine.groups import ParamGroups
 from gossipfl.errors import GossipflError
-from gossipfl.models import build_model
+from gossipfl.federation import Federation, LocalTraining
+from gossipfl.models import build_model, head_names
 from gossipfl.rng import derive_seed, numpy_generator, torch_generator
 from gossipfl.topology import Mixer, build_topology
 
-if TYPE_CHECKING:
-    from gossipfl.api import Result
+
+@dataclass
+class Result:
+    """What a run produced.
+
+    ``metrics``: one dict per evaluated round (``round``, ``test_acc`` of the average model,
+    ``local_acc_mean``/``local_acc_std`` of the local models, ``train_loss``, ``consensus``,
+    ``bytes_round``/``bytes_total``, ``seconds`` per round, ...). ``params``: the final
+    per-client parameters ``[M, P]``; ``server_params``: the server model ``[P]`` of a
+    centralized algorithm (None otherwise).
+    """
+
+    config: Config | None
+    metrics: list[dict]
+    params: torch.Tensor | None
+    server_params: torch.Tensor | None = None
+    layout: Any = None
+    info: dict = field(default_factory=dict)
+
+    def column(self, key: str) -> list:
+        """The values of one metric over the evaluated rounds (None where absent)."""
+        return [row.get(key) for row in self.metrics]
+
+    def summary(self, metric: str = "test_acc") -> dict:
+        """Final and best value of ``metric``, the round of the best, time and bytes."""
+        values = [(row[metric], row["round"]) for row in self.metrics if metric in row]
+        last = self.metrics[-1] if self.metrics else {}
+        best = max(values) if values else (None, None)
+        rounds = last.get("round", 0)
+        return {"metric": metric, "final": values[-1][0] if values else None,
+                "best": best[0], "best_round": best[1], "rounds": rounds,
+                "seconds_per_round": last.get("elapsed", 0.0) / max(rounds, 1),
+                "bytes_total": last.get("bytes_total", 0)}
 
 
 class StabilityWarning(UserWarning):
@@ -181,14 +214,14 @@ def build_experiment(config: Config) -> Experiment:
                                   **options)
         mixer = Mixer(topology, device=device, sparse=topo.sparse)
     sizes = torch.as_tensor([len(p) for p in parts], dtype=torch.float32, device=device)
-    fed = Federation(num_clients=m, oracle=oracle, mixer=mixer, sample_sizes=sizes,
-                     seed=config.seed, weight_decay=train.weight_decay)
+    personal = config.model.personal
+    groups = ParamGroups.build(layout, head_names(model) if personal is None else personal)
+    local = LocalTraining(weight_decay=train.weight_decay, momentum=train.momentum,
+                          clip_norm=train.clip_norm)
+    fed = Federation(m, oracle, groups, sizes, seed=config.seed, train=local, mixer=mixer)
     algorithm = algo_cls(config.algorithm.params, fed)
-    kind = getattr(algorithm, "extrapolation", None)
-    if topology is not None and kind:
-        message = stability_warning(topology, algorithm.params.beta, kind)
-        if message:
-            warnings.warn(message, StabilityWarning, stacklevel=2)
+    for message in algorithm.check(topology):
+        warnings.warn(message, StabilityWarning, stacklevel=2)
     x0 = initial_stack(config, layout, model, device)
     exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
                      sampler=sampler, model=model, layout=layout, oracle=oracle,
@@ -235,26 +268,29 @@ class Runner:
         train = self.config.train
         return train.lr * train.lr_decay ** t
 
-    def local_batches(self, t: int):
-        """Index batches ``(idx [M, B], mask [M, B])`` of round t's local work."""
-        exp, train = self.exp, self.config.train
-        work = exp.algorithm.local_work()
-        if work is None:
-            work = ("steps", train.local_steps) if train.local_steps else \
-                ("epochs", train.local_epochs)
-        kind, count = work
-        if train.full_batch:
-            full = exp.sampler.full_batch()
-            return [full] * count
-        if kind == "steps":
-            return exp.sampler.steps(t, count)
-        return [b for e in range(count) for b in exp.sampler.epoch(t, e)]
+    def phase_lr(self, phase: Phase, t: int) -> float:
+        train = self.config.train
+        return (train.lr if phase.lr is None else phase.lr) * train.lr_decay ** t
 
-    def make_batch(self, t: int, step: int, idx: torch.Tensor, mask: torch.Tensor,
-                   clients: torch.Tensor | None) -> Batch:
+    def phase_batches(self, t: int, index: int, phase: Phase):
+        """Index batches ``(idx [M, B], mask [M, B])`` of a phase of round t."""
+        exp, train = self.exp, self.config.train
+        if phase.steps is not None or phase.epochs is not None:
+            kind, count = ("steps", phase.steps) if phase.steps is not None else \
+                ("epochs", phase.epochs)
+        elif train.local_steps:
+            kind, count = "steps", train.local_steps
+        else:
+            kind, count = "epochs", train.local_epochs
+        if train.full_batch:
+            return [exp.sampler.full_batch()] * count
+        stream = () if index == 0 else ("phase", index)
+        if kind == "steps":
+            return exp.sampler.steps(t, count, *stream)
+        return [b for e in range(count) for b in exp.sampler.epoch(t, e, *stream)]
+
+    def make_batch(self, t: int, step: int, idx: torch.Tensor, mask: torch.Tensor) -> Batch:
         data = self.exp.dataset
-        if clients is not None:
-            idx, mask = idx[clients], mask[clients]
         inputs = data.train_x[idx]
         augment = self.config.data.augment
         if augment if augment is not None else data.augment:
@@ -263,27 +299,54 @@ class Runner:
         return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask)
 
     def run_round(self, t: int) -> dict:
-        """Train and communicate for round t; returns the round's training measurements."""
-        algo, lr = self.exp.algorithm, self.lr(t)
+        """Train and communicate for round t; returns the round's training measurements.
+
+        The working rows are ordered by data size (largest first), so that at every local
+        step the clients that still have a minibatch are a prefix of the rows: the algorithm
+        is handed that prefix only (views), and clients whose data ran out cost nothing.
+        """
+        exp, algo = self.exp, self.exp.algorithm
         start = time.perf_counter()
-        y, clients = algo.begin_round(t)
-        loss_sum = torch.zeros((), device=self.exp.device)
-        loss_count = torch.zeros((), device=self.exp.device)
-        for step, (idx, mask) in enumerate(self.local_batches(t)):
-            batch = self.make_batch(t, step, idx, mask, clients)
-            y, loss = algo.local_step(t, y, batch, lr)
-            active = batch.active
-            loss_sum += (loss * active).sum()
-            loss_count += active.sum()
-        sent = algo.end_round(t, y, lr)
-        train_loss = float(loss_sum / loss_count.clamp(min=1))
+        ctx = Context(round=t, lr=self.lr(t))
+        work = algo.begin_round(ctx)
+        clients = work.clients
+        ids = torch.arange(len(work), device=work.y.device) if clients is None else clients
+        order = torch.argsort(exp.fed.sample_sizes[ids], descending=True, stable=True)
+        permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
+        if permuted:
+            work = work.take(order, None if clients is None else clients[order])
+        loss_sum = torch.zeros((), device=exp.device)
+        loss_count = 0
+        step_count = 0
+        for index, phase in enumerate(algo.phases()):
+            lr = self.phase_lr(phase, t)
+            momentum = self.config.train.momentum if phase.momentum is None else phase.momentum
+            optimizer = LocalOptimizer(exp.fed.groups[phase.group], lr, momentum, len(work),
+                                       work.y)
+            for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase)):
+                batch = self.make_batch(t, step_count, idx[ids], mask[ids])
+                step_count += 1
+                batch = batch.rows(order) if permuted else batch
+                active = int(batch.mask.any(dim=1).sum())
+                if active == 0:
+                    continue
+                step_ctx = Context(round=t, lr=lr, phase=phase, phase_index=index, step=step,
+                                   optimizer=optimizer)
+                loss = algo.local_step(step_ctx, work.head(active), batch.rows(slice(0, active)))
+                loss_sum += loss.sum()
+                loss_count += active
+        if permuted:
+            work = work.take(torch.argsort(order), clients)
+        algo.end_round(ctx, work)
+        sent = exp.fed.traffic.take()
+        train_loss = float(loss_sum / max(loss_count, 1))
         seconds = time.perf_counter() - start
         self.train_seconds += seconds
         self.bytes_total += int(sent)
         if not math.isfinite(train_loss):
             raise FloatingPointError(f"training diverged at round {t + 1} (loss {train_loss}); "
                                      f"try a smaller train.lr.")
-        return {"round": t + 1, "lr": lr, "train_loss": train_loss, "bytes_round": int(sent),
+        return {"round": t + 1, "lr": ctx.lr, "train_loss": train_loss, "bytes_round": int(sent),
                 "bytes_total": self.bytes_total, "seconds": seconds}
 
     def evaluate(self) -> dict:
@@ -292,13 +355,13 @@ class Runner:
         data, algo = exp.dataset, exp.algorithm
         start = time.perf_counter()
         x = algo.client_models()
-        row: dict = {"consensus": consensus_distance(x)}
+        row: dict = {"consensus": consensus_distance(x, exp.fed.mean(x))}
         has_test = len(data.test_y) > 0
         if ev.average_model and has_test:
             acc, loss = evaluate_stack(exp.oracle, algo.global_model().unsqueeze(0), data.test_x,
                                        data.test_y, batch_size=ev.batch_size)
             row["test_acc"], row["test_loss"] = float(acc[0]), float(loss[0])
-        if ev.local_models and has_test and not algo.centralized:
+        if ev.local_models and has_test and "local" in algo.evaluations:
             sub = exp.eval_subset
             inputs = data.test_x if sub is None else data.test_x[sub]
             targets = data.test_y if sub is None else data.test_y[sub]
@@ -317,8 +380,6 @@ class Runner:
         return (t + 1) % every == 0 or t + 1 == rounds
 
     def run(self) -> Result:
-        from gossipfl.api import Result
-
         for t in range(self.round, self.config.train.rounds):
             with torch.no_grad():
                 measured = self.run_round(t)
@@ -351,6 +412,6 @@ class Runner:
         self.exp.algorithm.load_state_dict(state["algorithm"])
 
 
-def consensus_distance(x: torch.Tensor) -> float:
-    """(1/M) Σ_i ‖x_i − x̄‖²."""
-    return float((x - x.mean(dim=0)).pow(2).sum(dim=1).mean())
+def consensus_distance(x: torch.Tensor, mean: torch.Tensor) -> float:
+    """(1/M) Σ_i ‖x_i − x̄‖² for the models ``x [M, P]`` and their mean x̄."""
+    return float((x - mean).pow(2).sum(dim=1).mean())

@@ -1,31 +1,24 @@
 """Algorithms, registered by name.
 
 Each algorithm is one short module whose docstring cites its paper and writes its update
-equations; :func:`register` adds it to :data:`ALGORITHMS`. Shared pieces (SGD direction,
-heavy-ball momentum, gossip, server aggregation) live in :mod:`gossipfl.algorithms.steps`.
+equations; :func:`register` adds it to :data:`ALGORITHMS`. Every module of this package's
+subpackages is imported on first use (no hand-kept list), and a researcher's own module
+registers the same way (see :mod:`gossipfl.plugins`). Shared pieces (SGD and SAM directions,
+the local optimizer, server optimizers) live in :mod:`gossipfl.algorithms.steps`,
+:mod:`gossipfl.algorithms.local` and :mod:`gossipfl.algorithms.server`.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import pkgutil
 
-from gossipfl.algorithms.base import Algorithm, Batch, Federation
+from gossipfl.algorithms.base import Algorithm, Batch, Context, Phase, Work
 from gossipfl.errors import unknown_choice
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
-
-_MODULES = (
-    "gossipfl.algorithms.decentralized.dpsgd",
-    "gossipfl.algorithms.decentralized.dfedavg",
-    "gossipfl.algorithms.decentralized.dfedavgm",
-    "gossipfl.algorithms.decentralized.dfedsam",
-    "gossipfl.algorithms.decentralized.oledfl",
-    "gossipfl.algorithms.decentralized.dfedcata",
-    "gossipfl.algorithms.centralized.fedavg",
-    "gossipfl.algorithms.centralized.fedsam",
-    "gossipfl.algorithms.centralized.fedprox",
-    "gossipfl.algorithms.centralized.scaffold",
-)
+FAMILIES = ("decentralized", "centralized", "personalized")
 
 
 def register(cls: type[Algorithm]) -> type[Algorithm]:
@@ -37,8 +30,12 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
 
 
 def _load_all() -> None:
-    for module in _MODULES:
-        importlib.import_module(module)
+    for family in FAMILIES:
+        if importlib.util.find_spec(f"{__name__}.{family}") is None:
+            continue
+        package = importlib.import_module(f"{__name__}.{family}")
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
 
 
 def get_algorithm(name: str) -> type[Algorithm]:
@@ -54,5 +51,5 @@ def available_algorithms() -> dict[str, type[Algorithm]]:
     return dict(sorted(ALGORITHMS.items()))
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "Batch", "Federation", "available_algorithms",
-           "get_algorithm", "register"]
+__all__ = ["ALGORITHMS", "Algorithm", "Batch", "Context", "Phase", "Work",
+           "available_algorithms", "get_algorithm", "register"]

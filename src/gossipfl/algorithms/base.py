@@ -1,19 +1,27 @@
-"""The algorithm interface (DESIGN.md §3).
+"""The algorithm interface (docs/design.md).
 
-An algorithm owns its extra state (a dict of tensors, so checkpointing is generic) and three
-moments of a round:
+An algorithm is tensor algebra over the rows of the ``[M, P]`` stack. It talks to other
+clients only through the :class:`~gossipfl.federation.Federation` (gossip, server
+aggregation, broadcast, client sampling), declares its local work as a list of
+:class:`Phase`, and keeps its state in three declared kinds:
 
-- ``begin_round(t)`` returns the working iterates ``Y`` ``[S, P]`` and which clients they
-  belong to (all M for decentralized algorithms, the sampled ones for centralized);
-- ``local_step(t, Y, batch, lr)`` does one local iteration for all working clients at once;
-- ``end_round(t, Y, lr)`` gossips or aggregates and returns the bytes sent this round.
+- **per-client** state (``client_state``: tensors with one row per client, e.g. the models x),
+- **global** state (``global_state``: the server model, a control variate, optimizer moments),
+- **scratch** (per round, never checkpointed): whatever :class:`Work` carries.
 
-Local iterations of a client whose minibatch is empty (a client with fewer batches in an
-epoch than the largest) leave that client's iterate and buffers unchanged.
+A round has three moments: ``begin_round(ctx)`` returns the :class:`Work` (the working
+iterates ``y [S, P]`` of the S clients that train this round and their per-row scratch),
+``local_step(ctx, work, batch)`` is one local iteration of those rows, and
+``end_round(ctx, work)`` communicates. Bytes are counted by the Federation.
+
+In ``local_step`` every row of ``work`` has data in ``batch``: the runner hands the algorithm
+only the clients that still have a minibatch at this step, as a view of the first rows of
+the round's work (see :meth:`Work.head`), so the algorithm updates ``work`` **in place**.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -25,33 +33,76 @@ from gossipfl.errors import GossipflError, unknown_choice
 
 @dataclass
 class Batch:
-    """One local minibatch for the working clients: ``[S, B, ...]`` inputs, ``[S, B]`` mask."""
+    """One local minibatch of the rows at work: ``[S, B, ...]`` inputs, ``[S, B]`` mask."""
 
     inputs: torch.Tensor
     targets: torch.Tensor
     mask: torch.Tensor
 
-    @property
-    def active(self) -> torch.Tensor:
-        """``[S]`` bool: clients with at least one sample in this batch."""
-        return self.mask.any(dim=1)
+    def rows(self, index: torch.Tensor | slice) -> Batch:
+        return Batch(self.inputs[index], self.targets[index], self.mask[index])
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stretch of local work in a round.
+
+    ``epochs`` / ``steps``: how long (both None: the ``train`` section's ``local_epochs`` /
+    ``local_steps``); ``lr``: the phase's learning rate before the per-round decay (None:
+    ``train.lr``); ``group``: the parameter group that moves (``all``, ``shared``,
+    ``personal``); ``momentum``: local heavy-ball momentum μ, reset every round (None:
+    ``train.momentum``); ``rho``: SAM radius ρ of the phase's gradients (0: plain SGD).
+    """
+
+    name: str = "local"
+    epochs: int | None = None
+    steps: int | None = None
+    lr: float | None = None
+    group: str = "all"
+    momentum: float | None = None
+    rho: float = 0.0
 
 
 @dataclass
-class Federation:
-    """What an algorithm may use: the oracle, the mixer, sizes, seed, shared optimizer knobs."""
+class Context:
+    """Where a call happens: the round, its learning rate, and in a local step the phase,
+    the step's index within the phase and the phase's local optimizer."""
 
-    num_clients: int
-    oracle: Any  # gossipfl.engine.oracle.Oracle
-    mixer: Any  # gossipfl.topology.Mixer, None for centralized algorithms
-    sample_sizes: torch.Tensor  # [M] float, n_i
-    seed: int
-    weight_decay: float = 0.0
+    round: int
+    lr: float
+    phase: Phase | None = None
+    phase_index: int = 0
+    step: int = 0
+    optimizer: Any = None  # gossipfl.algorithms.local.LocalOptimizer during local steps
 
-    @property
-    def model_bytes(self) -> int:
-        """Bytes of one model message (P parameters in fp32)."""
-        return self.oracle.layout.P * 4
+
+class Work:
+    """The round's working rows: iterates ``y [S, P]``, the clients they belong to (None =
+    all M in order) and per-row scratch tensors (first dimension S), e.g. a proximal anchor.
+    """
+
+    def __init__(self, y: torch.Tensor, clients: torch.Tensor | None = None,
+                 **scratch: torch.Tensor):
+        self.y = y
+        self.clients = clients
+        self.scratch = scratch
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self.scratch[key]
+
+    def __len__(self) -> int:
+        return self.y.shape[0]
+
+    def head(self, rows: int) -> Work:
+        """The first ``rows`` rows, as views (in-place updates reach this Work)."""
+        if rows == len(self):
+            return self
+        clients = None if self.clients is None else self.clients[:rows]
+        return Work(self.y[:rows], clients, **{k: v[:rows] for k, v in self.scratch.items()})
+
+    def take(self, order: torch.Tensor, clients: torch.Tensor | None) -> Work:
+        """A copy with rows in ``order`` (and the given client ids)."""
+        return Work(self.y[order], clients, **{k: v[order] for k, v in self.scratch.items()})
 
 
 @dataclass(frozen=True)
@@ -63,6 +114,8 @@ class Rule:
     choices: Sequence[str] = ()  # for a choice: the "unknown value ...; choose one of" error
 
     def check(self, key: str, value: Any) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise GossipflError(f"algorithm.{key}: must be a finite number, got {value}.")
         if self.holds(value):
             return
         if self.choices:
@@ -100,56 +153,83 @@ class NoParams(Hyperparams):
 
 
 class Algorithm:
-    """Base class. Subclasses set ``name``, ``paper``, ``Params`` and override the hooks."""
+    """Base class. Subclasses set ``name``, ``paper``, ``Params`` and override the hooks.
+
+    Declarations read by the runner: ``centralized`` (a server model instead of a topology),
+    ``client_state`` / ``global_state`` (what a checkpoint keeps) and ``evaluations`` (which
+    models the evaluation protocols measure: ``average``, ``local``).
+    """
 
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     centralized: ClassVar[bool] = False
     Params: ClassVar[type] = NoParams
+    client_state: ClassVar[tuple[str, ...]] = ("x",)
+    global_state: ClassVar[tuple[str, ...]] = ()
+    evaluations: ClassVar[tuple[str, ...]] = ("average", "local")
 
-    def __init__(self, params: Any, fed: Federation):
+    def __init__(self, params: Any, fed: Any):
         self.params = params if params is not None else self.Params()
-        self.fed = fed
+        self.fed = fed  # gossipfl.federation.Federation
         self.state: dict[str, torch.Tensor] = {}
 
-    # -- local work: None means "as train config says"; ("steps", K) or ("epochs", E) forces it
-    def local_work(self) -> tuple[str, int] | None:
-        return None
+    # -- declarations ------------------------------------------------------------------------
+    def phases(self) -> list[Phase]:
+        """The round's local work (default: one phase as the ``train`` section says)."""
+        return [Phase()]
 
+    def check(self, topology: Any) -> list[str]:
+        """Warnings about this algorithm on ``topology`` (None for centralized), before
+        training (e.g. an unstable extrapolation)."""
+        return []
+
+    # -- a round -----------------------------------------------------------------------------
     def init(self, x0: torch.Tensor) -> None:
         """Allocate state from the initial client models ``x0`` ``[M, P]``."""
         self.state = {"x": x0.clone()}
 
-    def begin_round(self, t: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Working iterates ``Y`` and client ids (None = all clients in order)."""
-        return self.state["x"].clone(), None
+    def begin_round(self, ctx: Context) -> Work:
+        """The round's working rows (default: a copy of every client's model)."""
+        return Work(self.state["x"].clone())
 
-    def local_step(self, t: int, y: torch.Tensor, batch: Batch,
-                   lr: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """One local iteration; returns the new ``Y`` and the per-client loss ``[S]``."""
+    def local_step(self, ctx: Context, work: Work, batch: Batch) -> torch.Tensor:
+        """One local iteration of ``work`` (in place); returns the per-row loss."""
+        loss, direction = self.direction(ctx, work, batch)
+        ctx.optimizer.step(work, direction)
+        return loss
+
+    def direction(self, ctx: Context, work: Work,
+                  batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss and local descent direction at ``work.y`` (SGD, or SAM when the phase's ρ > 0)."""
+        from gossipfl.algorithms.steps import local_direction
+
+        return local_direction(self.fed, work.y, batch, ctx)
+
+    def end_round(self, ctx: Context, work: Work) -> None:
+        """Communicate (through the Federation, which counts the bytes)."""
         raise NotImplementedError
 
-    def end_round(self, t: int, y: torch.Tensor, lr: float) -> int:
-        """Communicate; return the bytes sent this round."""
-        raise NotImplementedError
-
+    # -- what is evaluated -------------------------------------------------------------------
     def client_models(self) -> torch.Tensor:
         """``[M, P]`` current local models (what local evaluation measures)."""
         return self.state["x"]
 
     def global_model(self) -> torch.Tensor:
         """``[P]`` the model evaluated as "average model": mean of clients, or the server's."""
-        return self.state["x"].mean(dim=0)
+        return self.fed.mean(self.state["x"])
 
     def server_model(self) -> torch.Tensor | None:
         return None
 
-    # -- checkpointing
+    # -- checkpointing: per-client and global state only --------------------------------------
     def state_dict(self) -> dict[str, torch.Tensor]:
-        return {k: v.clone() for k, v in self.state.items()}
+        return {k: self.state[k].clone() for k in (*self.client_state, *self.global_state)}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        missing = set(self.state) - set(state)
+        missing = set(self.client_state) | set(self.global_state)
+        missing -= set(state)
         if missing:
             raise GossipflError(f"checkpoint: algorithm {self.name} state lacks {sorted(missing)}.")
-        self.state = {k: v.to(self.state[k].device) for k, v in state.items()}
+        for key in (*self.client_state, *self.global_state):
+            self.state[key] = state[key].to(self.state[key].device)
+

@@ -103,3 +103,9 @@ def stability_warning(topology, beta: float, kind: str, rounds: int = 60) -> str
             f"'{topology.name}' (disagreement between clients grows by a factor {radius:.4f} "
             f"per round without gradients); beta must stay below about {limit:.3f} here, and "
             f"with local training lower values can diverge too.")
+
+
+def stability_messages(topology, beta: float, kind: str) -> list[str]:
+    """:func:`stability_warning` as the list an :meth:`Algorithm.check` returns."""
+    message = stability_warning(topology, beta, kind)
+    return [message] if message else []

@@ -23,7 +23,7 @@ from torch import Tensor
 from gossipfl.errors import GossipflError
 from gossipfl.rng import torch_generator
 
-Batch = tuple[Tensor, Tensor]
+IndexBatch = tuple[Tensor, Tensor]  # (idx [M, B], mask [M, B])
 
 
 class ClientSampler:
@@ -70,13 +70,13 @@ class ClientSampler:
             return 1
         return max(1, math.ceil(self.n_max / self.batch_size))
 
-    def full_batch(self) -> Batch:
+    def full_batch(self) -> IndexBatch:
         """``(idx [M, n_max], mask)`` with each client's indices in stored order."""
         width = self.index_matrix.shape[1]
         mask = torch.arange(width, device=self.device)[None, :] < self.sizes[:, None]
         return self.index_matrix, mask
 
-    def epoch(self, round: int, epoch: int) -> list[Batch]:
+    def epoch(self, round: int, epoch: int, *stream: object) -> list[IndexBatch]:
         """One pass of every client over its own data, reshuffled per (seed, round, epoch).
 
         ``steps_per_epoch()`` batches of shape ``[M, B]``; a client with fewer batches gets
@@ -85,11 +85,11 @@ class ClientSampler:
         if self.full:
             return [self.full_batch()]
         steps = self.steps_per_epoch()
-        gen = torch_generator(self.seed, "sampler", round, "epoch", epoch)
+        gen = torch_generator(self.seed, "sampler", round, "epoch", epoch, *stream)
         idx, mask = self._streams(self.sizes, steps * self.batch_size, gen)
         return _cut(idx, mask, steps, self.batch_size)
 
-    def steps(self, round: int, num_steps: int) -> list[Batch]:
+    def steps(self, round: int, num_steps: int, *stream: object) -> list[IndexBatch]:
         """``num_steps`` batches; each client cycles through its own reshuffled data, with a
         new permutation each time it wraps. Masks are all True (except empty clients); in
         full-batch mode every step is :meth:`full_batch`."""
@@ -98,12 +98,12 @@ class ClientSampler:
         if self.full:
             return [self.full_batch()] * num_steps
         length = num_steps * self.batch_size
-        gen = torch_generator(self.seed, "sampler", round, "steps")
+        gen = torch_generator(self.seed, "sampler", round, "steps", *stream)
         lengths = torch.where(self.sizes > 0, length, 0)
         idx, mask = self._streams(lengths, length, gen)
         return _cut(idx, mask, num_steps, self.batch_size)
 
-    def _streams(self, lengths: Tensor, width: int, gen: torch.Generator) -> Batch:
+    def _streams(self, lengths: Tensor, width: int, gen: torch.Generator) -> IndexBatch:
         """Global indices ``[M, width]`` of the first ``lengths[i]`` elements of each client's
         stream (padded with a valid index), and the mask of those elements."""
         positions = shuffled_streams(self.sizes, lengths, gen)
@@ -144,7 +144,7 @@ def shuffled_streams(sizes: Tensor, lengths: Tensor, generator: torch.Generator)
     return torch.where(valid, shuffled[flat], 0)
 
 
-def _cut(idx: Tensor, mask: Tensor, steps: int, batch: int) -> list[Batch]:
+def _cut(idx: Tensor, mask: Tensor, steps: int, batch: int) -> list[IndexBatch]:
     """Split ``[M, steps * batch]`` columns into ``steps`` batches of ``[M, batch]``."""
     return [
         (idx[:, s * batch:(s + 1) * batch].contiguous(),

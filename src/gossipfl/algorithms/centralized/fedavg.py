@@ -6,7 +6,7 @@ and broadcasts x^t; each i ∈ S_t runs K local SGD steps from y_i^{t,0} = x^t:
     y_i^{t,k+1} = y_i^{t,k} − η_t (∇F_i(y_i^{t,k}; ξ) + wd·y_i^{t,k})
     x^{t+1} = x^t + η_g Σ_{i∈S_t} p_i (y_i^{t,K} − x^t),   p_i = n_i / Σ_{j∈S_t} n_j
 
-η_g = 1 (DFedSAM paper B.3). Communication: |S_t| downloads + |S_t| uploads of the model.
+η_g = 1 (DFedSAM paper App. B.3). Communication: |S_t| downloads + |S_t| uploads of the model.
 """
 
 from __future__ import annotations
@@ -14,17 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import FRACTION, POSITIVE, Algorithm, Hyperparams
-from gossipfl.algorithms.steps import (
-    clients_per_round,
-    descend,
-    sample_clients,
-    sgd_direction,
-    weighted_average_update,
-)
+from gossipfl.algorithms.base import FRACTION, POSITIVE, Algorithm, Hyperparams, Work
+from gossipfl.algorithms.server import ServerOptimizer
 
 
 @dataclass
@@ -35,42 +27,50 @@ class ServerParams(Hyperparams):
 
 
 class ServerAlgorithm(Algorithm):
-    """Centralized skeleton: server model, client sampling, broadcast, weighted aggregation.
+    """Centralized skeleton: a server model, client sampling, broadcast, aggregation of the
+    client updates Δ = Σ p_i (y_i − x) and a server optimizer turning Δ into x⁺.
 
-    Subclasses change the local step and may add to what is sent (``messages_per_client``).
+    Subclasses change the local direction, the ``weighting`` of the aggregation, the
+    ``server_optimizer`` (with its state kept under ``server_opt.<name>``) or the round.
     """
 
     centralized = True
     Params = ServerParams
-    messages_per_client = 2  # model down + model up
+    client_state = ()
+    evaluations = ("average",)
+    weighting = "samples"
+
+    def __init__(self, params, fed):
+        super().__init__(params, fed)
+        self.optimizer = self.server_optimizer()
+        self.global_state = ("server", *(f"server_opt.{k}" for k in self.optimizer.state_names))
+
+    def server_optimizer(self) -> ServerOptimizer:
+        return ServerOptimizer(self.params.global_lr)
 
     def init(self, x0):
         self.state = {"server": x0[0].clone()}
+        for key, value in self.optimizer.init(self.state["server"]).items():
+            self.state[f"server_opt.{key}"] = value
 
-    def begin_round(self, t):
-        count = clients_per_round(self.fed, self.params.participation)
-        self.clients = sample_clients(self.fed, t, count)
-        return self.state["server"].expand(count, -1).clone(), self.clients
+    def begin_round(self, ctx):
+        clients = self.fed.sample(ctx.round, self.params.participation)
+        return Work(self.fed.broadcast(self.state["server"], clients), clients)
 
-    def local_direction(self, y: torch.Tensor, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Loss and local descent direction (plain SGD; FedSAM/FedProx/SCAFFOLD change it)."""
-        return sgd_direction(self.fed, y, batch)
+    def server_step(self, delta):
+        """x⁺ from the aggregated update Δ with the server optimizer (its state updated)."""
+        names = self.optimizer.state_names
+        state = {k: self.state[f"server_opt.{k}"] for k in names}
+        self.state["server"] = self.optimizer.step(self.state["server"], delta, state)
+        for key in names:
+            self.state[f"server_opt.{key}"] = state[key]
 
-    def local_step(self, t, y, batch, lr):
-        loss, direction = self.local_direction(y, batch)
-        return descend(y, direction, lr, batch.active), loss
+    def end_round(self, ctx, work):
+        delta = self.fed.aggregate(work.y - self.state["server"], work.clients, self.weighting)
+        self.server_step(delta)
 
-    def aggregate(self, y: torch.Tensor, lr: float) -> torch.Tensor:
-        """The new server model from the sampled clients' final iterates."""
-        return weighted_average_update(self.state["server"], y, self.clients, self.fed,
-                                       self.params.global_lr)
-
-    def end_round(self, t, y, lr):
-        self.state["server"] = self.aggregate(y, lr)
-        return self.messages_per_client * len(self.clients) * self.fed.model_bytes
-
-    def client_models(self) -> torch.Tensor:
-        return self.state["server"].expand(self.fed.num_clients, -1)
+    def client_models(self):
+        return self.fed.replicate(self.state["server"])
 
     def global_model(self):
         return self.state["server"]

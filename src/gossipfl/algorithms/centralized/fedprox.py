@@ -15,7 +15,6 @@ from typing import ClassVar
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import NON_NEGATIVE
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
-from gossipfl.algorithms.steps import sgd_direction
 
 
 @dataclass
@@ -30,6 +29,6 @@ class FedProx(ServerAlgorithm):
     paper = "Li et al. 2020, Federated Optimization in Heterogeneous Networks"
     Params = FedProxParams
 
-    def local_direction(self, y, batch):
-        loss, direction = sgd_direction(self.fed, y, batch)
-        return loss, direction + self.params.mu * (y - self.state["server"])
+    def direction(self, ctx, work, batch):
+        loss, direction = super().direction(ctx, work, batch)
+        return loss, direction + self.params.mu * (work.y - self.state["server"])

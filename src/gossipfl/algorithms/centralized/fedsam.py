@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import NON_NEGATIVE
+from gossipfl.algorithms.base import NON_NEGATIVE, Phase
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
-from gossipfl.algorithms.steps import sam_direction
 
 
 @dataclass
@@ -28,5 +27,5 @@ class FedSAM(ServerAlgorithm):
     paper = "Qu et al. 2022, Generalized Federated Learning via Sharpness Aware Minimization"
     Params = FedSAMParams
 
-    def local_direction(self, y, batch):
-        return sam_direction(self.fed, y, batch, self.params.rho)
+    def phases(self):
+        return [Phase(rho=self.params.rho)]

@@ -16,38 +16,45 @@ from __future__ import annotations
 import torch
 
 from gossipfl.algorithms import register
+from gossipfl.algorithms.base import Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
-from gossipfl.algorithms.steps import sgd_direction
 
 
 @register
 class Scaffold(ServerAlgorithm):
     name = "scaffold"
     paper = "Karimireddy et al. 2020, SCAFFOLD: Stochastic Controlled Averaging for FL"
-    messages_per_client = 4  # (x, c) down, (Δy, Δc) up
+    weighting = "uniform"
+    client_state = ("c_clients",)
+
+    def __init__(self, params, fed):
+        super().__init__(params, fed)
+        self.global_state = (*self.global_state, "c")
 
     def init(self, x0):
         super().init(x0)
         self.state["c"] = torch.zeros_like(x0[0])
         self.state["c_clients"] = torch.zeros_like(x0)
 
-    def begin_round(self, t):
-        y, clients = super().begin_round(t)
-        self.steps_taken = torch.zeros(len(clients), device=y.device)
-        self.correction = self.state["c"] - self.state["c_clients"][clients]  # c − c_i
-        return y, clients
+    def begin_round(self, ctx):
+        work = super().begin_round(ctx)
+        fed, clients = self.fed, work.clients
+        correction = fed.broadcast(self.state["c"], clients) - fed.rows(
+            self.state["c_clients"], clients)  # c − c_i
+        steps = torch.zeros(len(clients), 1, device=work.y.device)
+        return Work(work.y, clients, correction=correction, steps=steps)
 
-    def local_direction(self, y, batch):
-        loss, direction = sgd_direction(self.fed, y, batch)
-        active = batch.active
-        self.steps_taken += active
-        return loss, direction + self.correction * active.unsqueeze(1)
+    def direction(self, ctx, work, batch):
+        loss, direction = super().direction(ctx, work, batch)
+        work["steps"].add_(1)
+        return loss, direction + work["correction"]
 
-    def aggregate(self, y, lr):
-        server, clients = self.state["server"], self.clients
-        c_old = self.state["c_clients"][clients]
-        scale = (self.steps_taken * lr).clamp_min(1e-12).unsqueeze(1)
-        c_new = c_old - self.state["c"] + (server - y) / scale
-        self.state["c_clients"][clients] = c_new
-        self.state["c"] = self.state["c"] + (c_new - c_old).sum(0) / self.fed.num_clients
-        return server + self.params.global_lr * (y - server).mean(0)
+    def end_round(self, ctx, work):
+        fed, server, clients = self.fed, self.state["server"], work.clients
+        c_old = fed.rows(self.state["c_clients"], clients)
+        c_new = c_old - self.state["c"] + (server - work.y) / (work["steps"] * ctx.lr).clamp_min(
+            1e-12)
+        fed.set_rows(self.state["c_clients"], clients, c_new)
+        self.state["c"] = self.state["c"] + fed.aggregate(c_new - c_old, clients,
+                                                          "sum") / fed.num_clients
+        super().end_round(ctx, work)

@@ -7,7 +7,7 @@ Round t, every client i (all in parallel), with y_i^{t,0} = x_i^t:
     z_i^t = y_i^{t,K}
     x_i^{t+1} = Σ_l w_{il} z_l^t          (Q = ``gossip_steps`` times: X^{t+1} = W^Q Z^t)
 
-Synchronous train-then-gossip as in the papers' algorithm boxes (DESIGN.md §4).
+Synchronous train-then-gossip as in the papers' algorithm boxes.
 """
 
 from __future__ import annotations
@@ -15,11 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import AT_LEAST_ONE, Algorithm, Batch, Hyperparams
-from gossipfl.algorithms.steps import descend, gossip, sgd_direction
+from gossipfl.algorithms.base import AT_LEAST_ONE, Algorithm, Hyperparams
 
 
 @dataclass
@@ -34,14 +31,5 @@ class DFedAvg(Algorithm):
     paper = "Sun, Li & Wang 2022, Decentralized Federated Averaging (TPAMI)"
     Params = GossipParams
 
-    def local_direction(self, y: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Loss and descent direction at ``y`` (plain SGD; SAM variants override this)."""
-        return sgd_direction(self.fed, y, batch)
-
-    def local_step(self, t, y, batch, lr):
-        loss, direction = self.local_direction(y, batch)
-        return descend(y, direction, lr, batch.active), loss
-
-    def end_round(self, t, y, lr):
-        self.state["x"], sent = gossip(self.fed, y, t, self.params.gossip_steps)
-        return sent
+    def end_round(self, ctx, work):
+        self.state["x"] = self.fed.gossip(work.y, ctx.round, self.params.gossip_steps)

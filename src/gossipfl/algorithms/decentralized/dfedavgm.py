@@ -7,7 +7,7 @@ every round):
         d_i^{t,k} = ∇F_i(y_i^{t,k}; ξ) + wd·y_i^{t,k}
     x_i^{t+1} = Σ_l w_{il} y_l^{t,K}
 
-θ = 0.9 (DFedSAM paper B.3, following Sun et al. 2022).
+θ = 0.9 (DFedSAM paper B.3, following Sun et al. 2022): the local phase's momentum.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import UNIT_INTERVAL
+from gossipfl.algorithms.base import UNIT_INTERVAL, Phase
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
-from gossipfl.algorithms.steps import heavy_ball_step
 
 
 @dataclass
@@ -35,16 +32,5 @@ class DFedAvgM(DFedAvg):
     paper = "Sun, Li & Wang 2022, Decentralized Federated Averaging (TPAMI), DFedAvgM"
     Params = MomentumParams
 
-    def begin_round(self, t):
-        self.state["velocity"] = torch.zeros_like(self.state["x"])  # y^{t,-1} = y^{t,0}
-        return super().begin_round(t)
-
-    def init(self, x0):
-        super().init(x0)
-        self.state["velocity"] = torch.zeros_like(x0)
-
-    def local_step(self, t, y, batch, lr):
-        loss, direction = self.local_direction(y, batch)
-        y, self.state["velocity"] = heavy_ball_step(
-            y, self.state["velocity"], direction, lr, self.params.momentum, batch.active)
-        return y, loss
+    def phases(self):
+        return [Phase(momentum=self.params.momentum)]

@@ -1,4 +1,5 @@
-"""DFedCata — Catalyst acceleration for decentralized FL (Li et al.; spec 002).
+"""DFedCata — Catalyst acceleration for decentralized FL (Li et al. 2024, "Boosting the
+Performance of Decentralized Federated Learning via Catalyst Acceleration").
 
 Algorithm 1, every client i, round t (x_i^{−1} = x_i^0: no extrapolation at round 0):
 
@@ -10,7 +11,7 @@ Algorithm 1, every client i, round t (x_i^{−1} = x_i^0: no extrapolation at ro
 β = 0.99, λ = 0.05 (ablation best; code default). Special cases (paper Table V): λ = 0 is
 Nesterov only, β = 0 Moreau envelope only (decentralized FedProx), λ = β = 0 DFedAvg.
 ``extrapolation_ref: own_local`` is the public code's reading, x_i^t + β (x_i^t − x_{i,K}^{t−1})
-(the client's own pre-aggregation model, as OledFL's Ole); spec 002 §2.2.
+(the client's own pre-aggregation model, as OledFL's Ole).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, one_of
+from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Work, one_of
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
-from gossipfl.algorithms.steps import descend, extrapolate, gossip, sgd_direction
+from gossipfl.algorithms.stability import stability_messages
+from gossipfl.algorithms.steps import extrapolate
 
 REFERENCES = ("prev_mixed", "own_local")
 
@@ -31,7 +33,8 @@ class CataParams(GossipParams):
     beta: float = 0.99  # β, extrapolation
     lam: float = 0.05  # λ, proximal (Moreau envelope) coefficient
     extrapolation_ref: str = "prev_mixed"
-    rules: ClassVar = {"beta": UNIT_INTERVAL, "lam": NON_NEGATIVE, "extrapolation_ref": one_of(*REFERENCES)}
+    rules: ClassVar = {"beta": UNIT_INTERVAL, "lam": NON_NEGATIVE,
+                       "extrapolation_ref": one_of(*REFERENCES)}
 
 
 @register
@@ -39,28 +42,27 @@ class DFedCata(DFedAvg):
     name = "dfedcata"
     paper = "Li et al. 2024, Boosting the Performance of Decentralized FL via Catalyst Acceleration"
     Params = CataParams
+    client_state = ("x", "reference")
 
-    @property
-    def extrapolation(self) -> str:  # for the stability guard
-        return "ole" if self.params.extrapolation_ref == "own_local" else "catalyst"
+    def check(self, topology):
+        own_local = self.params.extrapolation_ref == "own_local"
+        return stability_messages(topology, self.params.beta, "ole" if own_local else "catalyst")
 
     def init(self, x0):
         super().init(x0)
         self.state["reference"] = x0.clone()  # x_i^{-1} = x_i^0 (or x_{i,K}^{-1} = x_i^0)
 
-    def begin_round(self, t):
-        self.state["anchor"] = extrapolate(self.state["x"], self.state["reference"],
-                                           self.params.beta)
-        return self.state["anchor"].clone(), None
+    def begin_round(self, ctx):
+        anchor = extrapolate(self.state["x"], self.state["reference"], self.params.beta)
+        return Work(anchor.clone(), anchor=anchor)
 
-    def local_step(self, t, y, batch, lr):
-        loss, direction = sgd_direction(self.fed, y, batch)
+    def direction(self, ctx, work, batch):
+        loss, direction = super().direction(ctx, work, batch)
         if self.params.lam:
-            direction = direction + self.params.lam * (y - self.state["anchor"])
-        return descend(y, direction, lr, batch.active), loss
+            direction = direction + self.params.lam * (work.y - work["anchor"])
+        return loss, direction
 
-    def end_round(self, t, y, lr):
+    def end_round(self, ctx, work):
         own_local = self.params.extrapolation_ref == "own_local"
-        self.state["reference"] = y.clone() if own_local else self.state["x"]
-        self.state["x"], sent = gossip(self.fed, y, t, self.params.gossip_steps)
-        return sent
+        self.state["reference"] = work.y.clone() if own_local else self.state["x"]
+        super().end_round(ctx, work)

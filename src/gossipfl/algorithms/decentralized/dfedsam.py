@@ -1,5 +1,5 @@
 """DFedSAM and DFedSAM-MGS (Shi et al., "Improving the Model Consistency of Decentralized
-Federated Learning", ICML 2023; spec 001).
+Federated Learning", ICML 2023).
 
 Round t, every client i, y_i^{t,0} = x_i^t, k = 0..K−1, one minibatch ξ per step:
 
@@ -7,8 +7,8 @@ Round t, every client i, y_i^{t,0} = x_i^t, k = 0..K−1, one minibatch ξ per s
     y^{t,k+1} = y^{t,k} − η (g̃ + wd·y^{t,k})
     z_i^t = y_i^{t,K};  X^{t+1} = W^Q Z^t            (DFedSAM: Q = 1; MGS: Q gossip steps)
 
-ρ = 0.01 (paper's grid search, B.3); MGS Q = 4 ("we choose Q = 4"). Each of the Q steps is
-an exchange with the neighbours, so bytes sent count Q exchanges.
+ρ = 0.01 (paper's grid search, App. B.3); MGS Q = 4 ("we choose Q = 4"). Each of the Q steps
+is an exchange with the neighbours, so bytes sent count Q exchanges.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import NON_NEGATIVE
+from gossipfl.algorithms.base import NON_NEGATIVE, Phase
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
-from gossipfl.algorithms.steps import sam_direction
 
 
 @dataclass
@@ -39,8 +38,8 @@ class DFedSAM(DFedAvg):
     paper = "Shi et al. 2023, Improving the Model Consistency of Decentralized FL (ICML)"
     Params = SAMParams
 
-    def local_direction(self, y, batch):
-        return sam_direction(self.fed, y, batch, self.params.rho)
+    def phases(self):
+        return [Phase(rho=self.params.rho)]
 
 
 @register

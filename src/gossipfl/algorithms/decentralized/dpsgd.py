@@ -7,7 +7,7 @@ point, in parallel with the gossip:
     i.e.  X^{t+1} = W X^t − η_t G(X^t)
 
 ``variant: local_epoch`` is the DFedSAM paper's reading (App. B.3, "the training epoch in
-D-PSGD is set to 1"; spec 001 §7.7): one local epoch of SGD, then gossip — DFedAvg with E = 1.
+D-PSGD is set to 1"): one local epoch of SGD, then gossip — DFedAvg with E = 1.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
+
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import Hyperparams, one_of
+from gossipfl.algorithms.base import Hyperparams, Phase, Work, one_of
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg
-from gossipfl.algorithms.steps import gossip, sgd_direction
 
 VARIANTS = ("lian", "local_epoch")
 
@@ -35,20 +36,24 @@ class DPSGD(DFedAvg):
     paper = "Lian et al. 2017, Can Decentralized Algorithms Outperform Centralized Ones?"
     Params = DPSGDParams
 
-    def local_work(self):
-        return ("steps", 1) if self.params.variant == "lian" else ("epochs", 1)
+    @property
+    def lian(self) -> bool:
+        return self.params.variant == "lian"
 
-    def local_step(self, t, y, batch, lr):
-        if self.params.variant == "local_epoch":
-            return super().local_step(t, y, batch, lr)
-        loss, direction = sgd_direction(self.fed, y, batch)
-        self.state["step"] = lr * direction  # applied after mixing the pre-step models
-        return y, loss
+    def phases(self):
+        return [Phase(steps=1)] if self.lian else [Phase(epochs=1)]
 
-    def end_round(self, t, y, lr):
-        if self.params.variant == "local_epoch":
-            self.state["x"], sent = gossip(self.fed, y, t, 1)
-            return sent
-        mixed, sent = gossip(self.fed, y, t, 1)
-        self.state["x"] = mixed - self.state.pop("step")
-        return sent
+    def begin_round(self, ctx):
+        x = self.state["x"]
+        return Work(x.clone(), step=torch.zeros_like(x)) if self.lian else Work(x.clone())
+
+    def local_step(self, ctx, work, batch):
+        if not self.lian:
+            return super().local_step(ctx, work, batch)
+        loss, direction = self.direction(ctx, work, batch)
+        work["step"].copy_(ctx.lr * direction)  # applied after mixing the pre-step models
+        return loss
+
+    def end_round(self, ctx, work):
+        mixed = self.fed.gossip(work.y, ctx.round)
+        self.state["x"] = mixed - work["step"] if self.lian else mixed

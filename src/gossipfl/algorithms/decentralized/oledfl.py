@@ -1,4 +1,6 @@
-"""OledFL — opposite lookahead enhancement for decentralized FL (Li et al.; spec 000).
+"""OledFL — opposite lookahead enhancement for decentralized FL (Li et al. 2024, "OledFL:
+Unleashing the Potential of Decentralized Federated Learning via Opposite Lookahead
+Enhancement").
 
 Algorithm 1, every client i, round t (x_{i,K}^{−1} = x_i^0, so round 0 has no extrapolation):
 
@@ -18,9 +20,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL
+from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Phase, Work
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
-from gossipfl.algorithms.steps import extrapolate, gossip, sam_direction
+from gossipfl.algorithms.stability import stability_messages
+from gossipfl.algorithms.steps import extrapolate
 
 
 @dataclass
@@ -35,19 +38,21 @@ class OledFL(DFedAvg):
     name = "oledfl"
     paper = "Li et al. 2024, OledFL: Unleashing the Potential of Decentralized FL via Opposite Lookahead Enhancement"
     Params = OledParams
-    extrapolation = "ole"  # for the stability guard
+    client_state = ("x", "last_local")
+
+    def check(self, topology):
+        return stability_messages(topology, self.params.beta, "ole")
+
+    def phases(self):
+        return [Phase(rho=self.params.lam)]
 
     def init(self, x0):
         super().init(x0)
         self.state["last_local"] = x0.clone()  # x_{i,K}^{-1} = x_i^0
 
-    def begin_round(self, t):
-        return extrapolate(self.state["x"], self.state["last_local"], self.params.beta), None
+    def begin_round(self, ctx):
+        return Work(extrapolate(self.state["x"], self.state["last_local"], self.params.beta))
 
-    def local_direction(self, y, batch):
-        return sam_direction(self.fed, y, batch, self.params.lam)
-
-    def end_round(self, t, y, lr):
-        self.state["last_local"] = y.clone()
-        self.state["x"], sent = gossip(self.fed, y, t, self.params.gossip_steps)
-        return sent
+    def end_round(self, ctx, work):
+        self.state["last_local"] = work.y.clone()
+        super().end_round(ctx, work)

@@ -1,0 +1,177 @@
+"""The Federation: the one channel between clients.
+
+Algorithms never reduce, mix or index across the client dimension themselves; every
+interaction between clients goes through these methods, which also count the bytes that
+are really sent:
+
+- :meth:`Federation.gossip` — X ← W^Q Z with round t's mixing matrix, optionally only on a
+  parameter group, or weighted coordinate-wise by per-client masks (the DisPFL rule
+  x_i = Σ_j w_ij m_j ⊙ z_j / Σ_j w_ij m_j, own value where no neighbour holds the coordinate);
+- :meth:`Federation.sample`, :meth:`Federation.broadcast`, :meth:`Federation.aggregate` —
+  a server's client sampling, download and (n_i-weighted, uniform or summed) upload;
+- :meth:`Federation.rows` / :meth:`Federation.set_rows` — a server reading and writing the
+  per-client state of the sampled clients;
+- :meth:`Federation.mean` and :meth:`Federation.replicate` — what an observer sees (the
+  average model; every client holding the server model): no bytes.
+
+Bytes: a dense message of a group of n parameters costs 4n bytes (fp32). A masked message
+costs its values plus the cheaper of int32 indices or a bitmap: 4·nnz + min(4·nnz, ⌈n/8⌉).
+Per gossip step, client j sends one message to each out-neighbour (w_ij ≠ 0, i ≠ j).
+:class:`Traffic` records the bytes of every sender (clients, and the server).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gossipfl.engine.groups import ParamGroup, ParamGroups
+from gossipfl.rng import numpy_generator
+
+FLOAT_BYTES = 4
+WEIGHTINGS = ("samples", "uniform", "sum")
+
+
+@dataclass(frozen=True)
+class LocalTraining:
+    """Settings of every local optimizer (the ``train`` section)."""
+
+    weight_decay: float = 0.0
+    momentum: float = 0.0
+    clip_norm: float | None = None
+
+
+@dataclass
+class Traffic:
+    """Bytes sent, by sender: ``clients[j]`` for client j, ``server`` for the server."""
+
+    num_clients: int
+    clients: np.ndarray = field(init=False)
+    server: int = 0
+
+    def __post_init__(self):
+        self.clients = np.zeros(self.num_clients, dtype=np.int64)
+
+    def total(self) -> int:
+        return int(self.clients.sum()) + self.server
+
+    def take(self) -> int:
+        """The bytes recorded since the last call (one round's), and start afresh."""
+        sent = self.total()
+        self.clients[:] = 0
+        self.server = 0
+        return sent
+
+
+def message_bytes(numel: int, nonzeros: Tensor | None = None) -> Tensor | int:
+    """Bytes of a dense message of ``numel`` floats, or of masked ones with ``nonzeros``."""
+    if nonzeros is None:
+        return FLOAT_BYTES * numel
+    values = FLOAT_BYTES * nonzeros
+    return values + torch.minimum(values, torch.full_like(values, -(-numel // 8)))
+
+
+class Federation:
+    """What an algorithm may use: the oracle, the parameter groups, the local training
+    settings, and the only operations that cross the client dimension."""
+
+    def __init__(self, num_clients: int, oracle, groups: ParamGroups, sample_sizes: Tensor,
+                 seed: int, train: LocalTraining = LocalTraining(), mixer=None):
+        self.num_clients = num_clients
+        self.oracle = oracle
+        self.groups = groups
+        self.sample_sizes = sample_sizes  # [M] float, n_i
+        self.seed = seed
+        self.train = train
+        self.mixer = mixer  # gossipfl.topology.Mixer; None for centralized algorithms
+        self.traffic = Traffic(num_clients)
+        self._degree: tuple[int | None, np.ndarray] | None = None  # (round or None, degrees)
+
+    @property
+    def P(self) -> int:
+        return self.groups.all.P
+
+    # -- decentralized ---------------------------------------------------------------------
+    def gossip(self, z: Tensor, t: int, steps: int = 1, group: str = "all",
+               masks: Tensor | None = None) -> Tensor:
+        """W^Q z with round t's W (Q = ``steps``) on the columns of ``group`` (the others
+        keep z's values); with ``masks [M, P]`` (bool or 0/1) the DisPFL rule."""
+        columns = self.groups[group]
+        out_degree = self._out_degree(t)
+        if masks is None:
+            self.traffic.clients += out_degree * steps * message_bytes(columns.numel)
+            if columns.is_all:
+                return self.mixer.mix(z, t, steps=steps)
+            mixed = z.clone()
+            columns.assign(mixed, self.mixer.mix(columns.select(z), t, steps=steps))
+            return mixed
+        return self._masked_gossip(z, t, steps, columns, masks, out_degree)
+
+    def _masked_gossip(self, z: Tensor, t: int, steps: int, columns: ParamGroup,
+                       masks: Tensor, out_degree: np.ndarray) -> Tensor:
+        m = columns.select(masks).to(z.dtype)
+        held = columns.select(z)
+        nonzeros = (m != 0).sum(dim=1).cpu()
+        sent = message_bytes(columns.numel, nonzeros).numpy()
+        for _ in range(steps):
+            numerator = self.mixer.mix(m * held, t)
+            denominator = self.mixer.mix(m, t)
+            held = torch.where(denominator > 0, numerator / denominator.clamp_min(1e-30), held)
+            self.traffic.clients += out_degree * sent
+        mixed = z.clone()
+        columns.assign(mixed, held)
+        return mixed
+
+    def _out_degree(self, t: int) -> np.ndarray:
+        """[M] messages client j sends per gossip step: #{i ≠ j : w_ij ≠ 0}."""
+        key = t if self.mixer.topology.time_varying else None
+        if self._degree is None or self._degree[0] != key:
+            nonzero = np.asarray(self.mixer.topology.matrix(t)) != 0
+            self._degree = key, nonzero.sum(axis=0) - np.diagonal(nonzero)
+        return self._degree[1]
+
+    # -- centralized -----------------------------------------------------------------------
+    def sample(self, t: int, fraction: float) -> Tensor:
+        """round t's clients: max(1, round(fraction·M)) drawn uniformly without replacement
+        (sorted ids), from the stream (seed, "participation", t)."""
+        count = max(1, round(fraction * self.num_clients))
+        rng = numpy_generator(self.seed, "participation", t)
+        ids = np.sort(rng.choice(self.num_clients, size=count, replace=False))
+        return torch.as_tensor(ids, device=self.sample_sizes.device)
+
+    def broadcast(self, x: Tensor, clients: Tensor) -> Tensor:
+        """The server sends ``x [P]`` to each of ``clients``: their copies ``[S, P]``."""
+        self.traffic.server += len(clients) * message_bytes(x.shape[-1])
+        return x.expand(len(clients), -1).clone()
+
+    def aggregate(self, values: Tensor, clients: Tensor, weighting: str = "samples") -> Tensor:
+        """Each of ``clients`` uploads its row of ``values [S, P]``; the server reduces them:
+        ``samples``: Σ p_i v_i with p_i = n_i / Σ_{j∈S} n_j; ``uniform``: the plain mean;
+        ``sum``: the plain sum."""
+        self.traffic.clients[clients.cpu().numpy()] += message_bytes(values.shape[-1])
+        if weighting == "uniform":
+            return values.mean(0)
+        if weighting == "sum":
+            return values.sum(0)
+        weights = self.sample_sizes[clients].to(values.dtype)
+        return (weights / weights.sum()) @ values
+
+    def rows(self, state: Tensor, clients: Tensor) -> Tensor:
+        """The rows of per-client ``state`` that belong to ``clients`` (a copy)."""
+        return state[clients]
+
+    def set_rows(self, state: Tensor, clients: Tensor, values: Tensor) -> None:
+        """Write the rows of ``clients`` in per-client ``state``."""
+        state[clients] = values
+
+    # -- what an observer sees (no bytes) ------------------------------------------------------
+    def mean(self, x: Tensor) -> Tensor:
+        """(1/M) Σ_i x_i, ``[P]``."""
+        return x.mean(dim=0)
+
+    def replicate(self, x: Tensor) -> Tensor:
+        """``[M, P]``: every client holding ``x [P]`` (a view)."""
+        return x.expand(self.num_clients, -1)
