@@ -64,7 +64,7 @@ def test_cli_hessian_trace_all_models(runs, capsys):
     report = json.loads((run_dir / "analysis" / "hessian.json").read_text())
     assert list(report["models"]) == ["average", "client0", "client1", "client2", "client3"]
     assert report["samples"] == 50 and report["round"] == 2 and report["hvp_mode"] == "batched"
-    assert report["eigen"]["tol"] == 1e-3 and report["eigen"]["max_iter"] == 100
+    assert report["eigen"]["tol"] == 1e-2 and report["eigen"]["max_iter"] == 100
     avg = report["models"]["average"]
     assert len(avg["eigenvalues"]) == 2 and len(avg["iterations"]) == 2
     assert abs(avg["eigenvalues"][0]) >= abs(avg["eigenvalues"][1])

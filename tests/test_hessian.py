@@ -154,3 +154,33 @@ def test_deterministic_for_a_seed():
     b = top_eigenvalues(op, X, k=1, max_iter=10, generator=gen(7)).values
     assert torch.equal(a, b)
     assert 0 < op.products <= 2 * 2 * 10  # M products per call, at most max_iter calls
+
+
+def test_auto_mode_batches_where_it_measured_faster():
+    inputs, targets = torch.randn(4, 1, 16, 16), torch.randint(0, 3, (4,))
+    cnn = build_model("cnn", (1, 16, 16), 3)
+    mlp = build_model("mlp", (1, 16, 16), 3, hidden=[4])
+    assert HessianOperator(cnn, inputs, targets).mode == "loop"  # vmap convs: slower on CPU
+    assert HessianOperator(mlp, inputs, targets).mode == "batched"
+    with pytest.raises(Exception, match="mode: unknown value 'fast'"):
+        HessianOperator(mlp, inputs, targets, mode="fast")
+
+
+def test_small_eigengap_converges_by_residual_and_sorts_by_magnitude():
+    """H = diag(1, 0.97, 0.5, 0.2) in a random basis: every value reported as converged is
+    within tol·|λ| of an eigenvalue, and the k values come sorted by magnitude."""
+    rng = np.random.default_rng(4)
+    Q, _ = np.linalg.qr(rng.normal(size=(40, 4)))
+    R, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    truth = np.array([1.0, 0.97, 0.5, 0.2])
+    A = Q * np.sqrt(truth * 40 / 2) @ R  # (2/n) AᵀA = Rᵀ diag(truth) R
+    tol = 1e-3
+    eig = top_eigenvalues(lsq_operator(A, rng.normal(size=40)),
+                          torch.zeros(3, 4, dtype=torch.float64), k=3, tol=tol,
+                          max_iter=1000, generator=gen(2))
+    values = eig.values.numpy()
+    assert bool(eig.converged.all())
+    assert np.all(np.abs(values[:, :-1]) >= np.abs(values[:, 1:]))
+    distance = np.abs(values[..., None] - truth).min(-1)
+    assert np.all(distance <= tol * np.abs(values))
+    np.testing.assert_allclose(values[:, 2], 0.5, rtol=1e-4)

@@ -108,7 +108,8 @@ def hessian_report(op: HessianOperator, sel: Selection, top_k: int | None, trace
                               generator=torch_generator(seed, "hessian_eigen"))
         seconds = time.perf_counter() - start
         report["eigen"] = {"k": top_k, "tol": tol, "max_iter": max_iter,
-                           "method": "power iteration with deflation",
+                           "method": "power iteration with deflation; stops at relative residual "
+                                     "|Hv - lambda v| / |lambda| < tol",
                            "seconds": seconds, "seconds_per_eigenvalue": seconds / top_k,
                            "hessian_vector_products": op.products - before}
         for i, label in enumerate(sel.labels):
@@ -216,7 +217,7 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
             trace: bool = False, landscape: str | None = None, models: str = "average",
             data: str = "train", samples: int | None = 1000, round: int | None = None,
             other: str | Path | None = None, grid: int = 21, span: float = 1.0,
-            seed: int = 0, tol: float = 1e-3, max_iter: int = 100, trace_tol: float = 1e-2,
+            seed: int = 0, tol: float = 1e-2, max_iter: int = 100, trace_tol: float = 1e-2,
             trace_max_iter: int = 100, batch_size: int = 1000, device: str = "cpu",
             mode: str = "auto") -> dict:
     """Analyze the models saved in ``run_dir``; returns what was written and measured.

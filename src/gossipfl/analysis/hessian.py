@@ -7,10 +7,14 @@ of the Hessian", IEEE BigData):
 
 - :func:`top_eigenvalues`: power iteration with deflation. Eigenvalue j is found by iterating
   v ← H v / ‖H v‖ with v kept orthogonal to eigenvectors 1..j−1 (Gram–Schmidt, which deflates
-  them away); the estimate is the Rayleigh quotient vᵀHv. It stops for a model when the
-  relative change |λ_t − λ_{t−1}| / (|λ_{t−1}| + 1e-6) falls below ``tol`` (PyHessian's rule),
-  or after ``max_iter`` products. Power iteration converges to the eigenvalue of largest
-  *magnitude*, so at a saddle the "top" eigenvalue may be negative (as in PyHessian).
+  them away); the estimate is the Rayleigh quotient λ = vᵀHv. It stops for a model when the
+  relative residual ‖Hv − λv‖ / |λ| falls below ``tol``, or after ``max_iter`` products.
+  (PyHessian stops when λ changes by less than ``tol`` between iterations; with a small
+  eigengap that rule stopped after 7 iterations on a Fashion-MNIST MLP with the second
+  eigenvalue found larger than the "top" one. A residual below ``tol`` guarantees that λ is
+  within tol·|λ| of an eigenvalue of the symmetric H.) Power iteration converges to the
+  eigenvalue of largest *magnitude*, so at a saddle the "top" eigenvalue may be negative (as
+  in PyHessian); the k values of each model are returned sorted by magnitude.
 - :func:`hutchinson_trace`: tr H = E[vᵀHv] for Rademacher v (Hutchinson 1989). Samples are
   drawn until the standard error of the mean is below ``tol`` times |mean| (at least
   ``min_iter`` samples) or ``max_iter`` samples were used.
@@ -32,9 +36,10 @@ _EPS = 1e-6
 
 @dataclass
 class Eigenvalues:
-    """Top-k eigenvalues of M Hessians: ``values [M, k]`` in the order found (largest
-    magnitude first); ``iterations [M, k]`` products used; ``residual [M, k]`` the last
-    relative change; ``converged [M, k]`` whether it fell below ``tol``."""
+    """Top-k eigenvalues of M Hessians: ``values [M, k]`` by decreasing magnitude;
+    ``iterations [M, k]`` products used; ``residual [M, k]`` the last relative residual
+    ‖Hv − λv‖/|λ|; ``converged [M, k]`` whether it fell below ``tol``; ``vectors`` the unit
+    eigenvectors, k tensors ``[M, P]`` in the same order."""
 
     values: Tensor
     iterations: Tensor
@@ -80,12 +85,11 @@ def _power_iteration(op: HessianOperator, X: Tensor, basis: list[Tensor], tol: f
     residual = torch.full((M,), float("inf"), dtype=X.dtype, device=X.device)
     iterations = torch.zeros(M, dtype=torch.long, device=X.device)
     done = torch.zeros(M, dtype=torch.bool, device=X.device)
-    for t in range(max_iter):
+    for _ in range(max_iter):
         HV = _orthogonalize(op.hvp(X, V), basis)
         new = (V * HV).sum(1)
-        if t > 0:
-            change = (new - value).abs() / (value.abs() + _EPS)
-            residual = torch.where(done, residual, change)
+        error = (HV - new.unsqueeze(1) * V).norm(dim=1) / (new.abs() + _EPS)
+        residual = torch.where(done, residual, error)
         active = ~done
         value = torch.where(active, new, value)
         iterations += active.long()
@@ -96,7 +100,7 @@ def _power_iteration(op: HessianOperator, X: Tensor, basis: list[Tensor], tol: f
     return value, V, iterations, residual, done
 
 
-def top_eigenvalues(op: HessianOperator, X: Tensor, k: int = 1, tol: float = 1e-3,
+def top_eigenvalues(op: HessianOperator, X: Tensor, k: int = 1, tol: float = 1e-2,
                     max_iter: int = 100, generator: torch.Generator | None = None
                     ) -> Eigenvalues:
     """The k eigenvalues of largest magnitude of H(x_i) for every row of ``X [M, P]``."""
@@ -108,8 +112,12 @@ def top_eigenvalues(op: HessianOperator, X: Tensor, k: int = 1, tol: float = 1e-
                                                           generator)
         basis.append(vector)
         columns.append((value, its, res, conv))
-    stacked = [torch.stack(c, dim=1) for c in zip(*columns, strict=True)]
-    return Eigenvalues(*stacked, tol=tol, max_iter=max_iter, vectors=basis)
+    values, *rest = (torch.stack(c, dim=1) for c in zip(*columns, strict=True))
+    order = values.abs().argsort(dim=1, descending=True, stable=True)  # [M, k]
+    vectors = torch.stack(basis, dim=1)  # [M, k, P]
+    vectors = vectors.gather(1, order.unsqueeze(2).expand_as(vectors))
+    return Eigenvalues(values.gather(1, order), *(r.gather(1, order) for r in rest), tol=tol,
+                       max_iter=max_iter, vectors=list(vectors.unbind(1)))
 
 
 def hutchinson_trace(op: HessianOperator, X: Tensor, tol: float = 1e-2, max_iter: int = 100,

@@ -8,7 +8,10 @@ H(x)·v is forward-over-reverse differentiation, ``jvp(grad(L), (x,), (v,))`` wi
 All M models at once: the product of one model is ``vmap``-ped over the client dimension of
 the flat ``[M, P]`` stack, as :class:`~gossipfl.engine.VmapOracle` batches gradients
 (``functional_call`` on named views of the flat vector). Models vmap cannot batch (BatchNorm)
-use the same function in a loop over models.
+use the same function in a loop over models. ``mode="auto"`` also loops over models for
+convolutional models on the CPU, where vmap's batched convolutions made H·v 2.5× slower
+than the loop (``benchmarks/hessian.py``, docs/benchmarks.md); fully connected models gain
+1.2–1.3× from batching there.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ class HessianOperator:
     ``inputs [N, *in]`` and ``targets [N]`` are shared by all models; they are processed in
     batches of ``batch_size`` samples, and the models in blocks of ``chunk_size`` (None: all
     at once). ``mode`` is "batched" (vmap over models), "loop" (one model at a time) or
-    "auto" (batched unless the model has BatchNorm). Products come out in X's dtype.
+    "auto" (:func:`auto_mode`). Products come out in X's dtype.
     """
 
     def __init__(self, model: nn.Module, inputs: Tensor, targets: Tensor,
@@ -49,7 +52,7 @@ class HessianOperator:
         self.inputs, self.targets = inputs, targets
         self.batch_size = max(1, int(batch_size))
         self.chunk_size = chunk_size
-        self.mode = ("loop" if has_batchnorm(model) else "batched") if mode == "auto" else mode
+        self.mode = auto_mode(model) if mode == "auto" else mode
         self.products = 0  # Hessian-vector products computed (one per model per call)
         one_hvp, one_loss = self._one_hvp, self._one_loss
         if self.mode == "batched":
@@ -106,6 +109,16 @@ class HessianOperator:
     def loss(self, X: Tensor) -> Tensor:
         """``[M]``: L(x_i) on the operator's samples."""
         return self._accumulate(self._loss, X)
+
+
+def auto_mode(model: nn.Module) -> str:
+    """"loop" for BatchNorm models, and for convolutional models on the CPU; else
+    "batched"."""
+    if has_batchnorm(model):
+        return "loop"
+    on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+    has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+    return "loop" if on_cpu and has_conv else "batched"
 
 
 def _looped(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
