@@ -423,6 +423,10 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--no-download", action="store_true",
                        help="only look for the files (exit 2 when they are not there)")
     fetch.set_defaults(func=cmd_fetch)
+
+    from gossipfl.analysis.command import add_parser as add_analyze  # gossipfl analyze
+
+    add_analyze(sub)
     return parser
 
 
