@@ -29,3 +29,47 @@ def torch_generator(seed: int, *keys: object, device: str | torch.device = "cpu"
 def numpy_generator(seed: int, *keys: object) -> np.random.Generator:
     """A NumPy ``Generator`` seeded from (seed, *keys)."""
     return np.random.default_rng(derive_seed(seed, *keys))
+
+
+# -- counter-based streams per client, vectorized ------------------------------------------------
+_MASK63 = (1 << 63) - 1
+
+
+def _signed(value: int) -> int:
+    """A 64-bit constant as the int64 torch stores."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+_GOLDEN = _signed(0x9E3779B97F4A7C15)
+_MIX1 = _signed(0xBF58476D1CE4E5B9)
+_MIX2 = _signed(0x94D049BB133111EB)
+
+
+def _shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's ``>>`` is arithmetic)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def mix64(x: torch.Tensor) -> torch.Tensor:
+    """The splitmix64 finalizer on int64 tensors (wrapping arithmetic): a bijection of 64-bit
+    words whose outputs for consecutive inputs look independent."""
+    x = (x ^ _shift_right(x, 30)) * _MIX1
+    x = (x ^ _shift_right(x, 27)) * _MIX2
+    return x ^ _shift_right(x, 31)
+
+
+def client_keys(seed: int, clients, *keys: object,
+                device: str | torch.device = "cpu") -> torch.Tensor:
+    """``[len(clients)]`` int64: the stream key of each client for (seed, *keys, client).
+
+    A client's key depends only on its own id and the keys, never on the other clients
+    drawn with it."""
+    values = [derive_seed(seed, *keys, int(c)) for c in clients]
+    return torch.tensor(values, dtype=torch.int64, device=device)
+
+
+def counter_bits(keys: torch.Tensor, counters: torch.Tensor, bits: int) -> torch.Tensor:
+    """Random integers in ``[0, 2^bits)``: element n of stream k is a hash of (k, n).
+
+    ``keys`` and ``counters`` broadcast against each other (int64); ``bits`` ≤ 63."""
+    return _shift_right(mix64(mix64(keys) + counters * _GOLDEN), 64 - bits)

@@ -25,11 +25,12 @@ from gossipfl.config import Config
 from gossipfl.data import (
     ClientSampler,
     Dataset,
+    apply_crop_flip,
     build_partitioner,
     from_tensors,
+    hashed_crop_flip_params,
     load_dataset,
     local_test_split,
-    random_crop_flip,
     summarize_partition,
 )
 from gossipfl.engine import (
@@ -43,7 +44,7 @@ from gossipfl.engine.groups import ParamGroups
 from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation, LocalTraining
 from gossipfl.models import build_model, head_names
-from gossipfl.rng import derive_seed, numpy_generator, torch_generator
+from gossipfl.rng import client_keys, derive_seed, numpy_generator
 from gossipfl.topology import Mixer, build_topology
 
 
@@ -261,6 +262,7 @@ class Runner:
         self.rows: list[dict] = []
         self.bytes_total = 0
         self.train_seconds = 0.0
+        self.client_steps = 0  # client-steps computed (rows handed to the oracle, per step)
         self.exp.algorithm.init(self.exp.x0)
 
     # -- one round -----------------------------------------------------------------------
@@ -272,8 +274,9 @@ class Runner:
         train = self.config.train
         return (train.lr if phase.lr is None else phase.lr) * train.lr_decay ** t
 
-    def phase_batches(self, t: int, index: int, phase: Phase):
-        """Index batches ``(idx [M, B], mask [M, B])`` of a phase of round t."""
+    def phase_batches(self, t: int, index: int, phase: Phase, rows: torch.Tensor):
+        """Index batches ``(idx [S, B], mask [S, B])`` of a phase of round t for the clients
+        ``rows`` (in that order)."""
         exp, train = self.exp, self.config.train
         if phase.steps is not None or phase.epochs is not None:
             kind, count = ("steps", phase.steps) if phase.steps is not None else \
@@ -283,27 +286,39 @@ class Runner:
         else:
             kind, count = "epochs", train.local_epochs
         if train.full_batch:
-            return [exp.sampler.full_batch()] * count
-        stream = () if index == 0 else ("phase", index)
+            return [exp.sampler.full_batch(rows)] * count
         if kind == "steps":
-            return exp.sampler.steps(t, count, *stream)
-        return [b for e in range(count) for b in exp.sampler.epoch(t, e, *stream)]
+            return exp.sampler.steps(t, count, "phase", index, clients=rows)
+        return [b for e in range(count)
+                for b in exp.sampler.epoch(t, e, "phase", index, clients=rows)]
 
-    def make_batch(self, t: int, step: int, idx: torch.Tensor, mask: torch.Tensor) -> Batch:
+    def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,
+                   augment: tuple[torch.Tensor, torch.Tensor] | None) -> Batch:
+        """The minibatch of the rows ``idx [S, B]``. With ``augment = (keys [S], drawn [S])``
+        the image in column b of row s is cropped and flipped by the hash of (client s's key,
+        drawn[s] + b), where drawn[s] counts the samples client s has drawn this round."""
         data = self.exp.dataset
         inputs = data.train_x[idx]
-        augment = self.config.data.augment
-        if augment if augment is not None else data.augment:
-            gen = torch_generator(self.config.seed, "augment", t, step, device=idx.device)
-            inputs = random_crop_flip(inputs, gen)
+        if augment is not None:
+            keys, drawn = augment
+            counters = drawn[:, None] + torch.arange(idx.shape[1], device=idx.device)
+            dy, dx, flip = hashed_crop_flip_params(keys, counters)
+            inputs = apply_crop_flip(inputs, dy, dx, flip)
         return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask)
+
+    def augment_keys(self, t: int, rows: torch.Tensor) -> torch.Tensor | None:
+        augment, data = self.config.data.augment, self.exp.dataset
+        if not (augment if augment is not None else data.augment):
+            return None
+        return client_keys(self.config.seed, rows.tolist(), "augment", t, device=rows.device)
 
     def run_round(self, t: int) -> dict:
         """Train and communicate for round t; returns the round's training measurements.
 
         The working rows are ordered by data size (largest first), so that at every local
         step the clients that still have a minibatch are a prefix of the rows: the algorithm
-        is handed that prefix only (views), and clients whose data ran out cost nothing.
+        is handed that prefix only (views), and clients whose data ran out (or that sit out
+        the round) cost nothing. Minibatches and augmentation are drawn per client.
         """
         exp, algo = self.exp, self.exp.algorithm
         start = time.perf_counter()
@@ -315,30 +330,33 @@ class Runner:
         permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
         if permuted:
             work = work.take(order, None if clients is None else clients[order])
+        rows = ids[order]
+        keys = self.augment_keys(t, rows)
+        drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
         loss_sum = torch.zeros((), device=exp.device)
         loss_count = 0
-        step_count = 0
         for index, phase in enumerate(algo.phases()):
             lr = self.phase_lr(phase, t)
             momentum = self.config.train.momentum if phase.momentum is None else phase.momentum
             optimizer = LocalOptimizer(exp.fed.groups[phase.group], lr, momentum, len(work),
                                        work.y)
-            for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase)):
-                batch = self.make_batch(t, step_count, idx[ids], mask[ids])
-                step_count += 1
-                batch = batch.rows(order) if permuted else batch
-                active = int(batch.mask.any(dim=1).sum())
+            for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows)):
+                active = int(mask.any(dim=1).sum())
                 if active == 0:
                     continue
+                augment = None if keys is None else (keys[:active], drawn[:active])
+                batch = self.make_batch(idx[:active], mask[:active], augment)
+                drawn[:active] += mask[:active].sum(dim=1)
                 step_ctx = Context(round=t, lr=lr, phase=phase, phase_index=index, step=step,
                                    optimizer=optimizer)
-                loss = algo.local_step(step_ctx, work.head(active), batch.rows(slice(0, active)))
+                loss = algo.local_step(step_ctx, work.head(active), batch)
                 loss_sum += loss.sum()
                 loss_count += active
         if permuted:
             work = work.take(torch.argsort(order), clients)
         algo.end_round(ctx, work)
         sent = exp.fed.traffic.take()
+        self.client_steps += loss_count
         train_loss = float(loss_sum / max(loss_count, 1))
         seconds = time.perf_counter() - start
         self.train_seconds += seconds

@@ -7,7 +7,12 @@
     for idx, mask in sampler.epoch(round=t, epoch=0): ...   # idx, mask: [M, B]
 """
 
-from gossipfl.data.augment import apply_crop_flip, crop_flip_params, random_crop_flip
+from gossipfl.data.augment import (
+    apply_crop_flip,
+    crop_flip_params,
+    hashed_crop_flip_params,
+    random_crop_flip,
+)
 from gossipfl.data.datasets import (
     DATASETS,
     NORMALIZATION,
@@ -58,6 +63,7 @@ __all__ = [
     "download_file",
     "file_digest",
     "from_tensors",
+    "hashed_crop_flip_params",
     "load_dataset",
     "local_test_split",
     "make_synthetic",

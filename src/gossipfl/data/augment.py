@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from gossipfl.rng import counter_bits
+
 
 def crop_flip_params(num: int, generator: torch.Generator, padding: int = 4,
                      crop_prob: float = 1.0, flip_prob: float = 0.5
@@ -59,3 +61,19 @@ def random_crop_flip(x: Tensor, generator: torch.Generator, padding: int = 4,
     num = x[..., 0, 0, 0].numel()
     dy, dx, flip = crop_flip_params(num, generator, padding, crop_prob)
     return apply_crop_flip(x, dy, dx, flip, padding)
+
+
+def hashed_crop_flip_params(keys: Tensor, counters: Tensor, padding: int = 4
+                            ) -> tuple[Tensor, Tensor, Tensor]:
+    """``(dy, dx, flip)`` for image n of client stream k from a hash of (keys[k], counters[n])
+    (:func:`gossipfl.rng.counter_bits`): offsets uniform in ``0..2p``, flips with p = 0.5.
+
+    ``keys [S]`` and ``counters [S, B]`` int64 give ``[S * B]`` parameters, so each client's
+    augmentation depends only on its own key, whatever clients are drawn with it."""
+    bits = counter_bits(keys[:, None], counters, 60).reshape(-1)
+    field = (1 << 20) - 1
+    span = 2 * padding + 1
+    dy = ((bits & field) * span) >> 20
+    dx = (((bits >> 20) & field) * span) >> 20
+    flip = ((bits >> 40) & 1).bool()
+    return dy, dx, flip

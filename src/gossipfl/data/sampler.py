@@ -7,9 +7,11 @@ B global indices into the train set for client i and ``mask[i]`` says which of t
 How a shuffle is built without a Python loop over clients: the "stream" of client i is the
 concatenation of independent random permutations of ``0..n_i-1``. All streams are laid out in
 one flat vector, one segment per (client, permutation); one sort of the keys
-``segment_id * 2^b + random`` shuffles every segment at once. Random bits are drawn on the CPU
-from ``torch_generator(seed, "sampler", round, ...)`` and the sort is stable, so the batches
-are the same on every device.
+``segment_id * 2^b + random`` shuffles every segment at once. The random bits of element n of
+client i's stream are a hash of (client i's key, n), and client i's key is derived from
+(seed, "sampler", round, client, ...) alone, so a client's minibatches never depend on which
+other clients are drawn with it: any subset of clients (``clients=``) gets the same rows as
+it would with all the others, on every device.
 """
 
 from __future__ import annotations
@@ -21,13 +23,17 @@ import torch
 from torch import Tensor
 
 from gossipfl.errors import GossipflError
-from gossipfl.rng import torch_generator
+from gossipfl.rng import client_keys, counter_bits
 
 IndexBatch = tuple[Tensor, Tensor]  # (idx [M, B], mask [M, B])
 
 
 class ClientSampler:
-    """Shuffled per-client minibatches; ``batch_size=None`` means full batch."""
+    """Shuffled per-client minibatches; ``batch_size=None`` means full batch.
+
+    Every method takes ``clients`` (ids, in the order wanted; None = all M in order) and
+    returns one row per requested client.
+    """
 
     def __init__(self, client_indices: list[np.ndarray], batch_size: int | None, seed: int,
                  device: str | torch.device = "cpu"):
@@ -59,66 +65,87 @@ class ClientSampler:
                 matrix[i, : len(ix)] = ix
         return torch.from_numpy(matrix).to(self.device)
 
+    def _ids(self, clients) -> Tensor:
+        if clients is None:
+            return torch.arange(self.num_clients, device=self.device)
+        return torch.as_tensor(clients, dtype=torch.int64, device=self.device)
+
     @property
     def full(self) -> bool:
         """Whether every step is the client's whole data."""
         return self.batch_size is None
 
-    def steps_per_epoch(self) -> int:
-        """Steps in one pass: ``max_i ceil(n_i / B)`` (1 for full batch)."""
+    def steps_per_epoch(self, clients=None) -> int:
+        """Steps in one pass: ``max_i ceil(n_i / B)`` over the clients (1 for full batch)."""
         if self.full:
             return 1
-        return max(1, math.ceil(self.n_max / self.batch_size))
+        n_max = int(self.sizes[self._ids(clients)].max()) if self.num_clients else 0
+        return max(1, math.ceil(n_max / self.batch_size))
 
-    def full_batch(self) -> IndexBatch:
-        """``(idx [M, n_max], mask)`` with each client's indices in stored order."""
-        width = self.index_matrix.shape[1]
-        mask = torch.arange(width, device=self.device)[None, :] < self.sizes[:, None]
-        return self.index_matrix, mask
+    def batches_per_epoch(self, clients=None) -> Tensor:
+        """``[S]`` each client's own number of batches in one pass (0 for an empty client)."""
+        sizes = self.sizes[self._ids(clients)]
+        if self.full:
+            return (sizes > 0).to(torch.int64)
+        return (sizes + self.batch_size - 1) // self.batch_size
 
-    def epoch(self, round: int, epoch: int, *stream: object) -> list[IndexBatch]:
-        """One pass of every client over its own data, reshuffled per (seed, round, epoch).
+    def full_batch(self, clients=None) -> IndexBatch:
+        """``(idx [S, n_max], mask)`` with each client's indices in stored order."""
+        ids = self._ids(clients)
+        sizes = self.sizes[ids]
+        width = max(int(sizes.max()) if len(ids) else 0, 1)
+        mask = torch.arange(width, device=self.device)[None, :] < sizes[:, None]
+        return self.index_matrix[ids, :width], mask
 
-        ``steps_per_epoch()`` batches of shape ``[M, B]``; a client with fewer batches gets
-        all-False mask rows on the extra steps and a partially masked last batch (no drop_last).
+    def epoch(self, round: int, epoch: int, *stream: object, clients=None) -> list[IndexBatch]:
+        """One pass of every client over its own data, reshuffled per (seed, round, client,
+        epoch, stream).
+
+        ``steps_per_epoch(clients)`` batches of shape ``[S, B]``; a client with fewer batches
+        gets all-False mask rows on the extra steps and a partially masked last batch (no
+        drop_last).
         """
         if self.full:
-            return [self.full_batch()]
-        steps = self.steps_per_epoch()
-        gen = torch_generator(self.seed, "sampler", round, "epoch", epoch, *stream)
-        idx, mask = self._streams(self.sizes, steps * self.batch_size, gen)
+            return [self.full_batch(clients)]
+        ids = self._ids(clients)
+        steps = self.steps_per_epoch(ids)
+        keys = client_keys(self.seed, ids.tolist(), "sampler", round, "epoch", epoch, *stream)
+        sizes = self.sizes[ids]
+        idx, mask = self._streams(ids, sizes, steps * self.batch_size, keys)
         return _cut(idx, mask, steps, self.batch_size)
 
-    def steps(self, round: int, num_steps: int, *stream: object) -> list[IndexBatch]:
+    def steps(self, round: int, num_steps: int, *stream: object,
+              clients=None) -> list[IndexBatch]:
         """``num_steps`` batches; each client cycles through its own reshuffled data, with a
         new permutation each time it wraps. Masks are all True (except empty clients); in
         full-batch mode every step is :meth:`full_batch`."""
         if not isinstance(num_steps, int | np.integer) or num_steps < 1:
             raise GossipflError(f"train.local_steps: must be an integer >= 1, got {num_steps}.")
         if self.full:
-            return [self.full_batch()] * num_steps
+            return [self.full_batch(clients)] * num_steps
+        ids = self._ids(clients)
         length = num_steps * self.batch_size
-        gen = torch_generator(self.seed, "sampler", round, "steps", *stream)
-        lengths = torch.where(self.sizes > 0, length, 0)
-        idx, mask = self._streams(lengths, length, gen)
+        keys = client_keys(self.seed, ids.tolist(), "sampler", round, "steps", *stream)
+        lengths = torch.where(self.sizes[ids] > 0, length, 0)
+        idx, mask = self._streams(ids, lengths, length, keys)
         return _cut(idx, mask, num_steps, self.batch_size)
 
-    def _streams(self, lengths: Tensor, width: int, gen: torch.Generator) -> IndexBatch:
-        """Global indices ``[M, width]`` of the first ``lengths[i]`` elements of each client's
+    def _streams(self, ids: Tensor, lengths: Tensor, width: int, keys: Tensor) -> IndexBatch:
+        """Global indices ``[S, width]`` of the first ``lengths[i]`` elements of each client's
         stream (padded with a valid index), and the mask of those elements."""
-        positions = shuffled_streams(self.sizes, lengths, gen)
+        positions = shuffled_streams(self.sizes[ids], lengths, keys)
         local = torch.nn.functional.pad(positions, (0, width - positions.shape[1]))
         mask = torch.arange(width, device=self.device)[None, :] < lengths[:, None]
-        return torch.gather(self.index_matrix, 1, local), mask
+        return torch.gather(self.index_matrix[ids], 1, local), mask
 
 
-def shuffled_streams(sizes: Tensor, lengths: Tensor, generator: torch.Generator) -> Tensor:
+def shuffled_streams(sizes: Tensor, lengths: Tensor, keys: Tensor) -> Tensor:
     """Row i: the first ``lengths[i]`` entries of independent random permutations of
-    ``0..sizes[i]-1`` laid end to end, zero-padded to ``max(lengths)`` columns.
-
-    ``generator`` must be a CPU generator (the keys are drawn there and then moved).
+    ``0..sizes[i]-1`` laid end to end, zero-padded to ``max(lengths)`` columns; the
+    permutations of row i depend only on ``keys[i]`` (int64).
     """
     device = sizes.device
+    keys = keys.to(device)
     reps = torch.where(sizes > 0, (lengths + sizes - 1) // sizes.clamp(min=1), 0)
     seg_len = reps * sizes                                     # [M] elements per client
     total = int(seg_len.sum())
@@ -132,7 +159,7 @@ def shuffled_streams(sizes: Tensor, lengths: Tensor, generator: torch.Generator)
     # segment in place; >= 40 random bits (up to 4M segments) make ties negligible; a stable sort
     # resolves any the same way on every device.
     bits = 62 - max(int(reps.sum()), 1).bit_length()
-    noise = torch.randint(0, 1 << bits, (total,), generator=generator).to(device)
+    noise = counter_bits(keys[client], pos, bits)
     order = torch.argsort((segment << bits) | noise, stable=True)
     shuffled = local[order]                                    # aligned with flat layout
     width = int(lengths.max()) if len(lengths) else 0
