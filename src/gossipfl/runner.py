@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gossipfl.algorithms import Batch, Context, Phase, get_algorithm
+from gossipfl.algorithms import Batch, Context, Phase, Work, get_algorithm
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.config import Config
 from gossipfl.data import (
@@ -313,47 +313,12 @@ class Runner:
         return client_keys(self.config.seed, rows.tolist(), "augment", t, device=rows.device)
 
     def run_round(self, t: int) -> dict:
-        """Train and communicate for round t; returns the round's training measurements.
-
-        The working rows are ordered by data size (largest first), so that at every local
-        step the clients that still have a minibatch are a prefix of the rows: the algorithm
-        is handed that prefix only (views), and clients whose data ran out (or that sit out
-        the round) cost nothing. Minibatches and augmentation are drawn per client.
-        """
+        """Train and communicate for round t; returns the round's training measurements."""
         exp, algo = self.exp, self.exp.algorithm
         start = time.perf_counter()
         ctx = Context(round=t, lr=self.lr(t))
         work = algo.begin_round(ctx)
-        clients = work.clients
-        ids = torch.arange(len(work), device=work.y.device) if clients is None else clients
-        order = torch.argsort(exp.fed.sample_sizes[ids], descending=True, stable=True)
-        permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
-        if permuted:
-            work = work.take(order, None if clients is None else clients[order])
-        rows = ids[order]
-        keys = self.augment_keys(t, rows)
-        drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
-        loss_sum = torch.zeros((), device=exp.device)
-        loss_count = 0
-        for index, phase in enumerate(algo.phases()):
-            lr = self.phase_lr(phase, t)
-            momentum = self.config.train.momentum if phase.momentum is None else phase.momentum
-            optimizer = LocalOptimizer(exp.fed.groups[phase.group], lr, momentum, len(work),
-                                       work.y)
-            for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows)):
-                active = int(mask.any(dim=1).sum())
-                if active == 0:
-                    continue
-                augment = None if keys is None else (keys[:active], drawn[:active])
-                batch = self.make_batch(idx[:active], mask[:active], augment)
-                drawn[:active] += mask[:active].sum(dim=1)
-                step_ctx = Context(round=t, lr=lr, phase=phase, phase_index=index, step=step,
-                                   optimizer=optimizer)
-                loss = algo.local_step(step_ctx, work.head(active), batch)
-                loss_sum += loss.sum()
-                loss_count += active
-        if permuted:
-            work = work.take(torch.argsort(order), clients)
+        loss_sum, loss_count = self.train_work(t, work)
         algo.end_round(ctx, work)
         sent = exp.fed.traffic.take()
         self.client_steps += loss_count
@@ -366,6 +331,49 @@ class Runner:
                                      f"try a smaller train.lr.")
         return {"round": t + 1, "lr": ctx.lr, "train_loss": train_loss, "bytes_round": int(sent),
                 "bytes_total": self.bytes_total, "seconds": seconds}
+
+    def train_work(self, t: int, work: Work) -> tuple[torch.Tensor, int]:
+        """Round t's local phases on the rows of ``work`` (in place); returns the summed
+        per-row loss and the number of client-steps computed.
+
+        The rows are ordered by data size (largest first), so that at every local step the
+        clients that still have a minibatch are a prefix of the rows: the algorithm is handed
+        that prefix only (views), and clients whose data ran out (or that sit out the round)
+        cost nothing. Minibatches and augmentation are drawn per client, so the rows of any
+        subset of clients come out as they would with all the others.
+        """
+        exp, algo = self.exp, self.exp.algorithm
+        clients = work.clients
+        ids = torch.arange(len(work), device=work.y.device) if clients is None else clients
+        order = torch.argsort(exp.fed.sample_sizes[ids], descending=True, stable=True)
+        permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
+        inner = work.take(order, None if clients is None else clients[order]) if permuted \
+            else work
+        rows = ids[order]
+        keys = self.augment_keys(t, rows)
+        drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
+        loss_sum = torch.zeros((), device=exp.device)
+        loss_count = 0
+        for index, phase in enumerate(algo.phases()):
+            lr = self.phase_lr(phase, t)
+            momentum = self.config.train.momentum if phase.momentum is None else phase.momentum
+            optimizer = LocalOptimizer(exp.fed.groups[phase.group], lr, momentum, len(inner),
+                                       inner.y)
+            for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows)):
+                active = int(mask.any(dim=1).sum())
+                if active == 0:
+                    continue
+                augment = None if keys is None else (keys[:active], drawn[:active])
+                batch = self.make_batch(idx[:active], mask[:active], augment)
+                drawn[:active] += mask[:active].sum(dim=1)
+                step_ctx = Context(round=t, lr=lr, phase=phase, phase_index=index, step=step,
+                                   optimizer=optimizer)
+                loss = algo.local_step(step_ctx, inner.head(active), batch)
+                loss_sum += loss.sum()
+                loss_count += active
+        if permuted:
+            work.restore(inner, torch.argsort(order))
+        return loss_sum, loss_count
 
     def evaluate(self) -> dict:
         """All enabled evaluation protocols on the current models."""

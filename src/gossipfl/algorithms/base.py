@@ -104,6 +104,12 @@ class Work:
         """A copy with rows in ``order`` (and the given client ids)."""
         return Work(self.y[order], clients, **{k: v[order] for k, v in self.scratch.items()})
 
+    def restore(self, other: Work, order: torch.Tensor) -> None:
+        """Set this Work's rows (and scratch) to ``other``'s rows in ``order``, in place."""
+        self.y.copy_(other.y[order])
+        for key, value in self.scratch.items():
+            value.copy_(other.scratch[key][order])
+
 
 @dataclass(frozen=True)
 class Rule:
