@@ -254,7 +254,7 @@ def _print_report(result: Any, out: Path) -> None:
 # --------------------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
     from gossipfl.algorithms import available_algorithms
-    from gossipfl.data import DATASETS, PARTITIONERS
+    from gossipfl.data import PARTITIONERS, dataset_names
     from gossipfl.models import MODELS
     from gossipfl.topology import MIXING_RULES, TOPOLOGIES
 
@@ -264,7 +264,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, cls in algorithms.items():
         kind = "centralized" if cls.centralized else "decentralized"
         print(f"  {name:<{width}}  {kind:<13}  {cls.paper}")
-    for title, names in (("datasets", DATASETS), ("partitions", PARTITIONERS),
+    for title, names in (("datasets", dataset_names()), ("partitions", PARTITIONERS),
                          ("models", MODELS), ("topologies", TOPOLOGIES),
                          ("mixing rules", MIXING_RULES)):
         print(f"{title}: {', '.join(names)}")
@@ -427,6 +427,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gossipfl.analysis.command import add_parser as add_analyze  # gossipfl analyze
 
     add_analyze(sub)
+    for command in (run, sweep, rep, sub.choices["list"], sub.choices["analyze"]):
+        command.add_argument("--plugin", action="append", default=[], metavar="FILE|MODULE",
+                             help="load your own algorithm, model or dataset module "
+                                  "(repeatable; see docs/design.md)")
     return parser
 
 
@@ -445,7 +449,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
-            return args.func(args)
+            from gossipfl.plugins import session
+
+            with session(getattr(args, "plugin", None) or ()):
+                return args.func(args)
     except GossipflError as exc:
         _err(f"error: {exc}")
         return exc.exit_status

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from gossipfl import plugins
 from gossipfl.errors import GossipflError, did_you_mean
 
 
@@ -200,6 +201,7 @@ class Config:
     seed: int = 0
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
     name: str | None = None  # run name (run directory prefix)
+    plugins: list = field(default_factory=list)  # the researcher's own modules (plugins.py)
     init_params: Any = None  # API only: tensor [P] or [M, P]
 
     def to_dict(self, *, api_values: bool = False) -> dict:
@@ -240,6 +242,8 @@ def load_config(source: Config | dict | str | Path | None = None,
         raw: dict = {}
     elif isinstance(source, (str, Path)):
         raw = read_yaml(Path(source))
+        if "plugins" in raw:
+            raw["plugins"] = plugins.resolve(raw["plugins"], Path(source).parent)
     elif isinstance(source, dict):
         raw = _deep_copy_dicts(source)
     else:
@@ -300,6 +304,9 @@ def _parse_config(raw: dict) -> Config:
     from gossipfl.algorithms import get_algorithm
 
     raw = dict(raw)
+    raw["plugins"] = plugins.resolve([*plugins.resolve(raw.get("plugins")),
+                                      *plugins.session_plugins()])
+    plugins.load(raw["plugins"])
     algo_raw = raw.pop("algorithm", {}) or {}
     if isinstance(algo_raw, str):
         algo_raw = {"name": algo_raw}

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from gossipfl import plugins
 from gossipfl.config import Config, apply_override, load_config, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import atomic_write_text
@@ -119,17 +120,24 @@ def load_study(source: str | Path | dict, overrides: Sequence[str] = ()) -> Stud
 
 
 def _base(value: Any, where: Path | None) -> dict:
+    """The base config; plugin files named in it are made absolute against the folder of
+    the file that names them."""
     if value is None:
         return {}
+    folder = None if where is None else where.parent
     if isinstance(value, str):
         path = Path(value)
         if not path.is_absolute() and where is not None:
             path = where.parent / path
-        return read_yaml(path)
-    if not isinstance(value, dict):
+        base, folder = read_yaml(path), path.parent
+    elif isinstance(value, dict):
+        base = yaml.safe_load(yaml.safe_dump(value))  # a deep copy
+    else:
         raise GossipflError(f"study.base: must be a config mapping or the path of a config "
                             f"file, got {value!r}.")
-    return yaml.safe_load(yaml.safe_dump(value))  # a deep copy
+    if "plugins" in base:
+        base["plugins"] = plugins.resolve(base["plugins"], folder, key="study.base.plugins")
+    return base
 
 
 def _grid(value: Any) -> dict[str, list]:

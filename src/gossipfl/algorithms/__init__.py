@@ -23,8 +23,11 @@ FAMILIES = ("decentralized", "centralized", "personalized")
 
 def register(cls: type[Algorithm]) -> type[Algorithm]:
     """Class decorator: make ``cls`` available under ``cls.name``."""
-    if cls.name in ALGORITHMS and ALGORITHMS[cls.name] is not cls:
-        raise ValueError(f"algorithm name {cls.name!r} registered twice")
+    from gossipfl.plugins import replaceable
+
+    existing = ALGORITHMS.get(cls.name, cls)
+    if existing is not cls and not replaceable(existing):
+        raise ValueError(f"algorithm name {cls.name!r} is gossipfl's own; choose another")
     ALGORITHMS[cls.name] = cls
     return cls
 

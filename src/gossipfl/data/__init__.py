@@ -18,9 +18,11 @@ from gossipfl.data.datasets import (
     NORMALIZATION,
     Dataset,
     data_root,
+    dataset_names,
     from_tensors,
     load_dataset,
     make_synthetic,
+    register_dataset,
 )
 from gossipfl.data.formats import (
     RemoteFile,
@@ -60,6 +62,7 @@ __all__ = [
     "build_partitioner",
     "crop_flip_params",
     "data_root",
+    "dataset_names",
     "download_file",
     "file_digest",
     "from_tensors",
@@ -71,6 +74,7 @@ __all__ = [
     "random_crop_flip",
     "read_cifar_batch",
     "read_idx",
+    "register_dataset",
     "shuffled_streams",
     "summarize_partition",
     "verify_checksum",

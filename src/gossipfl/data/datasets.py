@@ -29,6 +29,26 @@ from gossipfl.rng import numpy_generator
 
 DATASETS: tuple[str, ...] = ("fashion_mnist", "mnist", "cifar10", "cifar100", "synthetic")
 
+#: Datasets registered by plugins (:func:`register_dataset`): name -> loader.
+USER_DATASETS: dict[str, Callable[..., Dataset]] = {}
+
+
+def register_dataset(name: str) -> Callable:
+    """Decorator: make ``loader(root, download, **options) -> Dataset`` available as dataset
+    ``name`` (``root`` is the data folder: ``data.root``, ``$GOSSIPFL_DATA`` or the cache;
+    ``options`` are the config's ``data.options``)."""
+    def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
+        if name in DATASETS:
+            raise ValueError(f"dataset name {name!r} is gossipfl's own; choose another")
+        USER_DATASETS[name] = loader
+        return loader
+    return decorate
+
+
+def dataset_names() -> tuple[str, ...]:
+    """Every dataset gossipfl can load: the built-in ones, then the plugins'."""
+    return (*DATASETS, *USER_DATASETS)
+
 #: Per-channel (mean, std) of pixel / 255. MNIST: the usual constants; Fashion-MNIST: computed
 #: on its training set; CIFAR-10: the values of the papers' code (FL-Simulator lineage);
 #: CIFAR-100: the usual training-set statistics.
@@ -111,14 +131,26 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Tru
     Options: for ``synthetic`` see :func:`make_synthetic`; for image datasets
     ``normalize`` (default True) and ``augment`` (default: True for CIFAR).
     """
+    if name in USER_DATASETS:
+        return _user_dataset(name, root, download, options)
     if name not in DATASETS:
-        raise unknown_choice(KEY, name, DATASETS)
+        raise unknown_choice(KEY, name, dataset_names())
     if name == "synthetic":
         _check_options(name, options, inspect.signature(make_synthetic).parameters)
         return make_synthetic(**options)
     normalize, augment = _image_options(name, options)
     arrays = _load_arrays(name, data_root(root), download)
     return _image_dataset(name, arrays, normalize, augment)
+
+
+def _user_dataset(name: str, root, download: bool, options: dict) -> Dataset:
+    loader = USER_DATASETS[name]
+    _check_options(name, options, list(inspect.signature(loader).parameters)[2:])
+    dataset = loader(data_root(root), download, **options)
+    if not isinstance(dataset, Dataset):
+        raise GossipflError(f"{KEY}: the loader of '{name}' must return a gossipfl Dataset, "
+                            f"got {type(dataset).__name__}.")
+    return dataset
 
 
 def from_tensors(train_x, train_y, test_x, test_y, num_classes: int | None = None,

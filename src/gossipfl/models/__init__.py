@@ -31,7 +31,20 @@ MODELS: dict[str, ModelBuilder] = {
     "resnet18": resnet18,
 }
 
-__all__ = ["MODELS", "build_model", "head_names", "model_options"]
+__all__ = ["MODELS", "build_model", "head_names", "model_options", "register_model"]
+
+
+def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
+    """Decorator: make ``builder(input_shape, num_classes, **options)`` available as model
+    ``name`` (its keyword arguments after the first two are the model's options)."""
+    def decorate(builder: ModelBuilder) -> ModelBuilder:
+        from gossipfl.plugins import replaceable
+
+        if not replaceable(MODELS.get(name, builder)):
+            raise ValueError(f"model name {name!r} is gossipfl's own; choose another")
+        MODELS[name] = builder
+        return builder
+    return decorate
 
 
 def model_options(name: str) -> dict[str, object]:
