@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import gossipfl
 from gossipfl.rng import numpy_generator
 from tests.lsq import Problem, assert_close
 
@@ -210,3 +211,35 @@ def test_baseline_bytes(problem, name, vectors_down, vectors_up, step_count):
     result = run(problem, {"name": name}, 0.6, wd=WD)
     per_client = (vectors_down + vectors_up) * D * 4 + (4 if step_count else 0)
     assert result.metrics[0]["bytes_round"] == 3 * per_client
+
+
+# -- minibatches: K as taken, Mime's exact full-batch gradient ---------------------------------
+def first_round_state(p: Problem, algorithm: dict, wd=WD, batch_size=4, epochs=2):
+    """Run one round with minibatches over ``epochs`` epochs; (x_0, the sampled clients,
+    the algorithm's state after the round)."""
+    x0 = np.repeat(p.x0[:1], p.M, axis=0)
+    config = p.config({**algorithm, "participation": 0.6}, rounds=1, wd=wd,
+                      topology={"name": "ring"}, x0=x0)
+    config["train"].update(local_steps=None, local_epochs=epochs, batch_size=batch_size)
+    seen = {}
+    gossipfl.run(config, callbacks=[lambda runner, t, row: seen.update(
+        {k: v.double().numpy().copy() for k, v in runner.exp.algorithm.state.items()})])
+    chosen = next(sampled_rounds(p, 1, 0.6))[2]
+    return p.x0[0], chosen, seen
+
+
+def test_fedsagd_k_counts_the_steps_taken(problem):
+    """Unequal client sizes (6, 9, 12, …) with batches of 4: K_i = epochs · ⌈n_i / 4⌉, and
+    v_1 = −Δ_0 / ((1 + β) K η_l) with K the sampled clients' mean."""
+    x0, chosen, state = first_round_state(problem, {"name": "fedsagd", "beta": 0.5}, wd=0.0)
+    steps = 2 * np.ceil(problem.n[chosen] / 4)
+    assert len(set(steps)) > 1  # the clients took different numbers of steps
+    delta = state["server"] - x0  # η = 1
+    assert_close(state["momentum"], -delta / (1.5 * steps.mean() * LR))
+
+
+def test_mimelite_momentum_is_built_from_full_batch_gradients(problem):
+    """With minibatches, the gradient pass still gives each client's exact ∇f_i(x_t)."""
+    x0, chosen, state = first_round_state(problem, {"name": "mimelite", "beta": 0.3})
+    full_batch = np.mean([sgd(problem, i, x0) for i in chosen], axis=0)
+    assert_close(state["momentum"], 0.7 * full_batch)
