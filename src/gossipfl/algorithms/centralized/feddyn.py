@@ -25,8 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import POSITIVE, Rule, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
@@ -48,15 +46,7 @@ class FedDyn(ServerAlgorithm):
     Params = FedDynParams
     weighting = "uniform"
     client_state = ("h_clients",)
-
-    def __init__(self, params, fed):
-        super().__init__(params, fed)
-        self.global_state = (*self.global_state, "h")
-
-    def init(self, x0):
-        super().init(x0)
-        self.state["h"] = torch.zeros_like(x0[0])
-        self.state["h_clients"] = torch.zeros_like(x0)
+    server_vectors = ("h",)
 
     def begin_round(self, ctx):
         work = super().begin_round(ctx)

@@ -33,17 +33,10 @@ class FedLNAG(ServerAlgorithm):
              "Momentum SGD for Distributed Non-Convex Optimization (ICML)")
     Params = MomentumParams
     weighting = "uniform"
-
-    def __init__(self, params, fed):
-        super().__init__(params, fed)
-        self.global_state = (*self.global_state, "buffer")
+    server_vectors = ("buffer",)
 
     def phases(self):
         return [Phase(momentum=0.0)]  # the Nesterov buffer is the local momentum
-
-    def init(self, x0):
-        super().init(x0)
-        self.state["buffer"] = x0[0].new_zeros(x0.shape[1])
 
     def begin_round(self, ctx):
         work = super().begin_round(ctx)

@@ -29,17 +29,10 @@ class GlobalMomentum(ServerAlgorithm):
     """Skeleton; subclasses define ``client_direction`` and ``next_momentum``."""
 
     weighting = "uniform"
-
-    def __init__(self, params, fed):
-        super().__init__(params, fed)
-        self.global_state = (*self.global_state, "momentum")
+    server_vectors = ("momentum",)
 
     def phases(self):
         return [Phase(momentum=0.0)]  # the global momentum replaces any local momentum
-
-    def init(self, x0):
-        super().init(x0)
-        self.state["momentum"] = torch.zeros_like(x0[0])
 
     def begin_round(self, ctx):
         work = super().begin_round(ctx)
