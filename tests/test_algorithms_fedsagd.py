@@ -5,6 +5,8 @@ participation. FedAvgM and FedAdam/Yogi/Adagrad: tests/test_phases_and_servers.p
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -89,6 +91,11 @@ def test_fedsagd_ignores_train_weight_decay_with_a_warning(problem):
     with pytest.warns(Warning, match="weight_decay"):
         result = run(problem, {"name": "fedsagd"}, 0.6, wd=0.1)
     assert_close(result.server_params, fedsagd_reference(problem, 0.6))
+    # the same weight decay as μ: nothing to warn about, and μ is not added twice
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same = run(problem, {"name": "fedsagd", "mu": 0.1}, 0.6, wd=0.1)
+    assert_close(same.server_params, fedsagd_reference(problem, 0.6, mu=0.1))
 
 
 # -- the baselines -----------------------------------------------------------------------------

@@ -9,7 +9,8 @@ i ∈ S_t; the client runs K steps from x_{t,0}^i = x_t (Algorithm 1, lines 8–
 
 i.e. SGD on F_i(x) + β⟨v_t, x⟩ + (λ/2)‖x − x_t‖² + (μ/2)‖x‖²: the "hybrid proximal term" is a
 FedProx pull λ plus the weight decay μ (§3.2), so ``train.weight_decay`` is not added (a
-warning says so when it is set). The sign of μ is Algorithm 1's +μx: Appendix C.11 prints −μx,
+warning says so when it is set to another value than μ: a study may give every algorithm
+the same weight decay, 10⁻³ in the FedSAGD authors' code, equal to the default μ). The sign of μ is Algorithm 1's +μx: Appendix C.11 prints −μx,
 but its proof uses the contraction 1 − η_l(λ+μ), which needs +μx. Uploads
 Δ_t^i = x_{t,K}^i − x_t; the server (lines 14–16):
 
@@ -52,10 +53,10 @@ class FedSAGD(GlobalMomentum):
     Params = FedSAGDParams
 
     def check(self, topology):
-        wd = self.fed.train.weight_decay
-        if wd:
+        wd, mu = self.fed.train.weight_decay, self.params.mu
+        if wd and wd != mu:
             return [f"fedsagd ignores train.weight_decay = {wd}: its weight decay is "
-                    + f"algorithm.mu = {self.params.mu}."]
+                    + f"algorithm.mu = {mu}."]
         return []
 
     def direction(self, ctx, work, batch):
