@@ -87,6 +87,16 @@ def test_fedsagd_switches_matter_and_bytes(problem):
     assert result.metrics[0]["bytes_round"] == s * (3 * D * 4 + 4)
 
 
+@pytest.mark.parametrize("name", ["fedsagd", "fedcm", "fedanag", "mimelite", "fedlnag"])
+def test_own_momentum_ignores_train_momentum_with_a_warning(problem, name):
+    config = problem.config({"name": name, "participation": 0.6}, rounds=2,
+                            topology={"name": "ring"}, x0=np.repeat(problem.x0[:1], M, axis=0))
+    plain = gossipfl.run(config).server_params
+    config["train"]["momentum"] = 0.9
+    with pytest.warns(Warning, match="train.momentum = 0.9"):
+        assert_close(gossipfl.run(config).server_params, plain.double().numpy(), rtol=0, atol=0)
+
+
 def test_fedsagd_ignores_train_weight_decay_with_a_warning(problem):
     with pytest.warns(Warning, match="weight_decay"):
         result = run(problem, {"name": "fedsagd"}, 0.6, wd=0.1)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Phase, Work
 from gossipfl.algorithms.centralized.fedavg import MomentumParams, ServerAlgorithm
+from gossipfl.algorithms.centralized.global_momentum import own_momentum_warnings
 
 
 @register
@@ -37,6 +38,9 @@ class FedLNAG(ServerAlgorithm):
 
     def phases(self):
         return [Phase(momentum=0.0)]  # the Nesterov buffer is the local momentum
+
+    def check(self, topology):
+        return own_momentum_warnings(self)
 
     def begin_round(self, ctx):
         work = super().begin_round(ctx)

@@ -54,10 +54,11 @@ class FedSAGD(GlobalMomentum):
 
     def check(self, topology):
         wd, mu = self.fed.train.weight_decay, self.params.mu
+        warnings = super().check(topology)
         if wd and wd != mu:
-            return [f"fedsagd ignores train.weight_decay = {wd}: its weight decay is "
-                    + f"algorithm.mu = {mu}."]
-        return []
+            warnings.append(f"fedsagd ignores train.weight_decay = {wd}: its weight decay is "
+                            + f"algorithm.mu = {mu}.")
+        return warnings
 
     def direction(self, ctx, work, batch):
         loss, grad = gradient(self.fed, work.y, batch)  # no train.weight_decay: μ is it

@@ -7,7 +7,8 @@ rate:
 1. the server sends x_t **and** m_t to each i ∈ S_t (two model-sized vectors down);
 2. client i runs K_i local steps from y = x_t along ``client_direction``, a combination of
    its stochastic gradient d = ∇F_i(y; ξ) (+ wd·y, clipped as ``train`` says) and the
-   received m_t, which stays fixed during the round; no other local momentum;
+   received m_t, which stays fixed during the round; no other local momentum
+   (``train.momentum`` is not used, with a warning);
 3. client i uploads Δ_i = y_i^{K_i} − x_t; the server averages them **unweighted**,
    Δ_t = (1/|S_t|) Σ_{i∈S_t} Δ_i (the FedSAGD paper's aggregation, §3.1);
 4. m_{t+1} = ``next_momentum`` — by default from the pseudo-gradient
@@ -25,6 +26,15 @@ from gossipfl.algorithms.base import Phase, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
 
 
+def own_momentum_warnings(algorithm: ServerAlgorithm) -> list[str]:
+    """A warning when ``train.momentum`` is set for an algorithm whose momentum is its own."""
+    momentum = algorithm.fed.train.momentum
+    if not momentum:
+        return []
+    return [f"{algorithm.name} ignores train.momentum = {momentum}: its local steps use its "
+            + "own momentum only."]
+
+
 class GlobalMomentum(ServerAlgorithm):
     """Skeleton; subclasses define ``client_direction`` and ``next_momentum``."""
 
@@ -33,6 +43,9 @@ class GlobalMomentum(ServerAlgorithm):
 
     def phases(self):
         return [Phase(momentum=0.0)]  # the global momentum replaces any local momentum
+
+    def check(self, topology):
+        return own_momentum_warnings(self)
 
     def begin_round(self, ctx):
         work = super().begin_round(ctx)
