@@ -154,13 +154,17 @@ def mimelite_reference(p, participation, beta=0.9, global_lr=1.0):
         global_lr)
 
 
-def fedlnag_reference(p, participation, beta=0.9, global_lr=1.0):
+def fedlnag_reference(p, participation, beta=0.9, global_lr=1.0, form="nesterov"):
     x, b = p.x0[0].copy(), np.zeros(p.d)
     for _, eta, chosen in sampled_rounds(p, ROUNDS, participation):
         ys, us = [], []
         for i in chosen:
             y, u = x.copy(), b.copy()
             for _ in range(STEPS):
+                if form == "lookahead":  # App. C.5, lookahead point y − η β u
+                    u = beta * u + (1 - beta) * sgd(p, i, y - eta * beta * u)
+                    y = y - eta * u
+                    continue
                 g = sgd(p, i, y)
                 u = beta * u + g
                 y = y - eta * (g + beta * u)
@@ -200,7 +204,8 @@ BASELINES = {
     "fedcm": (fedcm_reference, [{}, {"alpha": 0.4, "global_lr": 0.7}]),
     "fedanag": (fedanag_reference, [{}, {"beta": 0.5, "global_lr": 0.7}]),
     "mimelite": (mimelite_reference, [{}, {"beta": 0.3, "global_lr": 0.7}]),
-    "fedlnag": (fedlnag_reference, [{}, {"beta": 0.5, "global_lr": 0.7}]),
+    "fedlnag": (fedlnag_reference, [{}, {"beta": 0.5, "global_lr": 0.7},
+                                    {"beta": 0.5, "form": "lookahead"}]),
     "feddyn": (feddyn_reference, [{"alpha": 0.3}, {"alpha": 0.3, "server_correction": False},
                                   {"alpha": 0.1, "global_lr": 0.7}]),
     "fedacg": (fedacg_reference, [{}, {"lam": 0.5, "prox": 0.4, "global_lr": 0.7},
