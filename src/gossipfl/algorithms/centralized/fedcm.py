@@ -12,9 +12,11 @@ and uploads Δ_i = y − x_t. Server, with Δ_t = (1/|S_t|) Σ_{i∈S_t} Δ_i:
     x_{t+1} = x_t + η_g Δ_t
 
 The original writes x_{t+1} = x_t − η̃_g m_{t+1}; here η̃_g = η_g K η_l, so η_g = 1 is the
-FedAvg-sized step (the FedSAGD paper's proof, App. C.7, and the FL-Simulator code's global
-lr 1). α is the weight of the fresh gradient; the FedSAGD paper's "FedCM β = 0.1" (A.3) is
-this α = 0.1, Xu et al.'s default. Bytes: x_t and m_t down, Δ_i up (1–1.5× FedAvg).
+FedAvg-sized step x_t + Δ_t of the public FedCM codes (FL-Simulator, the FedSAGD authors',
+global lr 1). The FedSAGD paper's proof (App. C.7) takes η̃_g = 1, x_{t+1} = x_t +
+Δ_t/(K η_l): ``global_lr: 1/(K η_l)`` here, for a constant η_l. α is the weight of the
+fresh gradient; the FedSAGD paper's "FedCM β = 0.1" (A.3) is this α = 0.1, Xu et al.'s
+default. Bytes: x_t and m_t down, Δ_i up (1–1.5× FedAvg).
 """
 
 from __future__ import annotations
