@@ -265,3 +265,36 @@ def test_mimelite_momentum_is_built_from_full_batch_gradients(problem):
     x0, chosen, state = first_round_state(problem, {"name": "mimelite", "beta": 0.3})
     full_batch = np.mean([sgd(problem, i, x0) for i in chosen], axis=0)
     assert_close(state["momentum"], 0.7 * full_batch)
+
+
+# -- checkpoints: the declared state is the whole state ----------------------------------------
+class StopAfter:
+    def __init__(self, rounds: int):
+        self.rounds = rounds
+
+    def __call__(self, runner, t, row):
+        if t + 1 == self.rounds:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("name", ["fedsagd", "feddyn", "mimelite", "fedlnag", "fedacg"])
+def test_resume_from_a_checkpoint_repeats_the_run(tmp_path, monkeypatch, name):
+    from gossipfl.config import load_config
+    from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
+
+    monkeypatch.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
+    config = {
+        "data": {"dataset": "synthetic", "clients": 6,
+                 "options": {"dim": 6, "train_size": 120, "test_size": 40, "num_classes": 3}},
+        "model": {"name": "logistic"},
+        "algorithm": {"name": name, "participation": 0.5},
+        "train": {"rounds": 5, "local_steps": 2, "batch_size": 8, "lr": 0.1},
+        "eval": {"every": 1}, "output": {"checkpoint_every": 2},
+    }
+    reference = execute(prepare_fresh(load_config(config), tmp_path / "ref"), warn=print)
+    with pytest.raises(KeyboardInterrupt):
+        execute(prepare_fresh(load_config(config), tmp_path / "run"), [StopAfter(3)],
+                warn=print)
+    resumed = execute(prepare_resume(tmp_path / "run"), warn=print)
+    assert resumed.status == "finished"
+    assert np.array_equal(resumed.result.server_params, reference.result.server_params)
