@@ -268,19 +268,11 @@ def test_mimelite_momentum_is_built_from_full_batch_gradients(problem):
 
 
 # -- checkpoints: the declared state is the whole state ----------------------------------------
-class StopAfter:
-    def __init__(self, rounds: int):
-        self.rounds = rounds
-
-    def __call__(self, runner, t, row):
-        if t + 1 == self.rounds:
-            raise KeyboardInterrupt
-
-
 @pytest.mark.parametrize("name", ["fedsagd", "feddyn", "mimelite", "fedlnag", "fedacg"])
 def test_resume_from_a_checkpoint_repeats_the_run(tmp_path, monkeypatch, name):
     from gossipfl.config import load_config
     from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
+    from tests.test_results import Interrupt
 
     monkeypatch.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
     config = {
@@ -293,7 +285,7 @@ def test_resume_from_a_checkpoint_repeats_the_run(tmp_path, monkeypatch, name):
     }
     reference = execute(prepare_fresh(load_config(config), tmp_path / "ref"), warn=print)
     with pytest.raises(KeyboardInterrupt):
-        execute(prepare_fresh(load_config(config), tmp_path / "run"), [StopAfter(3)],
+        execute(prepare_fresh(load_config(config), tmp_path / "run"), [Interrupt(3)],
                 warn=print)
     resumed = execute(prepare_resume(tmp_path / "run"), warn=print)
     assert resumed.status == "finished"

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import Phase, Work, one_of
-from gossipfl.algorithms.centralized.fedavg import MomentumParams, ServerAlgorithm
-from gossipfl.algorithms.centralized.global_momentum import own_momentum_warnings
+from gossipfl.algorithms.base import Work, one_of
+from gossipfl.algorithms.centralized.fedavg import MomentumParams
+from gossipfl.algorithms.centralized.global_momentum import OwnMomentum
 from gossipfl.algorithms.steps import local_direction
 
 
@@ -43,19 +43,12 @@ class FedLNAGParams(MomentumParams):
 
 
 @register
-class FedLNAG(ServerAlgorithm):
+class FedLNAG(OwnMomentum):
     name = "fedlnag"
     paper = ("Yu, Jin & Yang 2019, On the Linear Speedup Analysis of Communication Efficient "
              "Momentum SGD for Distributed Non-Convex Optimization (ICML)")
     Params = FedLNAGParams
-    weighting = "uniform"
-    server_vectors = ("buffer",)
-
-    def phases(self):
-        return [Phase(momentum=0.0)]  # the Nesterov buffer is the local momentum
-
-    def check(self, topology):
-        return own_momentum_warnings(self)
+    server_vectors = ("buffer",)  # the Nesterov buffer is the local momentum
 
     def begin_round(self, ctx):
         work = super().begin_round(ctx)

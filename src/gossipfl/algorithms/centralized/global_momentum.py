@@ -26,26 +26,27 @@ from gossipfl.algorithms.base import Phase, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
 
 
-def own_momentum_warnings(algorithm: ServerAlgorithm) -> list[str]:
-    """A warning when ``train.momentum`` is set for an algorithm whose momentum is its own."""
-    momentum = algorithm.fed.train.momentum
-    if not momentum:
-        return []
-    return [f"{algorithm.name} ignores train.momentum = {momentum}: its local steps use its "
-            + "own momentum only."]
-
-
-class GlobalMomentum(ServerAlgorithm):
-    """Skeleton; subclasses define ``client_direction`` and ``next_momentum``."""
+class OwnMomentum(ServerAlgorithm):
+    """A server algorithm of the FedSAGD paper whose local steps use its own momentum only
+    (``train.momentum`` is not used, with a warning); unweighted aggregation."""
 
     weighting = "uniform"
-    server_vectors = ("momentum",)
 
     def phases(self):
-        return [Phase(momentum=0.0)]  # the global momentum replaces any local momentum
+        return [Phase(momentum=0.0)]
 
     def check(self, topology):
-        return own_momentum_warnings(self)
+        momentum = self.fed.train.momentum
+        if not momentum:
+            return []
+        return [f"{self.name} ignores train.momentum = {momentum}: its local steps use its "
+                + "own momentum only."]
+
+
+class GlobalMomentum(OwnMomentum):
+    """Skeleton; subclasses define ``client_direction`` and ``next_momentum``."""
+
+    server_vectors = ("momentum",)
 
     def begin_round(self, ctx):
         work = super().begin_round(ctx)
