@@ -5,6 +5,7 @@ optimizer, and a personalized one with two local phases on the shared / personal
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gossipfl.algorithms import Algorithm, Phase, register
 from gossipfl.algorithms.base import POSITIVE
@@ -42,7 +43,7 @@ class FedAvgNesterov(ServerAlgorithm):
 class TwoPhaseParams(GossipParams):
     head_lr: float = 0.01  # η_v
     head_epochs: int = 1  # K_v
-    rules = {"head_lr": POSITIVE}
+    rules: ClassVar = {"head_lr": POSITIVE}
 
 
 @register
