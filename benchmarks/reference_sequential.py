@@ -1,12 +1,14 @@
-"""A sequential DFedAvg / DFedSAM round in the style of today's DFL research code.
+"""A sequential DFedAvg / DFedSAM / FedAvg round in the style of today's (D)FL research code.
 
 The structure of the papers' public code and of sequential FL frameworks: one ``nn.Module`` per
 client, trained one client after the other; a new ``torch.optim.SGD`` and a new ``DataLoader``
 per client every round; synchronous neighbour averaging over ``state_dict`` snapshots in Python
-loops; the average model evaluated every round. Our own straightforward implementation, built
+loops (FedAvg: the server model copied into each sampled client's module, and the trained
+modules' ``state_dict``s averaged with weights n_i / Σ n_j); the average (or server) model
+evaluated every round. Our own straightforward implementation, built
 from the same :class:`gossipfl.runner.Experiment` as gossipfl (same data, partition, initial
-model, mixing matrix W, learning rate, decay, weight decay, batch size, local epochs/steps), so
-that only the way of computing differs.
+model, mixing matrix W, FedAvg's sampled clients, learning rate, decay, weight decay, batch size,
+local epochs/steps), so that only the way of computing differs.
 
 Run ``python -m benchmarks.reference_sequential --rounds 3`` to compare its test accuracy with
 gossipfl's on the same config (they use different minibatch orders, so they agree in
@@ -30,11 +32,12 @@ from gossipfl.config import Config, load_config
 from gossipfl.rng import derive_seed
 from gossipfl.runner import Experiment, Runner, build_experiment
 
-ALGORITHMS = ("dfedavg", "dfedsam")
+ALGORITHMS = ("dfedavg", "dfedsam", "fedavg")
 
 
 class SequentialReference:
-    """DFedAvg (train, then gossip x_i ← Σ_j w_ij z_j) or DFedSAM, one client at a time."""
+    """DFedAvg (train, then gossip x_i ← Σ_j w_ij z_j), DFedSAM, or FedAvg (the sampled
+    clients train from the server model, the server averages them), one client at a time."""
 
     def __init__(self, config: Config, exp: Experiment | None = None):
         if config.algorithm.name not in ALGORITHMS:
@@ -45,17 +48,22 @@ class SequentialReference:
         self.topology = exp.topology
         self.rho = getattr(config.algorithm.params, "rho", 0.0)
         self.sam = config.algorithm.name == "dfedsam"
-        self.gossip_steps = config.algorithm.params.gossip_steps
+        self.centralized = config.algorithm.name == "fedavg"
+        self.gossip_steps = getattr(config.algorithm.params, "gossip_steps", 1)
+        self.fed = exp.fed  # FedAvg's client sampling: the same clients as gossipfl
+        self.sizes = [len(ix) for ix in exp.parts]
+        self.client_steps = 0  # minibatch steps trained, all clients together
         data = exp.dataset
         self.client_data = [(data.train_x[torch.as_tensor(ix, device=data.train_x.device)],
                              data.train_y[torch.as_tensor(ix, device=data.train_y.device)])
                             for ix in exp.parts]
         self.test = (data.test_x, data.test_y)
         self.models: list[nn.Module] = []
-        for i in range(len(exp.parts)):
+        for i in range(1 if self.centralized else len(exp.parts)):  # FedAvg: the server's
             model = copy.deepcopy(exp.model)
             exp.layout.load_into(model, exp.x0[i])
             self.models.append(model)
+        self.worker = copy.deepcopy(exp.model)  # FedAvg: the module a sampled client trains
         self.eval_model = copy.deepcopy(exp.model)
         self.watch = Stopwatch(self.device)
 
@@ -91,12 +99,12 @@ class SequentialReference:
                 if steps and done >= steps:
                     return
 
-    def train_client(self, t: int, i: int) -> None:
-        model = self.models[i]
+    def train_client(self, t: int, i: int, model: nn.Module) -> None:
         model.train()
         optimizer = torch.optim.SGD(model.parameters(), lr=self.lr(t),
                                     weight_decay=self.config.train.weight_decay)
         for x, y in self.batches(t, i):
+            self.client_steps += 1
             with self.watch.section("local"):
                 optimizer.zero_grad()
                 F.cross_entropy(model(x), y).backward()
@@ -132,13 +140,33 @@ class SequentialReference:
                                      for j in range(len(states)) if W[i, j] != 0)
                 model.load_state_dict(mixed)
 
+    def fedavg(self, t: int) -> None:
+        """One FedAvg round: each sampled client trains a copy of the server model; the server
+        takes Σ_i p_i x_i, p_i = n_i / Σ_j n_j over the sampled clients (global lr 1)."""
+        server = self.models[0]
+        clients = self.fed.sample(t, self.config.algorithm.params.participation).tolist()
+        total = sum(self.sizes[i] for i in clients)
+        start = copy.deepcopy(server.state_dict())
+        average = {k: torch.zeros_like(v) for k, v in start.items()}
+        for i in clients:
+            self.worker.load_state_dict(start)
+            self.train_client(t, i, self.worker)
+            with self.watch.section("gossip"):
+                for key, value in self.worker.state_dict().items():
+                    average[key] += self.sizes[i] / total * value
+        server.load_state_dict(average)
+
     def run_round(self, t: int) -> dict[str, float]:
-        """Train every client, then gossip; returns the round's time split (seconds)."""
+        """Train every client, then gossip (FedAvg: the sampled clients, then the server
+        average); returns the round's time split (seconds, "gossip" = communication)."""
         start = time.perf_counter()
-        for i in range(len(self.models)):
-            self.train_client(t, i)
-        with self.watch.section("gossip"):
-            self.gossip(t)
+        if self.centralized:
+            self.fedavg(t)
+        else:
+            for i, model in enumerate(self.models):
+                self.train_client(t, i, model)
+            with self.watch.section("gossip"):
+                self.gossip(t)
         split = self.watch.reset()
         split["total"] = time.perf_counter() - start
         return split
@@ -165,9 +193,8 @@ def benchmark_config(model: str = "cnn", clients: int = 100, batch_size: int = 3
                      local_steps: int | None = None, **data) -> Config:
     """The config of the benchmarks: Fashion-MNIST (iid, n_i = 60000/M), ring topology,
     1 local epoch (or ``local_steps``), lr 0.1, only the average model evaluated."""
-    train = {"rounds": 1, "local_epochs": 1, "batch_size": batch_size, "lr": 0.1}
-    if local_steps:
-        train["local_steps"] = local_steps
+    train = {"rounds": 1, "batch_size": batch_size, "lr": 0.1,
+             **({"local_steps": local_steps} if local_steps else {"local_epochs": 1})}
     return load_config({
         "data": {"dataset": "fashion_mnist", "clients": clients, "partition": "iid", **data},
         "model": {"name": model}, "topology": {"name": "ring"},

@@ -79,10 +79,9 @@ class Case:
     extra: dict = field(default_factory=dict)
 
     def config(self, oracle: str) -> Config:
-        train: dict[str, Any] = {"rounds": 1, "local_epochs": 1,
-                                 "batch_size": self.batch_size, "lr": 0.1}
-        if self.local_steps:
-            train["local_steps"] = self.local_steps
+        train: dict[str, Any] = {"rounds": 1, "batch_size": self.batch_size, "lr": 0.1}
+        train.update({"local_steps": self.local_steps} if self.local_steps else
+                     {"local_epochs": 1})
         data: dict[str, Any] = {"clients": self.clients, "partition": "iid"}
         if self.data == "cifar_like":
             data["tensors"] = cifar_like(train=max(50 * self.clients, 2000), test=1000)
@@ -144,7 +143,7 @@ class GossipflRound:
             self.samples += int(batch.mask.sum())
             return batch
 
-        self.runner.local_batches = self.watch.wrap("data", self.runner.local_batches)
+        self.runner.phase_batches = self.watch.wrap("data", self.runner.phase_batches)
         self.runner.make_batch = self.watch.wrap("data", counted_batch)
         exp.algorithm.local_step = self.watch.wrap("local", exp.algorithm.local_step)
         exp.algorithm.end_round = self.watch.wrap("gossip", exp.algorithm.end_round)

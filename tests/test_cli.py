@@ -163,12 +163,13 @@ def test_missing_config_file_and_existing_run_directory(work, capsys):
     assert sorted(p.name for p in (work / "taken").iterdir()) == ["file"]
 
 
-def test_name_collision_is_an_error(work, capsys, monkeypatch):
+def test_unnamed_run_directories_never_collide(work, capsys, monkeypatch):
     monkeypatch.setattr("gossipfl.results.rundir.timestamp", lambda now=None: "20240101-000000")
-    assert gossipfl(capsys, "run", "tiny.yaml", "--quiet")[0] == 0
-    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--quiet")
-    assert code == 2 and "output.dir: run directory" in err and "already exists" in err
-    assert len(run_dirs(work)) == 1
+    for _ in range(3):
+        assert gossipfl(capsys, "run", "tiny.yaml", "--quiet")[0] == 0
+    assert [p.name for p in run_dirs(work)] == [
+        "tiny-20240101-000000", "tiny-20240101-000000-2", "tiny-20240101-000000-3"]
+    assert all(RunDirectory(p).status() == "finished" for p in run_dirs(work))
 
 
 def test_interrupt_then_resume_matches_uninterrupted(work, capsys, monkeypatch):
@@ -184,7 +185,7 @@ def test_interrupt_then_resume_matches_uninterrupted(work, capsys, monkeypatch):
     code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "cut", "--quiet")
     assert code == 130
     assert "interrupted after round 3; the last checkpoint is at round 2." in err
-    assert "resume with: gossipfl run --resume cut" in err
+    assert f"resume with: {sys.executable} -m gossipfl run --resume cut" in err
     assert RunDirectory(work / "cut").load_checkpoint()["runner"]["round"] == 2
     monkeypatch.setattr(Runner, "run_round", original)
     code, out, err = gossipfl(capsys, "run", "--resume", "cut")
@@ -282,7 +283,7 @@ def test_interrupted_sweep_resumes(work, capsys, monkeypatch):
 
     monkeypatch.setattr(Runner, "run_round", interrupted)
     code, _, err = gossipfl(capsys, "sweep", "study.yaml", "--quiet")
-    assert code == 130 and "Resume with: gossipfl sweep study.yaml" in err
+    assert code == 130 and f"Resume with: {sys.executable} -m gossipfl sweep study.yaml" in err
     monkeypatch.setattr(Runner, "run_round", original)
     code, out, err = gossipfl(capsys, "sweep", "study.yaml")
     assert code == 0, err

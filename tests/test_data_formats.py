@@ -170,7 +170,7 @@ def test_parse_idx_is_big_endian():
 def test_mnist_round_trip_from_dataset_subfolder(tmp_path, name):
     arrays = mnist_arrays()
     write_mnist_folder(tmp_path / name, arrays)
-    raw = load_dataset(name, root=tmp_path, download=False, normalize=False)
+    raw = load_dataset(name, root=tmp_path, download=False, verify=False, normalize=False)
     assert raw.train_x.shape == (6, 1, 28, 28) and raw.test_x.shape == (4, 1, 28, 28)
     assert raw.num_classes == 10 and raw.input_shape == (1, 28, 28) and not raw.augment
     np.testing.assert_array_equal(raw.train_x[:, 0].numpy(), arrays[0])
@@ -178,7 +178,7 @@ def test_mnist_round_trip_from_dataset_subfolder(tmp_path, name):
     assert raw.train_y.dtype == torch.int64
     np.testing.assert_array_equal(raw.train_y.numpy(), arrays[1])
     np.testing.assert_array_equal(raw.test_y.numpy(), arrays[3])
-    norm = load_dataset(name, root=tmp_path, download=False)
+    norm = load_dataset(name, root=tmp_path, download=False, verify=False)
     (mean,), (std,) = NORMALIZATION[name]
     pixels = torch.round((norm.train_x * std + mean) * 255)
     np.testing.assert_array_equal(pixels[:, 0].numpy(), arrays[0])
@@ -188,7 +188,7 @@ def test_raw_files_directly_in_root_and_env_default(tmp_path, monkeypatch):
     arrays = mnist_arrays(seed=1)
     write_mnist_folder(tmp_path, arrays, suffix="")
     monkeypatch.setenv("GOSSIPFL_DATA", str(tmp_path))
-    data = load_dataset("mnist", download=False, normalize=False)
+    data = load_dataset("mnist", download=False, verify=False, normalize=False)
     np.testing.assert_array_equal(data.test_x[:, 0].numpy(), arrays[2])
 
 
@@ -196,7 +196,7 @@ def test_dataset_subfolder_wins_over_root(tmp_path):
     write_mnist_folder(tmp_path, mnist_arrays(seed=1))
     sub = mnist_arrays(seed=2)
     write_mnist_folder(tmp_path / "mnist", sub)
-    data = load_dataset("mnist", root=tmp_path, download=False, normalize=False)
+    data = load_dataset("mnist", root=tmp_path, download=False, verify=False, normalize=False)
     np.testing.assert_array_equal(data.train_y.numpy(), sub[1])
 
 
@@ -204,19 +204,19 @@ def test_label_count_mismatch_names_file(tmp_path):
     train_x, train_y, test_x, test_y = mnist_arrays()
     write_mnist_folder(tmp_path, (train_x, train_y[:-1], test_x, test_y))
     with pytest.raises(GossipflError, match="train-labels-idx1-ubyte.gz must hold 6 labels"):
-        load_dataset("mnist", root=tmp_path, download=False)
+        load_dataset("mnist", root=tmp_path, download=False, verify=False)
 
 
 def test_label_out_of_range(tmp_path):
     train_x, train_y, test_x, _ = mnist_arrays()
     write_mnist_folder(tmp_path, (train_x, train_y, test_x, np.array([0, 1, 2, 12])))
     with pytest.raises(GossipflError, match=r"t10k-labels.*outside 0\.\.9"):
-        load_dataset("mnist", root=tmp_path, download=False)
+        load_dataset("mnist", root=tmp_path, download=False, verify=False)
 
 
 def test_missing_without_download_lists_folders(tmp_path):
     with pytest.raises(GossipflError) as info:
-        load_dataset("cifar10", root=tmp_path, download=False)
+        load_dataset("cifar10", root=tmp_path, download=False, verify=False)
     text = str(info.value)
     assert text.startswith("data.dataset: cifar10 not found in")
     assert str(tmp_path / "cifar10") in text and "downloads are off" in text
@@ -225,13 +225,16 @@ def test_missing_without_download_lists_folders(tmp_path):
 def test_unknown_dataset_and_option():
     with pytest.raises(GossipflError, match="did you mean 'mnist'"):
         load_dataset("mnsit")
-    with pytest.raises(GossipflError, match="data.alpha: not an option"):
+    with pytest.raises(GossipflError, match="data.options.alpha: not an option"):
         load_dataset("mnist", alpha=1.0)
 
 
 @pytest.mark.skipif(not DEBIAN_FASHION.is_dir(), reason="Debian dataset-fashion-mnist missing")
-def test_real_fashion_mnist_from_debian_package(tmp_path):
-    data = load_dataset("fashion_mnist", root=tmp_path, download=False)
+def test_real_fashion_mnist_from_debian_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOSSIPFL_DATA", str(tmp_path))  # the default root: system folders too
+    data = load_dataset("fashion_mnist", download=False)
+    assert [Path(f["path"]).parent for f in data.files] == [DEBIAN_FASHION] * 4
+    assert all(f["verified"] for f in data.files)
     assert len(data.train_y) == 60000 and len(data.test_y) == 10000
     assert data.num_classes == 10 and data.input_shape == (1, 28, 28)
     assert data.train_x.dtype == torch.float32
@@ -261,9 +264,9 @@ def _check_cifar(data, train, test, num_classes):
 def test_cifar10_python2_batches(tmp_path):
     train, test = cifar_arrays(10)
     write_cifar10_folder(tmp_path / "cifar10", train, test)
-    raw = load_dataset("cifar10", root=tmp_path, download=False, normalize=False)
+    raw = load_dataset("cifar10", root=tmp_path, download=False, verify=False, normalize=False)
     _check_cifar(raw, train, test, 10)
-    norm = load_dataset("cifar10", root=tmp_path, download=False)
+    norm = load_dataset("cifar10", root=tmp_path, download=False, verify=False)
     mean, std = (torch.tensor(v).view(1, 3, 1, 1) for v in NORMALIZATION["cifar10"])
     np.testing.assert_array_equal(torch.round((norm.train_x * std + mean) * 255).numpy(),
                                   raw.train_x.numpy())
@@ -276,7 +279,7 @@ def test_cifar10_from_archive_is_extracted(tmp_path):
     root.mkdir()
     with tarfile.open(root / "cifar-10-python.tar.gz", "w:gz") as tar:
         tar.add(batches, arcname="cifar-10-batches-py")
-    data = load_dataset("cifar10", root=root, download=False, normalize=False)
+    data = load_dataset("cifar10", root=root, download=False, verify=False, normalize=False)
     _check_cifar(data, train, test, 10)
     assert (root / "cifar10" / "cifar-10-batches-py" / "test_batch").is_file()
 
@@ -290,7 +293,7 @@ def test_cifar100_fine_labels(tmp_path):
     entry = {b"data": x, b"fine_labels": list(y), b"coarse_labels": list(y // 5)}
     (folder / "train").write_bytes(pickle.dumps(entry, protocol=4))  # a Python 3 pickle
     (folder / "test").write_bytes(py2_cifar_pickle(*test, b"fine_labels"))
-    data = load_dataset("cifar100", root=tmp_path, download=False, normalize=False)
+    data = load_dataset("cifar100", root=tmp_path, download=False, verify=False, normalize=False)
     _check_cifar(data, train, test, 100)
 
 
@@ -314,7 +317,7 @@ def test_corrupt_and_malicious_batches(tmp_path):
 def test_corrupt_archive_names_it(tmp_path):
     (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"\x1f\x8b not really a tarball")
     with pytest.raises(GossipflError, match="cannot extract .*cifar-10-python.tar.gz"):
-        load_dataset("cifar10", root=tmp_path, download=False)
+        load_dataset("cifar10", root=tmp_path, download=False, verify=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,11 +429,13 @@ def test_synthetic_is_deterministic_balanced_and_learnable():
 
 
 def test_synthetic_option_errors():
-    with pytest.raises(GossipflError, match="data.num_classes: must be an integer >= 2, got 1"):
+    with pytest.raises(GossipflError,
+                       match="data.options.num_classes: must be an integer >= 2, got 1"):
         make_synthetic(num_classes=1)
-    with pytest.raises(GossipflError, match="data.train_size"):
+    with pytest.raises(GossipflError, match="data.options.train_size"):
         load_dataset("synthetic", train_size=0)
-    with pytest.raises(GossipflError, match="data.size: not an option of dataset 'synthetic'"):
+    with pytest.raises(GossipflError,
+                       match="data.options.size: not an option of dataset 'synthetic'"):
         load_dataset("synthetic", size=3)
 
 

@@ -175,3 +175,45 @@ def test_baseline_study_compares_the_four_baselines():
     config = expand(parsed)[0].config
     assert (config.data.dataset, config.data.partition, config.data.alpha,
             config.data.clients) == ("fashion_mnist", "dirichlet", 0.3, 100)
+
+
+# --------------------------------------------------------------------------------------------
+# Flatness columns (a study's `analysis` section)
+# --------------------------------------------------------------------------------------------
+def test_study_analysis_adds_flatness_columns(tmp_path):
+    from gossipfl.analysis import analysis_columns, analyze
+
+    parsed = load_study(study(grid=GRID, seeds=[0, 1],
+                              analysis={"top_k": 1, "trace": True, "samples": 60}))
+    done = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+    for row in done.report.table:
+        runs = [done.path / v.dirname for v in done.variants if v.label == row.label]
+        tops = [analysis_columns(p)["top_eigenvalue"] for p in runs]
+        assert row.flatness["top_eigenvalue"].mean == pytest.approx(sum(tops) / len(tops))
+        assert row.flatness["trace"].n == 2
+    header = done.report.markdown.splitlines()[0]
+    assert "top Hessian eigenvalue" in header and "Hessian trace" in header
+    assert "top_eigenvalue_mean" in (done.path / "table.csv").read_text().splitlines()[0]
+    # a second sweep skips the runs and the analyses, and reports the same table
+    second = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+    assert second.report.markdown == done.report.markdown
+    # the column is the analysis of the run's final model, as `gossipfl analyze` computes it
+    path = done.path / done.variants[0].dirname
+    recorded = analysis_columns(path)["top_eigenvalue"]
+    again = analyze(path, hessian=True, top_k=1, samples=60)
+    assert again["hessian"]["models"]["average"]["eigenvalues"][0] == pytest.approx(
+        recorded, rel=1e-6)
+
+
+def test_study_without_analysis_has_no_flatness_columns(tmp_path):
+    done = run_study(load_study(study(grid=GRID)), out=tmp_path, log=quiet, warn=pytest.fail)
+    assert "eigenvalue" not in done.report.markdown
+
+
+@pytest.mark.parametrize(("analysis", "message"), [
+    ({"top-k": 2}, r"^study.analysis.top-k: unknown option \(did you mean 'top_k'\?\)"),
+    ([1], r"^study.analysis: must map analysis options"),
+])
+def test_bad_study_analysis(analysis, message):
+    with pytest.raises(GossipflError, match=message):
+        load_study(study(analysis=analysis))

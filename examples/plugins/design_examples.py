@@ -5,10 +5,12 @@ optimizer, and a personalized one with two local phases on the shared / personal
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gossipfl.algorithms import Algorithm, Phase, register
-from gossipfl.algorithms.base import POSITIVE, UNIT_INTERVAL
-from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
+from gossipfl.algorithms.base import POSITIVE
+from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
+from gossipfl.algorithms.centralized.fedopt import ServerMomentumParams
 from gossipfl.algorithms.decentralized.dfedavg import GossipParams
 from gossipfl.algorithms.server import ServerOptimizer
 
@@ -25,19 +27,13 @@ class ServerNesterov(ServerOptimizer):
         return self.momentum * state["velocity"] + delta
 
 
-@dataclass
-class NesterovParams(ServerParams):
-    server_momentum: float = 0.9  # β
-    rules = {"server_momentum": UNIT_INTERVAL}
-
-
 @register
 class FedAvgNesterov(ServerAlgorithm):
     """FedAvg's clients and aggregation; the server steps with Nesterov momentum."""
 
     name = "fedavg_nesterov"
     paper = "design example: FedAvg with a Nesterov server optimizer"
-    Params = NesterovParams
+    Params = ServerMomentumParams  # participation, global_lr, server_momentum β
 
     def server_optimizer(self):
         return ServerNesterov(self.params.global_lr, momentum=self.params.server_momentum)
@@ -47,7 +43,7 @@ class FedAvgNesterov(ServerAlgorithm):
 class TwoPhaseParams(GossipParams):
     head_lr: float = 0.01  # η_v
     head_epochs: int = 1  # K_v
-    rules = {"head_lr": POSITIVE}
+    rules: ClassVar = {"head_lr": POSITIVE}
 
 
 @register

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -25,7 +26,7 @@ from gossipfl.models import register_model
 @dataclass
 class CTAParams(Hyperparams):
     gossip_steps: int = 1  # Q
-    rules = {"gossip_steps": AT_LEAST_ONE}
+    rules: ClassVar = {"gossip_steps": AT_LEAST_ONE}
 
 
 @register

@@ -9,15 +9,19 @@
     gossipfl data DATASET --partition NAME --clients M [--alpha A] [--plot PNG]
     gossipfl fetch DATASET [--root DIR]
 
-A user error prints one sentence on stderr and exits with status 2 (no traceback); an
-interrupted run exits with 130 after saying how to resume it; a run that diverges (NaN/inf, or
-a consensus distance above train.max_consensus) says so in one sentence and exits with 3; any
-other floating-point failure exits with 1.
+A user error prints one sentence on stderr and exits with status 2 (no traceback), and so
+does a write that fails (disk full: the sentence says how to resume); an interrupted run
+(Ctrl-C or SIGTERM) exits with 130 after saying how to resume it; a run that diverges (NaN/inf,
+or a consensus distance above train.max_consensus) says so in one sentence and exits with 3;
+any other floating-point failure exits with 1; a study in which some run failed exits with 1
+after its table, one line per failed run.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import signal
 import sys
 import warnings
 from collections.abc import Sequence
@@ -28,6 +32,7 @@ import yaml
 
 from gossipfl import __version__
 from gossipfl.errors import GossipflError
+from gossipfl.io import check_writable, check_writable_file
 
 #: The experiment ``gossipfl run`` runs without a config (the same as examples/quickstart.yaml):
 #: under a minute on 2 idle CPU cores (about 90 s on a busy one), from 10% to about 82% test
@@ -139,7 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         prepared = _prepare_new(args)
     for note in prepared.notes:
         _err(note)
-    return _execute(prepared, args.quiet)
+    return _execute(prepared, args)
 
 
 def _prepare_new(args: argparse.Namespace):
@@ -155,27 +160,62 @@ def _prepare_new(args: argparse.Namespace):
     config = load_config(args.config if args.config else QUICKSTART, overrides)
     if args.out:
         return prepare_fresh(config, Path(args.out), key="--out")
-    return prepare_fresh(config, new_run_path(config))
+    return prepare_fresh(config, new_run_path(config), unique=True)
 
 
-def _execute(prepared: Any, quiet: bool) -> int:
+def command_line(*args: str) -> str:
+    """A gossipfl command line that works without an activated virtual environment: the
+    full path of the ``gossipfl`` script that is running, else ``<python> -m gossipfl``."""
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is not None and script.name == "gossipfl" and script.is_file():
+        head = [str(script.absolute())]
+    else:
+        head = [sys.executable, "-m", "gossipfl"]
+    return shlex.join([*head, *args])
+
+
+def _option_args(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """``--name value`` for each option in ``names`` the user gave (repeatable ones too)."""
+    out: list[str] = []
+    for name in names:
+        value = getattr(args, name, None)
+        for item in value if isinstance(value, list) else [value] if value else []:
+            out += [f"--{name}", str(item)]
+    return out
+
+
+def _resume_run_command(args: argparse.Namespace, run_dir: Path) -> str:
+    return command_line("run", "--resume", str(run_dir),
+                        *_option_args(args, ("device", "plugin")))
+
+
+def _resume_sweep_command(args: argparse.Namespace) -> str:
+    return command_line("sweep", args.study,
+                        *_option_args(args, ("out", "set", "device", "plugin")))
+
+
+def _execute(prepared: Any, args: argparse.Namespace) -> int:
     from gossipfl.results.lifecycle import execute
 
     run_dir = prepared.run_dir.path
-    bar = ProgressBar(prepared.runner, run_dir.name, disable=quiet)
+    reports = prepared.run_dir.writes  # under torchrun, rank 0 reports for the job
+    bar = ProgressBar(prepared.runner, run_dir.name, disable=args.quiet or not reports)
     try:
         outcome = execute(prepared, [bar], warn=_warn)
     except KeyboardInterrupt:
         bar.close()
-        _report_interrupt(prepared)
+        _report_interrupt(prepared, _resume_run_command(args, run_dir))
         return 130
     bar.close()
     if outcome.status == "failed":
-        return _report_failure(outcome)
+        return _report_failure(outcome, _resume_run_command(args, run_dir))
     if outcome.status == "diverged":
-        _err(f"error: {outcome.error} (results so far in {outcome.run_dir.path})")
+        if reports:
+            _err(f"error: {outcome.error} (results so far in {outcome.run_dir.path})")
         return outcome.error.exit_status
-    if quiet:
+    if not reports:
+        return 0
+    if args.quiet:
         print(run_dir)
     else:
         print(format_summary(outcome.summary, run_dir))
@@ -185,22 +225,34 @@ def _execute(prepared: Any, quiet: bool) -> int:
     return 0
 
 
-def _report_interrupt(prepared: Any) -> None:
+def _report_interrupt(prepared: Any, resume: str) -> None:
     summary = prepared.run_dir.read_summary()
     done, at = summary.get("rounds_done"), summary.get("checkpoint_round")
     where = (f"the last checkpoint is at round {at}" if at
              else "no checkpoint was written yet, so a resume starts again from round 0")
     _err(f"interrupted after round {done}; {where}.")
-    _err(f"resume with: gossipfl run --resume {prepared.run_dir.path}")
+    _err(f"resume with: {resume}")
 
 
-def _report_failure(outcome: Any) -> int:
+def _report_failure(outcome: Any, resume: str) -> int:
+    from gossipfl.io import WriteError
+
     error = outcome.error
+    kept = outcome.run_dir.path.exists()
+    if isinstance(error, WriteError):
+        _err(f"error: {error}; {_after_write_error(error, resume if kept else None)}")
+        return error.exit_status
     if not isinstance(error, FloatingPointError):  # user errors exit 2 in main; bugs show a
         raise error                                   # traceback
-    kept = outcome.run_dir.path.exists()
     _err(f"error: {error}" + (f" (results so far in {outcome.run_dir.path})" if kept else ""))
     return 1
+
+
+def _after_write_error(error: Any, command: str | None, action: str = "resume") -> str:
+    """What to do after a failed write: free space (or fix the folder), then ``command``."""
+    fix = "free space" if error.no_space else "fix that"
+    return f"{fix} and {action} with: {command}" if command else \
+        f"{fix} and run the command again."
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,22 +272,58 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                             log=log, warn=_warn)
     except KeyboardInterrupt:
         _err(f"interrupted; finished runs are kept and the interrupted one keeps its last "
-             f"checkpoint. Resume with: gossipfl sweep {args.study}")
+             f"checkpoint. Resume with: {_resume_sweep_command(args)}")
         return 130
-    _print_report(outcome.report, outcome.path)
-    return 0
+    if outcome.report is not None:
+        _print_report(outcome.report, outcome.path)
+    status = _report_failed_runs(outcome, _resume_sweep_command(args))
+    error = outcome.report_error
+    if error is None:
+        return status
+    report = command_line("report", str(outcome.path))
+    _err(f"error: {error}; {_after_write_error(error, report, 'write the table')}")
+    return error.exit_status
+
+
+def _report_failed_runs(outcome: Any, resume: str) -> int:
+    """One line per run that failed; status 1 when any did."""
+    if not outcome.failed:
+        return 0
+    for dirname, reason in outcome.failed.items():
+        _err(f"failed: {dirname}: {reason}")
+    _err(f"{len(outcome.failed)} of {len(outcome.variants)} runs failed; the table shows the "
+         f"others. Fix the cause, then retry the failed runs with: {resume}")
+    return 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from gossipfl.results.reporting import find_runs, report
 
-    runs = find_runs(args.paths)
     out = Path(args.out) if args.out else (Path(args.paths[0]) if len(args.paths) == 1
                                            else Path("report"))
-    targets = args.target if args.target else _study_targets(args.paths)
+    check_writable(out, "--out")
+    runs = find_runs(args.paths)
+    targets = [parse_target(t) for t in args.target] if args.target \
+        else _study_targets(args.paths)
     result = report(runs, out, metric=args.metric, targets=targets)
     _print_report(result, out)
     return 0
+
+
+def parse_target(text: str) -> float:
+    """An accuracy for ``--target``: a fraction in (0, 1], or a percentage written with %."""
+    value = text.strip()
+    percent = value.endswith("%")
+    try:
+        number = float(value.rstrip("%").strip())
+    except ValueError:
+        number = float("nan")
+    if percent:
+        number /= 100
+    if not 0 < number <= 1:  # NaN fails too
+        raise GossipflError(f"--target: {text!r} is not an accuracy in (0, 1]; write a "
+                            f"fraction such as 0.7 or a percentage such as 70%.")
+    return number
 
 
 def _study_targets(paths: Sequence[str]) -> list[float] | None:
@@ -252,6 +340,8 @@ def _study_targets(paths: Sequence[str]) -> list[float] | None:
 
 
 def _print_report(result: Any, out: Path) -> None:
+    for line in result.left_out:
+        _warn(line)
     print(result.markdown, end="")
     print(f"written to {out}: {', '.join(p.name for p in result.files)}")
 
@@ -283,6 +373,8 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
     params = {k: v for k, v in (("k", args.k), ("p", args.p), ("path", args.path))
               if v is not None}
+    if args.draw:
+        check_writable_file(args.draw, "--draw")
     topology = build_topology(args.name, args.clients, mixing=args.mixing, seed=args.seed,
                               **params)
     info = topology.describe()
@@ -331,6 +423,8 @@ def cmd_data(args: argparse.Namespace) -> int:
             data[key] = getattr(args, key)
     overrides = [f"data.options.{item}" for item in args.option]
     config = load_config({"data": data, "seed": args.seed}, overrides)
+    if args.plot:
+        check_writable_file(args.plot, "--plot")
     dataset, parts = build_data(config)
     print(f"{dataset.name}: {len(dataset.train_y)} train / {len(dataset.test_y)} test samples, "
           f"input {list(dataset.input_shape)}, {dataset.num_classes} classes")
@@ -350,9 +444,13 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_fetch(args: argparse.Namespace) -> int:
     from gossipfl.data import load_dataset
 
-    dataset = load_dataset(args.dataset, root=args.root, download=not args.no_download)
+    dataset = load_dataset(args.dataset, root=args.root, download=not args.no_download,
+                           verify=not args.no_verify)
     print(f"{dataset.name}: {len(dataset.train_y)} train / {len(dataset.test_y)} test "
           f"samples ready.")
+    for file in dataset.files:
+        check = "official SHA-256" if file["verified"] else "SHA-256 not checked"
+        print(f"  {file['path']}  {check} {file['sha256']}")
     return 0
 
 
@@ -387,8 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="table and figures for existing runs or studies")
     rep.add_argument("paths", nargs="+", metavar="PATH", help="run or study directories")
     rep.add_argument("--metric", help="accuracy column (default: test_acc)")
-    rep.add_argument("--target", type=float, action="append", default=[],
-                     help="accuracy in (0, 1] for a rounds-to-target column (repeatable)")
+    rep.add_argument("--target", action="append", default=[],
+                     help="accuracy for a rounds-to-target column: a fraction in (0, 1] or a "
+                          "percentage such as 70%% (repeatable)")
     rep.add_argument("--out", help="where table.md/.csv and figures go (default: the one "
                                    "PATH given, else ./report)")
     rep.set_defaults(func=cmd_report)
@@ -429,6 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "~/.cache/gossipfl/data)")
     fetch.add_argument("--no-download", action="store_true",
                        help="only look for the files (exit 2 when they are not there)")
+    fetch.add_argument("--no-verify", action="store_true",
+                       help="accept files whose SHA-256 is not the official files' (your own)")
     fetch.set_defaults(func=cmd_fetch)
 
     from gossipfl.analysis.command import add_parser as add_analyze  # gossipfl analyze
@@ -446,8 +547,30 @@ def _add_set(parser: argparse.ArgumentParser, text: str = "override a config key
                         help=f"{text}, e.g. train.lr=0.05 (repeatable)")
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status."""
+    """Entry point; returns the exit status. SIGTERM is handled as Ctrl-C."""
+    previous = _handle_sigterm()
+    try:
+        return _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _handle_sigterm() -> Any:
+    """Make SIGTERM raise KeyboardInterrupt (main thread only); returns the old handler."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminate)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -12,9 +12,11 @@ matrix, initial parameters) are accepted where documented and left out of YAML d
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,8 +35,9 @@ class DataConfig:
     """Dataset, partition and where the files are."""
 
     dataset: str = "fashion_mnist"
-    root: str | None = None
+    root: str | None = None  # set: the only folder looked in (never replaced by another)
     download: bool = True
+    verify: bool = True  # false: accept files whose SHA-256 is not the official files'
     clients: int = 100
     partition: str = "dirichlet"
     alpha: float = 0.3
@@ -97,8 +100,8 @@ class TrainConfig:
     """Rounds, local work and the local optimizer shared by all algorithms."""
 
     rounds: int = 100
-    local_epochs: int = 1
-    local_steps: int | None = None  # K local steps; overrides local_epochs when set
+    local_epochs: int = 1  # passes over the client's data per round
+    local_steps: int | None = None  # K local steps instead (a config sets only one: EXCLUSIVE)
     batch_size: int | str = 32  # or "full" for full-batch local gradients
     lr: float = 0.1
     lr_decay: float = 1.0  # lr_t = lr * lr_decay ** t (decayed per round)
@@ -151,8 +154,12 @@ class EvalConfig:
     local_models: bool = True  # mean/std of each local model on (a subset of) the test set
     local_subset: int | None = 2000  # test samples used for local models; None = all
     personalized: bool = False  # each client on its label-matched local test split
+    # (always on for algorithms declaring "personalized")
+    personalized_point: str = "after_gossip"  # or before_gossip: models right after training
 
     def validate(self) -> None:
+        _choice("eval.personalized_point", self.personalized_point,
+                ("after_gossip", "before_gossip"))
         _positive("eval.every", self.every, integer=True)
         _positive("eval.batch_size", self.batch_size, integer=True)
         if self.local_subset is not None:
@@ -166,9 +173,16 @@ class EngineConfig:
     oracle: str = "auto"  # auto | stacked | vmap | loop
     chunk_size: int | None = None  # clients per block (None: chosen from memory)
     keep_freed_memory: bool = True  # on CPU: glibc reuses freed pages (10-30 % faster rounds)
+    # gossipfl.distributed: one process (single), torch.distributed ranks each owning a block
+    # of clients (distributed), or distributed exactly when launched by torchrun (auto)
+    backend: str = "auto"  # auto | single | distributed
+    timeout: float = 300.0  # seconds a rank waits for the others before the job ends
 
     def validate(self) -> None:
         _choice("engine.oracle", self.oracle, ("auto", "stacked", "vmap", "loop"))
+        _choice("engine.backend", self.backend, ("auto", "single", "distributed"))
+        if not self.timeout > 0:
+            raise GossipflError(f"engine.timeout: must be > 0 seconds, got {self.timeout}.")
         if self.chunk_size is not None:
             _positive("engine.chunk_size", self.chunk_size, integer=True)
 
@@ -226,9 +240,18 @@ class Config:
 
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+#: Top-level keys of a config that are not sections.
+SCALAR_KEYS = ("seed", "device", "name", "plugins")
 
 API_ONLY = {("data", "tensors"), ("model", "factory"), ("topology", "matrix"),
             ("init_params",)}
+
+#: Keys that say one thing two ways, (section, first, second, first's default): a config sets
+#: at most one key of each pair. A setting from a later level (--set over the file or the
+#: quickstart, a study's grid over its base) replaces the other key of its pair from the
+#: earlier level. Within one level both set is an error, except (in a file or dict) the first
+#: at its default, which is how a resolved config (a run directory's config.yaml) reads.
+EXCLUSIVE = (("train", "local_epochs", "local_steps", 1),)
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,6 +281,11 @@ def load_config(source: Config | dict | str | Path | None = None,
     else:
         raise GossipflError(
             f"config: expected a dict, a YAML path or a Config, got {type(source).__name__}.")
+    check_exclusive(raw)
+    given: dict = {}
+    for item in overrides or []:
+        apply_override(given, item, replace=False)
+    check_exclusive(given, " on the command line", typed=True)
     for item in overrides or []:
         apply_override(raw, item)
     config = _parse_config(raw)
@@ -265,12 +293,65 @@ def load_config(source: Config | dict | str | Path | None = None,
     return config
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int):
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.line = key, line
+
+
+class YamlLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys and reads ``1e0``/``5e-4`` as numbers (YAML 1.1
+    wants a dot), so a number means the same in a file and in ``--set``."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):
+                continue
+            if key in seen:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
+    list("-+0123456789."))
+
+
+def parse_yaml(text: str) -> Any:
+    """Parse YAML text with :class:`YamlLoader`."""
+    return yaml.load(text, Loader=YamlLoader)  # a SafeLoader subclass
+
+
+def read_text(path: Path, what: str = "config") -> str:
+    """The UTF-8 text of ``path``, or one sentence saying why it cannot be read."""
+    if path.is_dir():
+        raise GossipflError(f"{what}: '{path}' is a directory, not a file.")
+    if not path.exists():
+        raise GossipflError(f"{what}: file '{path}' does not exist.")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GossipflError(f"{what}: '{path}' cannot be read ({exc.strerror or exc}).") from None
+    if b"\x00" in data:
+        raise GossipflError(f"{what}: '{path}' is a binary file, not YAML text.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GossipflError(f"{what}: '{path}' is not UTF-8 text (byte {exc.start} is "
+                            f"0x{data[exc.start]:02x}).") from None
+
+
 def read_yaml(path: Path) -> dict:
     """Read a YAML mapping, with one clear sentence for a missing or malformed file."""
-    if not path.is_file():
-        raise GossipflError(f"config: file '{path}' does not exist.")
+    text = read_text(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = parse_yaml(text)
+    except _DuplicateKey as exc:
+        raise GossipflError(f"config: '{path}' sets the key '{exc.key}' twice "
+                            f"(again at line {exc.line}).") from None
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         where = f" at line {line + 1}" if line is not None else ""
@@ -283,8 +364,9 @@ def read_yaml(path: Path) -> dict:
     return raw
 
 
-def apply_override(raw: dict, item: str) -> None:
-    """Apply one ``key.path=value`` override to a raw config dict in place."""
+def apply_override(raw: dict, item: str, replace: bool = True) -> None:
+    """Apply one ``key.path=value`` override to a raw config dict in place (``replace``: a
+    set key of an :data:`EXCLUSIVE` pair removes the other one)."""
     if "=" not in item:
         raise GossipflError(f"--set: expected key.path=value, got '{item}'.")
     key, _, text = item.partition("=")
@@ -292,11 +374,9 @@ def apply_override(raw: dict, item: str) -> None:
     if not parts:
         raise GossipflError(f"--set: empty key in '{item}'.")
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        value = parse_yaml(text) if text.strip() else None
     except yaml.YAMLError:
         value = text
-    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-        value = float(value)  # YAML 1.1 reads 1e-3 as a string; a user means the number
     node = raw
     for part in parts[:-1]:
         child = node.get(part)
@@ -306,7 +386,39 @@ def apply_override(raw: dict, item: str) -> None:
             raise GossipflError(f"--set: '{'.'.join(parts)}' goes through '{part}', which is "
                                 f"not a section.")
         node = child
+    if replace:
+        replace_partner(node, parts, value)
     node[parts[-1]] = value
+
+
+def _partner(path: Sequence[str]) -> str | None:
+    """The other key of ``path``'s :data:`EXCLUSIVE` pair, if it is in one."""
+    for section, *pair, _ in EXCLUSIVE:
+        if len(path) == 2 and path[0] == section and path[1] in pair:
+            return pair[1 - pair.index(path[1])]
+    return None
+
+
+def replace_partner(node: dict, path: Sequence[str], value: Any) -> None:
+    """Before ``node[path[-1]] = value`` (``node`` the mapping at ``path[:-1]``): a set value
+    of one key of an :data:`EXCLUSIVE` pair removes the other key from ``node``."""
+    partner = _partner(path)
+    if partner is not None and value is not None:
+        node.pop(partner, None)
+
+
+def check_exclusive(raw: dict, where: str = "", typed: bool = False) -> None:
+    """One sentence when one level of a raw config sets both keys of an :data:`EXCLUSIVE`
+    pair (``typed``: the user typed the level, so the first at its default counts too)."""
+    for section, first, second, default in EXCLUSIVE:
+        node = raw.get(section)
+        if not isinstance(node, dict):
+            continue
+        a, b = node.get(first), node.get(second)
+        if a is not None and b is not None and (typed or a != default):
+            raise GossipflError(
+                f"{section}.{first}: {a} and {section}.{second}: {b} are both set{where}; "
+                f"set only one of them.")
 
 
 def _parse_config(raw: dict) -> Config:
@@ -343,18 +455,46 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     kwargs = {}
     for key, value in raw.items():
         if key not in fields or (cls is Config and key == "algorithm"):
-            raise GossipflError(
-                f"{prefix}{key}: unknown key{did_you_mean(str(key), names)}.")
+            raise _unknown_key(cls, prefix, key, names)
         hint = hints[key]
         if dataclasses.is_dataclass(hint):
             kwargs[key] = _build(hint, value, f"{prefix}{key}.")
         else:
-            kwargs[key] = _coerce(f"{prefix}{key}", value, hint)
+            kwargs[key] = coerce(f"{prefix}{key}", value, hint)
     return cls(**kwargs)
 
 
+def _unknown_key(cls: type, prefix: str, key: Any, names: list[str]) -> GossipflError:
+    hint = did_you_mean(str(key), names)
+    if cls is not Config:
+        return GossipflError(f"{prefix}{key}: unknown key{hint}.")
+    sections = [f.name for f in dataclasses.fields(Config)
+                if f.name not in SCALAR_KEYS and f.name != "init_params"]
+    return GossipflError(f"{key}: unknown top-level key{hint}; the sections are "
+                         f"{', '.join(sections)}, and the other keys "
+                         f"{', '.join(SCALAR_KEYS)}.")
+
+
+def check_finite(key: str, value: Any) -> None:
+    """Reject NaN and infinite numbers anywhere in ``value`` (nested mappings and lists)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise GossipflError(f"{key}: must be a finite number, got {value}.")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_finite(f"{key}.{k}", v)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_finite(f"{key}[{i}]", v)
+
+
+def coerce(key: str, value: Any, hint: Any) -> Any:
+    """Check ``value`` against a type hint (int, float, bool, str, X | None, unions, lists of
+    those); numbers must be finite. Returns the value converted (an integral float to int)."""
+    check_finite(key, value)
+    return _coerce(key, value, hint)
+
+
 def _coerce(key: str, value: Any, hint: Any) -> Any:
-    """Check ``value`` against a simple type hint (int, float, bool, str, X | None, unions)."""
     if hint is Any:
         return value
     origin = typing.get_origin(hint)
@@ -386,7 +526,7 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-            return float(value)  # YAML 1.1 reads 5e-4 as a string; the user means the number
+            return float(value)  # a string "5e-4" from the Python API means the number
         raise GossipflError(f"{key}: must be a number, got {value!r}.")
     if hint is str:
         if isinstance(value, str):
@@ -396,19 +536,29 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         if isinstance(value, dict):
             return value
         raise GossipflError(f"{key}: must be a mapping, got {value!r}.")
-    if origin in (list, tuple) or hint in (list, tuple):
-        if isinstance(value, (list, tuple)):
-            return list(value)
-        raise GossipflError(f"{key}: must be a list, got {value!r}.")
+    if origin in (list, tuple, Sequence) or hint in (list, tuple, Sequence):
+        if not isinstance(value, (list, tuple)):
+            raise GossipflError(f"{key}: must be a list, got {value!r}.")
+        args = typing.get_args(hint)
+        if len(args) == 1 or (len(args) == 2 and args[1] is Ellipsis):
+            return [_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value)]
+        return list(value)
     return value
 
 
 def _type_name(hint: Any) -> str:
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
-            dict: "a mapping"}.get(hint, getattr(hint, "__name__", str(hint)))
+            dict: "a mapping", type(None): "null"}.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 def _validate(config: Config) -> None:
+    from gossipfl.data.datasets import check_dataset_options
+    from gossipfl.models import check_options
+
+    if config.model.factory is None:
+        config.model.options = check_options(config.model.name, config.model.options)
+    if config.data.tensors is None:
+        config.data.options = check_dataset_options(config.data.dataset, config.data.options)
     for section in (config.data, config.topology, config.train, config.eval, config.engine,
                     config.output):
         section.validate()

@@ -76,14 +76,18 @@ def message_bytes(numel: int, nonzeros: Tensor | None = None) -> Tensor | int:
 
 class Federation:
     """What an algorithm may use: the oracle, the parameter groups, the local training
-    settings, and the only operations that cross the client dimension."""
+    settings, each client's own sample size and label counts, and the only operations that
+    cross the client dimension."""
 
     def __init__(self, num_clients: int, oracle, groups: ParamGroups, sample_sizes: Tensor,
-                 seed: int, train: LocalTraining = LocalTraining(), mixer=None):
+                 seed: int, train: LocalTraining = LocalTraining(), mixer=None,
+                 label_counts: Tensor | None = None):
         self.num_clients = num_clients
         self.oracle = oracle
         self.groups = groups
         self.sample_sizes = sample_sizes  # [M] float, n_i
+        # [M, C] float: n_ic, what each client knows of its own labels (None: regression)
+        self.label_counts = label_counts
         self.seed = seed
         self.train = train
         self.mixer = mixer  # gossipfl.topology.Mixer; None for centralized algorithms
@@ -104,9 +108,9 @@ class Federation:
         if masks is None:
             self.traffic.clients += out_degree * steps * message_bytes(columns.numel)
             if columns.is_all:
-                return self.mixer.mix(z, t, steps=steps)
+                return self._mix(z, t, steps)
             mixed = z.clone()
-            columns.assign(mixed, self.mixer.mix(columns.select(z), t, steps=steps))
+            columns.assign(mixed, self._mix(columns.select(z), t, steps))
             return mixed
         return self._masked_gossip(z, t, steps, columns, masks, out_degree)
 
@@ -129,13 +133,17 @@ class Federation:
         nonzeros = (m != 0).sum(dim=1).cpu()
         sent = message_bytes(columns.numel, nonzeros).numpy()
         for _ in range(steps):
-            numerator = self.mixer.mix(m * held, t)
-            denominator = self.mixer.mix(m, t)
+            numerator = self._mix(m * held, t, 1)
+            denominator = self._mix(m, t, 1)
             held = torch.where(denominator > 0, numerator / denominator.clamp_min(1e-30), held)
             self.traffic.clients += out_degree * sent
         mixed = z.clone()
         columns.assign(mixed, held)
         return mixed
+
+    def _mix(self, x: Tensor, t: int, steps: int) -> Tensor:
+        """W_t^steps x for this process's rows (one process: every row)."""
+        return self.mixer.mix(x, t, steps=steps)
 
     def _out_degree(self, t: int) -> np.ndarray:
         """[M] messages client j sends per gossip step: #{i ≠ j : w_ij ≠ 0}."""
@@ -187,3 +195,26 @@ class Federation:
     def replicate(self, x: Tensor) -> Tensor:
         """``[M, P]``: every client holding ``x [P]`` (a view)."""
         return x.expand(self.num_clients, -1)
+
+    # -- where the rows live -------------------------------------------------------------------
+    # One process holds every row; gossipfl.distributed.DistributedFederation overrides these
+    # so that each process holds a contiguous block of clients (the runner's only seams).
+    def own_clients(self, device: torch.device | str | None = None) -> Tensor:
+        """The ids of the clients whose rows this process holds (here all M, in order)."""
+        return torch.arange(self.num_clients, device=device)
+
+    def block(self, rows):
+        """This process's rows of anything with one entry per client (tensor, list)."""
+        return rows
+
+    def gather(self, x: Tensor) -> Tensor:
+        """All M rows of per-client ``x`` held in blocks (observers and checkpoints)."""
+        return x
+
+    def total(self, x: Tensor) -> Tensor:
+        """A per-process partial sum, summed over the processes."""
+        return x
+
+    def share(self, count: int) -> slice:
+        """This process's part of ``count`` shared items (e.g. test samples to evaluate)."""
+        return slice(0, count)

@@ -1,30 +1,71 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+"""Files written safely: atomic writes (a reader sees the old file or the new one, never half
+of one), with the user's umask, one sentence for a write that fails (disk full, read-only,
+no permission), leftovers of a killed write cleaned up, and a lock that keeps two processes
+out of the same folder."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import io
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import torch
+from gossipfl.errors import GossipflError
+
+TEMP_SUFFIX = ".tmp"
+LOCK_FILE = ".lock"
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class WriteError(GossipflError):
+    """A file could not be written; ``no_space`` when the disk (or quota) is full."""
+
+    def __init__(self, path: Path, exc: OSError):
+        self.path = Path(path)
+        self.no_space = exc.errno in NO_SPACE
+        if self.no_space:
+            text = f"no space left on device while writing {self.path}"
+        else:
+            text = f"cannot write {self.path} ({exc.strerror or exc})"
+        super().__init__(text)
+
+
+class FolderInUse(GossipflError):
+    """Another live process holds the lock of a folder."""
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, fsync, then rename over it."""
+    """Write ``data`` to a temporary file beside ``path``, fsync, then rename over it.
+
+    Raises :class:`WriteError` (nothing left behind) when the write fails.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    except OSError as exc:
+        raise WriteError(path, exc) from None
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; files follow the umask
+        _write_synced(path, fd, data)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise WriteError(path, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_synced(path: Path, fd: int, data: bytes) -> None:
+    """Write ``data`` to the open temporary file of ``path`` and fsync it (then close it)."""
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -32,6 +73,105 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> None:
+    import torch
+
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def check_writable(path: str | Path, key: str) -> None:
+    """Fail at once, naming ``key``, when the folder ``path`` could not be created or written:
+    a file in the way, no permission, a read-only file system."""
+    path = Path(path)
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise GossipflError(f"{key}: cannot write to '{path}': '{probe}' is a file, not a "
+                            f"folder.")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise GossipflError(f"{key}: cannot write to '{path}': the folder '{probe}' is not "
+                            f"writable (no permission or a read-only file system).")
+
+
+def check_writable_file(path: str | Path, key: str) -> None:
+    """Like :func:`check_writable` for a file to be written (e.g. a figure's path)."""
+    path = Path(path)
+    if path.is_dir():
+        raise GossipflError(f"{key}: cannot write '{path}': it is a folder.")
+    check_writable(path.parent, key)
+
+
+def current_umask() -> int:
+    """The process umask (read by setting it and restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def remove_stale_temps(folder: str | Path) -> list[Path]:
+    """Delete the temporary files an atomic write killed midway left in ``folder`` (call it
+    only while holding the folder's lock); returns what was removed."""
+    removed = []
+    for path in Path(folder).glob(f".*{TEMP_SUFFIX}"):
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+class FolderLock:
+    """An exclusive ``flock`` on ``<folder>/.lock`` holding the owner's pid.
+
+    The kernel drops the lock when its process dies, so a lock file left by a killed process
+    is taken over silently; a live holder makes :meth:`acquire` raise :class:`FolderInUse`
+    naming its pid.
+    """
+
+    def __init__(self, path: Path, fd: int):
+        self.path, self.fd = path, fd
+
+    @classmethod
+    def acquire(cls, folder: str | Path, key: str) -> FolderLock:
+        path = Path(folder) / LOCK_FILE
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            except OSError as exc:
+                raise WriteError(path, exc) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_pid(fd)
+                os.close(fd)
+                raise FolderInUse(f"{key}: '{folder}' is in use by process {holder} (lock "
+                                  f"file {path}); wait until it ends.") from None
+            if _same_file(fd, path):  # not unlinked by a holder releasing meanwhile
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return cls(path, fd)
+
+    def release(self) -> None:
+        if self.fd < 0:
+            return
+        self.path.unlink(missing_ok=True)
+        os.close(self.fd)
+        self.fd = -1
+
+
+def _read_pid(fd: int) -> str:
+    try:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    except OSError:
+        text = ""
+    return text if text.isdigit() else "(unknown pid)"
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False

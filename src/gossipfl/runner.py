@@ -33,6 +33,7 @@ from gossipfl.data import (
     local_test_split,
     summarize_partition,
 )
+from gossipfl.distributed import start_processes
 from gossipfl.engine import (
     ParamLayout,
     evaluate_per_client,
@@ -41,6 +42,7 @@ from gossipfl.engine import (
     make_oracle,
 )
 from gossipfl.engine.groups import ParamGroups
+from gossipfl.engine.memory import require_memory
 from gossipfl.errors import Diverged, GossipflError
 from gossipfl.federation import Federation, LocalTraining
 from gossipfl.models import build_model, head_names
@@ -132,7 +134,7 @@ def build_data(config: Config) -> tuple[Dataset, list[np.ndarray]]:
                             "(a list of per-client (x, y)) and 'test' (x, y).")
     else:
         dataset = load_dataset(data.dataset, root=data.root, download=data.download,
-                               **data.options)
+                               verify=data.verify, **data.options)
     if data.clients > len(dataset.train_y):
         raise GossipflError(f"data.clients: {data.clients} clients but the dataset has only "
                             f"{len(dataset.train_y)} training samples.")
@@ -179,22 +181,24 @@ def build_model_for(config: Config, dataset: Dataset) -> torch.nn.Module:
 
 def initial_stack(config: Config, layout: ParamLayout, model: torch.nn.Module,
                   device: torch.device) -> torch.Tensor:
-    """X^0 ``[M, P]``: the same initialization on every client, or the user's parameters."""
+    """X^0 ``[M, P]``: the same initialization on every client, or the user's parameters
+    (a view: take the rows a process holds, then copy)."""
     m = config.data.clients
     given = config.init_params
     if given is None:
-        return layout.flatten(model).detach().to(device).expand(m, -1).clone()
+        return layout.flatten(model).detach().to(device).expand(m, -1)
     x0 = torch.as_tensor(given, dtype=torch.float32, device=device)
     if x0.shape == (layout.P,):
-        return x0.expand(m, -1).clone()
+        return x0.expand(m, -1)
     if x0.shape == (m, layout.P):
-        return x0.clone()
+        return x0
     raise GossipflError(f"init_params: expected shape [{layout.P}] or [{m}, {layout.P}], "
                         f"got {list(x0.shape)}.")
 
 
 def build_experiment(config: Config) -> Experiment:
-    device = resolve_device(config.device)
+    processes = start_processes(config)  # torchrun's ranks when distributed, else one
+    device = processes.place(resolve_device(config.device))
     if device.type == "cpu" and config.engine.keep_freed_memory:
         keep_freed_memory()  # process-wide; see gossipfl.engine.memory
     dataset, parts = build_data(config)
@@ -205,6 +209,8 @@ def build_experiment(config: Config) -> Experiment:
                             seed=derive_seed(config.seed, "sampler"), device=device)
     model = build_model_for(config, dataset).to(device)
     layout = ParamLayout.from_module(model)
+    require_memory(2 * 4 * m * layout.P, f"holding the [M, P] = [{m}, {layout.P}] parameter stacks "
+                   f"(X and X^0)", "data.clients", device)
     oracle = make_oracle(config.engine.oracle, model, loss=train.loss,
                          chunk_size=config.engine.chunk_size, device=device)
     algo_cls = get_algorithm(config.algorithm.name)
@@ -220,7 +226,8 @@ def build_experiment(config: Config) -> Experiment:
     groups = ParamGroups.build(layout, head_names(model) if personal is None else personal)
     local = LocalTraining(weight_decay=train.weight_decay, momentum=train.momentum,
                           clip_norm=train.clip_norm)
-    fed = Federation(m, oracle, groups, sizes, seed=config.seed, train=local, mixer=mixer)
+    fed = processes.federation(m, oracle, groups, sizes, seed=config.seed, train=local,
+                               mixer=mixer, label_counts=label_counts(dataset, parts))
     algorithm = algo_cls(config.algorithm.params, fed)
     refusal = algorithm.order_error(config.topology.order)
     if refusal:
@@ -229,7 +236,7 @@ def build_experiment(config: Config) -> Experiment:
         topology.order = config.topology.order  # read by the stability guard
     for message in algorithm.check(topology):
         warnings.warn(message, StabilityWarning, stacklevel=2)
-    x0 = initial_stack(config, layout, model, device)
+    x0 = fed.block(initial_stack(config, layout, model, device)).clone()
     exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
                      sampler=sampler, model=model, layout=layout, oracle=oracle,
                      topology=topology, fed=fed, algorithm=algorithm, x0=x0)
@@ -239,7 +246,8 @@ def build_experiment(config: Config) -> Experiment:
         pick = np.sort(numpy_generator(config.seed, "eval_subset").choice(
             n_test, size=subset, replace=False))
         exp.eval_subset = torch.as_tensor(pick, device=device)
-    if config.eval.personalized and n_test:
+    declared = "personalized" in algo_cls.evaluations and not dataset.train_y.is_floating_point()
+    if (config.eval.personalized or declared) and n_test:
         exp.local_test_parts = local_test_split(
             parts, dataset.train_y.cpu().numpy(), dataset.test_y.cpu().numpy(),
             dataset.num_classes, numpy_generator(config.seed, "local_test"),
@@ -269,6 +277,7 @@ class Runner:
         self.bytes_total = 0
         self.train_seconds = 0.0
         self.client_steps = 0  # client-steps computed (rows handed to the oracle, per step)
+        self.trained: torch.Tensor | None = None  # personalized models before gossip
         self.exp.algorithm.init(self.exp.x0)
 
     # -- one round -----------------------------------------------------------------------
@@ -280,9 +289,10 @@ class Runner:
         train = self.config.train
         return (train.lr if phase.lr is None else phase.lr) * train.lr_decay ** t
 
-    def phase_batches(self, t: int, index: int, phase: Phase, rows: torch.Tensor):
+    def phase_batches(self, t: int, index: int, phase: Phase, rows: torch.Tensor,
+                      stream: str = "phase"):
         """Index batches ``(idx [S, B], mask [S, B])`` of a phase of round t for the clients
-        ``rows`` (in that order)."""
+        ``rows`` (in that order), from the sampler's ``stream``."""
         exp, train = self.exp, self.config.train
         if phase.steps is not None or phase.epochs is not None:
             kind, count = ("steps", phase.steps) if phase.steps is not None else \
@@ -294,9 +304,9 @@ class Runner:
         if train.full_batch:
             return [exp.sampler.full_batch(rows)] * count
         if kind == "steps":
-            return exp.sampler.steps(t, count, "phase", index, clients=rows)
+            return exp.sampler.steps(t, count, stream, index, clients=rows)
         return [b for e in range(count)
-                for b in exp.sampler.epoch(t, e, "phase", index, clients=rows)]
+                for b in exp.sampler.epoch(t, e, stream, index, clients=rows)]
 
     def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,
                    augment: tuple[torch.Tensor, torch.Tensor] | None) -> Batch:
@@ -322,15 +332,20 @@ class Runner:
         """Train and communicate for round t; returns the round's training measurements."""
         exp, algo = self.exp, self.exp.algorithm
         start = time.perf_counter()
-        ctx = Context(round=t, lr=self.lr(t))
+        ctx = Context(round=t, lr=self.lr(t), rounds=self.config.train.rounds)
         extra = {}
         if self.config.topology.order == "sequential":
             loss_sum, loss_count, extra["waves"] = sequential_round(self, ctx)
         else:
             work = algo.begin_round(ctx)
             loss_sum, loss_count = self.train_work(t, work)
+            if self.measures_before_gossip(t):
+                self.trained = algo.trained_models(work).clone()
             algo.end_round(ctx, work)
         sent = exp.fed.traffic.take()
+        totals = exp.fed.total(torch.stack(  # every process's clients
+            [loss_sum, torch.tensor(float(loss_count), device=loss_sum.device)]))
+        loss_sum, loss_count = totals[0], int(totals[1])
         self.client_steps += loss_count
         train_loss = float(loss_sum / max(loss_count, 1))
         seconds = time.perf_counter() - start
@@ -339,8 +354,16 @@ class Runner:
         return {"round": t + 1, "lr": ctx.lr, "train_loss": train_loss, "bytes_round": int(sent),
                 "bytes_total": self.bytes_total, "seconds": seconds, **extra}
 
-    def train_work(self, t: int, work: Work) -> tuple[torch.Tensor, int]:
-        """Round t's local phases on the rows of ``work`` (in place); returns the summed
+    def measures_before_gossip(self, t: int) -> bool:
+        """Round t is evaluated on the personalized models as they leave local training."""
+        return (self.exp.local_test_parts is not None and not self.exp.algorithm.centralized
+                and self.config.eval.personalized_point == "before_gossip"
+                and self.should_evaluate(t))
+
+    def train_work(self, t: int, work: Work, phases: Sequence[Phase] | None = None,
+                   stream: str = "phase") -> tuple[torch.Tensor, int]:
+        """Round t's local phases (``phases``, default the algorithm's) on the rows of
+        ``work`` (in place), minibatches from the sampler's ``stream``; returns the summed
         per-row loss and the number of client-steps computed.
 
         The rows are ordered by data size (largest first), so that at every local step the
@@ -351,7 +374,7 @@ class Runner:
         """
         exp, algo = self.exp, self.exp.algorithm
         clients = work.clients
-        ids = torch.arange(len(work), device=work.y.device) if clients is None else clients
+        ids = exp.fed.own_clients(work.y.device) if clients is None else clients
         order = torch.argsort(exp.fed.sample_sizes[ids], descending=True, stable=True)
         permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
         inner = work.take(order, None if clients is None else clients[order]) if permuted \
@@ -361,12 +384,15 @@ class Runner:
         drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
         loss_sum = torch.zeros((), device=exp.device)
         loss_count = 0
-        for index, phase in enumerate(algo.phases()):
+        for index, phase in enumerate(algo.phases() if phases is None else phases):
             lr = self.phase_lr(phase, t)
             momentum = self.config.train.momentum if phase.momentum is None else phase.momentum
             optimizer = LocalOptimizer(exp.fed.groups[phase.group], lr, momentum, len(inner),
                                        inner.y)
-            for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows)):
+            algo.begin_phase(Context(round=t, lr=lr, phase=phase, phase_index=index,
+                                     optimizer=optimizer), inner)
+            for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows,
+                                                                  stream)):
                 active = int(mask.any(dim=1).sum())
                 if active == 0:
                     continue
@@ -387,26 +413,47 @@ class Runner:
         exp, ev = self.exp, self.config.eval
         data, algo = exp.dataset, exp.algorithm
         start = time.perf_counter()
-        x = algo.client_models()
-        row: dict = {"consensus": consensus_distance(x, exp.fed.mean(x))}
-        has_test = len(data.test_y) > 0
-        if ev.average_model and has_test:
-            acc, loss = evaluate_stack(exp.oracle, algo.global_model().unsqueeze(0), data.test_x,
-                                       data.test_y, batch_size=ev.batch_size)
-            row["test_acc"], row["test_loss"] = float(acc[0]), float(loss[0])
-        if ev.local_models and has_test and "local" in algo.evaluations:
+        fed, x = exp.fed, algo.client_models()  # x: the rows this process holds
+        row: dict = {"consensus": consensus_distance(x, fed)}
+        n_test = len(data.test_y)
+        if ev.average_model and n_test:
+            share = fed.share(n_test)  # each process evaluates its share of the test set
+            acc, loss = evaluate_stack(exp.oracle, algo.global_model().unsqueeze(0),
+                                       data.test_x[share], data.test_y[share],
+                                       batch_size=ev.batch_size)
+            weight = (share.stop - share.start) / n_test
+            acc, loss = fed.total(torch.stack([acc[0], loss[0]]) * weight).tolist()
+            row["test_acc"], row["test_loss"] = acc, loss
+        if ev.local_models and n_test and "local" in algo.evaluations:
             sub = exp.eval_subset
             inputs = data.test_x if sub is None else data.test_x[sub]
             targets = data.test_y if sub is None else data.test_y[sub]
             acc, _ = evaluate_stack(exp.oracle, x, inputs, targets, batch_size=ev.batch_size)
+            acc = fed.gather(acc)
             row["local_acc_mean"], row["local_acc_std"] = float(acc.mean()), float(acc.std())
         if exp.local_test_parts is not None:
-            acc, _ = evaluate_per_client(exp.oracle, x, data.test_x, data.test_y,
-                                         exp.local_test_parts, batch_size=ev.batch_size)
+            acc, _ = evaluate_per_client(exp.oracle, self.personalized_models(), data.test_x,
+                                         data.test_y, fed.block(exp.local_test_parts),
+                                         batch_size=ev.batch_size)
+            acc = fed.gather(acc)
             row["personalized_acc"] = float(acc.mean())
             row["personalized_acc_std"] = float(acc.std())
         row["eval_seconds"] = time.perf_counter() - start
         return row
+
+    def personalized_models(self) -> torch.Tensor:
+        """What the personalized protocol measures: the algorithm's personalized models, as
+        they left local training (``eval.personalized_point: before_gossip``) or now, after
+        its fine-tuning phases (FedBABU), if any."""
+        algo = self.exp.algorithm
+        models = algo.personalized_models() if self.trained is None else self.trained
+        self.trained = None
+        phases = algo.finetune_phases()
+        if phases:
+            work = Work(models.clone())
+            self.train_work(self.round, work, phases, stream="finetune")
+            models = work.y
+        return models
 
     def should_evaluate(self, t: int) -> bool:
         rounds, every = self.config.train.rounds, self.config.eval.every
@@ -428,22 +475,24 @@ class Runner:
         algo = self.exp.algorithm
         server = algo.server_model()
         return Result(config=self.config, metrics=list(self.rows),
-                      params=algo.client_models().detach().clone(),
+                      params=self.exp.fed.gather(algo.client_models()).detach().clone(),
                       server_params=None if server is None else server.detach().clone(),
                       layout=self.exp.layout, info=dict(self.exp.info))
 
     def check_divergence(self, t: int, measured: dict) -> None:
         """Raise :class:`Diverged` when round t left a non-finite loss or parameters, or a
         consensus distance above ``train.max_consensus``."""
-        x = self.exp.algorithm.client_models()
+        x, fed = self.exp.algorithm.client_models(), self.exp.fed
         loss, bound = measured["train_loss"], self.config.train.max_consensus
         what = None
+        nonfinite = fed.total(torch.tensor(float(not bool(torch.isfinite(x).all())),
+                                           device=x.device))  # every process decides alike
         if not math.isfinite(loss):
             what = f"the training loss is {loss}"
-        elif not bool(torch.isfinite(x).all()):
+        elif nonfinite > 0:
             what = "the parameters hold NaN or inf"
         elif bound is not None and self.exp.topology is not None:
-            distance = consensus_distance(x, self.exp.fed.mean(x))
+            distance = consensus_distance(x, fed)
             if distance > bound:
                 what = (f"the consensus distance {distance:.3g} exceeds train.max_consensus "
                         f"{bound:g}")
@@ -452,18 +501,39 @@ class Runner:
 
     # -- checkpointing ------------------------------------------------------------------
     def state_dict(self) -> dict:
+        """The run's state; per-client state with all M rows, however many processes hold
+        them (so any number of processes can resume it)."""
+        algo, fed = self.exp.algorithm, self.exp.fed
+        state = {k: (fed.gather(v) if k in algo.client_state else v).cpu()
+                 for k, v in algo.state_dict().items()}
         return {"round": self.round, "rows": list(self.rows), "bytes_total": self.bytes_total,
-                "train_seconds": self.train_seconds,
-                "algorithm": {k: v.cpu() for k, v in self.exp.algorithm.state_dict().items()}}
+                "train_seconds": self.train_seconds, "algorithm": state}
 
     def load_state_dict(self, state: dict) -> None:
         self.round = int(state["round"])
         self.rows = list(state["rows"])
         self.bytes_total = int(state["bytes_total"])
         self.train_seconds = float(state["train_seconds"])
-        self.exp.algorithm.load_state_dict(state["algorithm"])
+        algo, fed = self.exp.algorithm, self.exp.fed
+        algo.load_state_dict({k: fed.block(v) if k in algo.client_state else v
+                              for k, v in state["algorithm"].items()})
 
 
-def consensus_distance(x: torch.Tensor, mean: torch.Tensor) -> float:
-    """(1/M) Σ_i ‖x_i − x̄‖² for the models ``x [M, P]`` and their mean x̄."""
-    return float((x - mean).pow(2).sum(dim=1).mean())
+def label_counts(dataset: Dataset, parts: list[np.ndarray]) -> torch.Tensor | None:
+    """``[M, C]`` float: client i's number of training samples of class c (None for
+    regression targets)."""
+    labels = dataset.train_y
+    if not dataset.num_classes or labels.is_floating_point():
+        return None
+    return torch.stack([torch.bincount(labels[torch.as_tensor(p, device=labels.device)],
+                                       minlength=dataset.num_classes)[:dataset.num_classes]
+                        for p in parts]).float()
+
+
+def consensus_distance(x: torch.Tensor, fed: Federation) -> float:
+    """(1/M) Σ_i ‖x_i − x̄‖² for the models ``x`` (the rows ``fed`` holds) and their mean;
+    exactly 0, without touching M·P values, when every row is one tensor (a server model
+    replicated to all clients: row stride 0)."""
+    if fed.total(torch.tensor(float(x.stride(0) != 0), device=x.device)) == 0:
+        return 0.0  # the same answer on every process (a block of one row may be a view)
+    return float(fed.mean((x - fed.mean(x)).pow(2).sum(dim=1)))

@@ -14,13 +14,17 @@ A study file (YAML)::
     seeds: [0, 1, 2]           # default: [base seed]
     targets: [0.6, 0.7]        # accuracies for the rounds-to-target columns
     metric: test_acc           # default: test_acc, else personalized_acc, else local_acc_mean
+    analysis: {top_k: 1, trace: true}   # optional: `gossipfl analyze` each finished run;
+                               # the table gains the flatness columns (top eigenvalue, trace)
 
 Runs are the Cartesian product of the grid values (in the file's order) times the seeds. Each
 runs in its own run directory ``<out>/<name>/<label>-seed<s>/``, where the label names the
-grid values that vary. Running a study again skips finished runs (and runs that failed, as
-they would fail again), resumes interrupted ones from their checkpoint, and refuses a run
-directory whose config no longer matches. At the end ``table.md``, ``table.csv`` and the
-figures are written into the study folder.
+grid values that vary. Every grid point is validated (config, model options, the topology for
+its client count, algorithm parameters) before the first run starts. Running a study again
+skips finished (and diverged) runs, retries failed and interrupted ones (from their checkpoint
+when they have one), and refuses a run directory whose config no longer matches. At the end
+``table.md``, ``table.csv`` and the figures are written into the study folder; the outcome
+lists the runs that failed, with why.
 """
 
 from __future__ import annotations
@@ -34,9 +38,15 @@ from typing import Any
 import yaml
 
 from gossipfl import plugins
-from gossipfl.config import Config, apply_override, load_config, read_yaml
+from gossipfl.config import (
+    Config,
+    apply_override,
+    load_config,
+    read_yaml,
+    replace_partner,
+)
 from gossipfl.errors import GossipflError, did_you_mean
-from gossipfl.io import atomic_write_text
+from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
 from gossipfl.results.lifecycle import (
     PreparedRun,
     RunOutcome,
@@ -45,11 +55,14 @@ from gossipfl.results.lifecycle import (
     prepare_resume,
 )
 from gossipfl.results.reporting import Report, config_labels, flatten, load_run, report
-from gossipfl.results.rundir import RunDirectory, comparable_config, slug
+from gossipfl.results.rundir import RunDirectory, comparable_config, is_vacant, slug
 
-STUDY_KEYS = ("name", "out", "base", "grid", "seeds", "targets", "metric")
+STUDY_KEYS = ("name", "out", "base", "grid", "seeds", "targets", "metric", "analysis")
+#: What a study's ``analysis`` section may set (the options of gossipfl.analysis.analyze).
+ANALYSIS_KEYS = ("top_k", "trace", "models", "data", "samples", "seed", "tol", "max_iter",
+                 "trace_tol", "trace_max_iter", "batch_size")
 STUDY_FILE = "study.yaml"
-DONE = ("finished", "failed", "diverged")
+DONE = ("finished", "diverged")  # statuses a study does not run again
 
 
 @dataclass
@@ -63,10 +76,12 @@ class Study:
     targets: list[float] | None = None
     metric: str | None = None
     out: str | None = None
+    analysis: dict | None = None  # options of gossipfl.analysis.analyze for every run
 
     def to_dict(self) -> dict:
         return {"name": self.name, "out": self.out, "base": self.base, "grid": self.grid,
-                "seeds": self.seeds, "targets": self.targets, "metric": self.metric}
+                "seeds": self.seeds, "targets": self.targets, "metric": self.metric,
+                "analysis": self.analysis}
 
 
 @dataclass
@@ -110,7 +125,8 @@ def load_study(source: str | Path | dict, overrides: Sequence[str] = ()) -> Stud
         raise GossipflError(f"study.name: must be a non-empty string, got {name!r}.")
     return Study(name=name, base=base, grid=_grid(raw.get("grid")), seeds=seeds,
                  targets=targets, metric=_optional_str("study.metric", raw.get("metric")),
-                 out=_optional_str("study.out", raw.get("out")))
+                 out=_optional_str("study.out", raw.get("out")),
+                 analysis=_analysis(raw.get("analysis")))
 
 
 def _base(value: Any, where: Path | None) -> dict:
@@ -167,6 +183,32 @@ def _target_list(value: Any) -> list[float]:
     return [float(v) for v in value]
 
 
+def _analysis(value: Any) -> dict | None:
+    """The study's ``analysis`` options (checked again, value by value, by ``analyze``)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise GossipflError(f"study.analysis: must map analysis options ({', '.join(ANALYSIS_KEYS)}) "
+                            f"to values, got {value!r}.")
+    for key in value:
+        if key not in ANALYSIS_KEYS:
+            raise GossipflError(f"study.analysis.{key}: unknown option"
+                                f"{did_you_mean(str(key), ANALYSIS_KEYS)}; choose from "
+                                f"{', '.join(ANALYSIS_KEYS)}.")
+    return dict(value)
+
+
+def analyze_run(path: Path, options: dict, log: Callable[[str], None]) -> None:
+    """The study's flatness analysis of one finished run, unless it was already done."""
+    from gossipfl.analysis import analysis_columns, analyze
+
+    if RunDirectory(path).status() != "finished" or analysis_columns(path):
+        return
+    analyze(path, hessian=True, **options)
+    found = ", ".join(f"{key} {value:.4g}" for key, value in analysis_columns(path).items())
+    log(f"  analyzed: {found}")
+
+
 def _optional_str(key: str, value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise GossipflError(f"{key}: must be a string, got {value!r}.")
@@ -190,8 +232,11 @@ def set_key(raw: dict, key: str, value: Any) -> None:
         node = child
     leaf = parts[-1]
     if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+        for key_, item in value.items():
+            replace_partner(node[leaf], [*parts, key_], item)
         node[leaf] = {**node[leaf], **value}
     else:
+        replace_partner(node, parts, value)
         node[leaf] = value
 
 
@@ -199,12 +244,7 @@ def expand(study: Study) -> list[Variant]:
     """Every run of the study, each config validated (errors before anything runs)."""
     points = [dict(zip(study.grid, values))
               for values in itertools.product(*study.grid.values())] or [{}]
-    configs = []
-    for point in points:
-        raw = yaml.safe_load(yaml.safe_dump(study.base))
-        for key, value in point.items():
-            set_key(raw, key, value)
-        configs.append(load_config(raw))
+    configs = [_point_config(study, point) for point in points]
     labels = config_labels([flatten(comparable_config(c)) for c in configs])
     variants = []
     for label, config in zip(labels, configs):
@@ -212,6 +252,45 @@ def expand(study: Study) -> list[Variant]:
             run = load_config(config, [f"seed={seed}", f"name={slug(label)}"])
             variants.append(Variant(label, seed, run, f"{slug(label)}-seed{seed}"))
     return variants
+
+
+def _point_config(study: Study, point: dict) -> Config:
+    """The validated config of one grid point; an error names the point."""
+    try:
+        raw = yaml.safe_load(yaml.safe_dump(study.base))
+        for key, value in point.items():
+            set_key(raw, key, value)
+        config = load_config(raw)
+        check_buildable(config)
+    except GossipflError as exc:
+        raise GossipflError(f"{str(exc).rstrip('.')} (in the study's grid point "
+                            f"'{point_label(point)}').") from None
+    return config
+
+
+def point_label(point: dict) -> str:
+    """``key=value, ...`` of a grid point (``base`` when the grid is empty)."""
+    parts = [f"{key}={_compact(value)}" for key, value in point.items()]
+    return ", ".join(parts) or "base"
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_compact(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def check_buildable(config: Config) -> None:
+    """What can be checked without the data: the algorithm's topology for the client count
+    (a graph that cannot be built, or is too large for memory, is refused here)."""
+    from gossipfl.algorithms import get_algorithm
+    from gossipfl.topology import build_topology
+
+    topo = config.topology
+    if get_algorithm(config.algorithm.name).centralized or topo.matrix is not None:
+        return
+    build_topology(topo.name, config.data.clients, mixing=topo.mixing, seed=config.seed,
+                   k=topo.k, p=topo.p, path=topo.path)
 
 
 def study_path(study: Study, out: str | Path | None = None) -> Path:
@@ -231,13 +310,16 @@ class StudyOutcome:
     path: Path
     variants: list[Variant]
     outcomes: dict[str, str] = field(default_factory=dict)  # dirname → ran | skipped | ...
+    failed: dict[str, str] = field(default_factory=dict)  # dirname → why
     report: Report | None = None
+    report_error: WriteError | None = None  # the table or a figure could not be written
 
 
 def plan(variant: Variant, path: Path) -> str:
-    """``fresh``, ``resume`` or ``skip`` for the run directory ``path``."""
+    """``fresh``, ``resume`` or ``skip`` for the run directory ``path`` (a failed or
+    interrupted run is resumed: from its checkpoint, else from round 0)."""
     run_dir = RunDirectory(path)
-    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+    if is_vacant(path):
         return "fresh"
     if not run_dir.is_run():
         raise GossipflError(f"study: '{path}' exists but is not a run directory; remove it.")
@@ -254,12 +336,7 @@ def run_variant(variant: Variant, path: Path, device: str | None, progress: Prog
     action = plan(variant, path)
     if action == "skip":
         return "skipped", None
-    if action == "fresh":
-        config = variant.config if device is None else load_config(
-            variant.config, [f"device={device}"])
-        prepared = prepare_fresh(config, path, key="study")
-    else:
-        prepared = prepare_resume(path, device)
+    prepared = _prepare(variant, path, device, action)
     for note in prepared.notes:
         log(f"  {note}")
     bar = progress(prepared, variant.dirname) if progress else None
@@ -268,9 +345,15 @@ def run_variant(variant: Variant, path: Path, device: str | None, progress: Prog
     finally:
         if bar is not None:
             bar.close()
-    if outcome.status in ("failed", "diverged"):
-        warn(f"run {variant.dirname} {outcome.status}: {outcome.error}")
     return ("resumed" if action == "resume" else "ran"), outcome
+
+
+def _prepare(variant: Variant, path: Path, device: str | None, action: str) -> PreparedRun:
+    if action == "resume":
+        return prepare_resume(path, device)
+    config = variant.config if device is None else load_config(
+        variant.config, [f"device={device}"])
+    return prepare_fresh(config, path, key="study")
 
 
 def run_study(study: Study, *, out: str | Path | None = None, device: str | None = None,
@@ -279,15 +362,37 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     """Run every variant not yet done, then write the table and figures."""
     variants = expand(study)
     path = study_path(study, out)
+    check_writable(path, "study.out" if out is None else "--out")
     result = StudyOutcome(path, variants)
     for i, variant in enumerate(variants, 1):
         log(f"[{i}/{len(variants)}] {variant.label}, seed {variant.seed}")
-        what, _ = run_variant(variant, path / variant.dirname, device, progress, log, warn)
+        try:
+            what, outcome = run_variant(variant, path / variant.dirname, device, progress, log,
+                                        warn)
+        except (WriteError, FolderInUse) as exc:  # this run cannot proceed; the others can
+            what, outcome = "failed", None
+            result.failed[variant.dirname] = str(exc)
+        if outcome is not None and outcome.status == "failed":
+            what = "failed"
+            result.failed[variant.dirname] = str(outcome.error)
         result.outcomes[variant.dirname] = what
         if what == "skipped":
             log("  already done; skipped")
+        elif what == "failed":
+            log(f"  failed: {result.failed[variant.dirname]}")
+        elif outcome is not None and outcome.status == "diverged":
+            log(f"  diverged: {outcome.error}")
+        if study.analysis is not None:
+            analyze_run(path / variant.dirname, study.analysis, log)
         if i == 1:
             atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
-    runs = [load_run(path / v.dirname) for v in variants]
-    result.report = report(runs, path, metric=study.metric, targets=study.targets)
+    runs = [load_run(path / v.dirname) for v in variants
+            if RunDirectory(path / v.dirname).is_run()]
+    if not runs:  # a run that failed before recording anything left no directory
+        return result
+    try:
+        result.report = report(runs, path, metric=study.metric, targets=study.targets,
+                               metric_key="study.metric")
+    except WriteError as exc:
+        result.report_error = exc
     return result

@@ -11,7 +11,8 @@ aggregation, broadcast, client sampling), declares its local work as a list of
 
 A round has three moments: ``begin_round(ctx)`` returns the :class:`Work` (the working
 iterates ``y [S, P]`` of the S clients that train this round and their per-row scratch),
-``local_step(ctx, work, batch)`` is one local iteration of those rows, and
+``local_step(ctx, work, batch)`` is one local iteration of those rows (``begin_phase`` runs
+before each phase), and
 ``end_round(ctx, work)`` communicates. Bytes are counted by the Federation.
 
 In ``local_step`` every row of ``work`` has data in ``batch``: the runner hands the algorithm
@@ -65,12 +66,14 @@ class Phase:
 
 @dataclass
 class Context:
-    """Where a call happens: the round, its learning rate, and in a local step the phase,
-    the step's index within the phase and the phase's local optimizer."""
+    """Where a call happens: the round, its learning rate, the run's total rounds, and in a
+    local step the phase, the step's index within the phase and the phase's local
+    optimizer."""
 
     round: int
     lr: float
     phase: Phase | None = None
+    rounds: int | None = None  # the run's total rounds T (annealed schedules)
     phase_index: int = 0
     step: int = 0
     optimizer: Any = None  # gossipfl.algorithms.local.LocalOptimizer during local steps
@@ -163,7 +166,9 @@ class Algorithm:
 
     Declarations read by the runner: ``centralized`` (a server model instead of a topology),
     ``client_state`` / ``global_state`` (what a checkpoint keeps) and ``evaluations`` (which
-    models the evaluation protocols measure: ``average``, ``local``).
+    models the evaluation protocols measure: ``average``, ``local``; ``personalized``: the
+    algorithm trains personal models, measured on each client's local test split by default
+    and reported first in tables).
     """
 
     name: ClassVar[str] = ""
@@ -207,6 +212,10 @@ class Algorithm:
         """The round's working rows (default: a copy of every client's model)."""
         return Work(self.state["x"].clone())
 
+    def begin_phase(self, ctx: Context, work: Work) -> None:
+        """Called with all the round's rows before each phase's first step (``ctx`` holds the
+        phase and its optimizer): e.g. switch the rows to another iterate (Ditto)."""
+
     def local_step(self, ctx: Context, work: Work, batch: Batch) -> torch.Tensor:
         """One local iteration of ``work`` (in place); returns the per-row loss."""
         loss, direction = self.direction(ctx, work, batch)
@@ -233,6 +242,22 @@ class Algorithm:
     def client_models(self) -> torch.Tensor:
         """``[M, P]`` current local models (what local evaluation measures)."""
         return self.state["x"]
+
+    def personalized_models(self) -> torch.Tensor:
+        """``[M, P]`` each client's own model, what the personalized protocol measures on its
+        local test split (default: :meth:`client_models`)."""
+        return self.client_models()
+
+    def trained_models(self, work: Work) -> torch.Tensor:
+        """``[M, P]`` each client's personalized model right after its local training, before
+        communication (``eval.personalized_point: before_gossip``; decentralized algorithms,
+        whose round trains every row): default ``work.y``."""
+        return work.y
+
+    def finetune_phases(self) -> list[Phase]:
+        """Local work every client does on its :meth:`personalized_models` before the
+        personalized protocol measures them (FedBABU's fine-tuning); none by default."""
+        return []
 
     def global_model(self) -> torch.Tensor:
         """``[P]`` the model evaluated as "average model": mean of clients, or the server's."""

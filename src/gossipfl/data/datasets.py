@@ -8,14 +8,18 @@ batched, in normalized space (see :mod:`gossipfl.data.augment`).
 Where files are looked for, in order: ``<root>/<dataset>/`` (and a few common aliases, such as
 torchvision's ``<root>/FashionMNIST/raw``), ``<root>/``, and for Fashion-MNIST the Debian package
 folder ``/usr/share/datasets/fashion-mnist``. ``root`` defaults to ``$GOSSIPFL_DATA`` or
-``~/.cache/gossipfl/data``. If nothing is found and downloads are allowed, the official files
-are downloaded into ``<root>/<dataset>/`` and their SHA-256 checked.
+``~/.cache/gossipfl/data``; a ``root`` given explicitly (``data.root``, ``--root``) is the only
+place looked in. If nothing is found and downloads are allowed, the official files are
+downloaded into ``<root>/<dataset>/``. Found or downloaded, the SHA-256 of every file gossipfl
+knows is checked (:func:`gossipfl.data.formats.check_file`, cached by size and mtime) unless
+``verify=False``; the dataset lists the files it was read from, with their digests.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -95,6 +99,7 @@ class Dataset:
     test_y: torch.Tensor
     num_classes: int
     augment: bool = False
+    files: tuple[dict, ...] = ()  # the files read: {"path", "sha256", "verified"} each
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -125,27 +130,45 @@ class Dataset:
 
 
 def load_dataset(name: str, root: str | Path | None = None, download: bool = True,
-                 **options) -> Dataset:
+                 verify: bool = True, **options) -> Dataset:
     """Load a dataset by name (one of :data:`DATASETS`).
 
     Options: for ``synthetic`` see :func:`make_synthetic`; for image datasets
-    ``normalize`` (default True) and ``augment`` (default: True for CIFAR).
+    ``normalize`` (default True) and ``augment`` (default: True for CIFAR). ``verify=False``
+    accepts files whose SHA-256 differs from the official files' (the user's own).
     """
+    options = check_dataset_options(name, options)
     if name in USER_DATASETS:
         return _user_dataset(name, root, download, options)
-    if name not in DATASETS:
-        raise unknown_choice(KEY, name, dataset_names())
     if name == "synthetic":
-        _check_options(name, options, inspect.signature(make_synthetic).parameters)
         return make_synthetic(**options)
     normalize, augment = _image_options(name, options)
-    arrays = _load_arrays(name, data_root(root), download)
-    return _image_dataset(name, arrays, normalize, augment)
+    found = _load_arrays(name, Source(data_root(root), root is not None, verify), download)
+    return _image_dataset(name, found, normalize, augment)
+
+
+def check_dataset_options(name: str, options: dict) -> dict:
+    """``data.options`` checked against dataset ``name`` without reading or generating any
+    data: known option names, values of the annotated types, synthetic's ranges."""
+    if name in USER_DATASETS:
+        loader = USER_DATASETS[name]
+        _check_options(name, options, list(inspect.signature(loader).parameters)[2:])
+        return options
+    if name not in DATASETS:
+        raise unknown_choice(KEY, name, dataset_names())
+    if name != "synthetic":
+        _image_options(name, options)
+        return options
+    _check_options(name, options, inspect.signature(make_synthetic).parameters)
+    options = _typed_options(options, typing.get_type_hints(make_synthetic))
+    bound = inspect.signature(make_synthetic).bind(**options)
+    bound.apply_defaults()
+    _check_synthetic(**{k: v for k, v in bound.arguments.items() if k != "seed"})
+    return options
 
 
 def _user_dataset(name: str, root, download: bool, options: dict) -> Dataset:
     loader = USER_DATASETS[name]
-    _check_options(name, options, list(inspect.signature(loader).parameters)[2:])
     dataset = loader(data_root(root), download, **options)
     if not isinstance(dataset, Dataset):
         raise GossipflError(f"{KEY}: the loader of '{name}' must return a gossipfl Dataset, "
@@ -187,12 +210,7 @@ def make_synthetic(num_classes: int = 10, dim: int = 20, train_size: int = 1000,
 
     Classes are balanced (``y = n mod C``, shuffled); deterministic in ``seed``.
     """
-    for key, value, low in (("num_classes", num_classes, 2), ("dim", dim, 1),
-                            ("train_size", train_size, 1), ("test_size", test_size, 1)):
-        if not isinstance(value, int | np.integer) or value < low:
-            raise GossipflError(f"data.{key}: must be an integer >= {low}, got {value}.")
-    if not separation > 0:
-        raise GossipflError(f"data.separation: must be > 0, got {separation}.")
+    _check_synthetic(num_classes, dim, train_size, test_size, separation)
     means = numpy_generator(seed, "synthetic", "means").normal(size=(num_classes, dim))
     means *= separation
 
@@ -206,6 +224,17 @@ def make_synthetic(num_classes: int = 10, dim: int = 20, train_size: int = 1000,
     return Dataset("synthetic", train_x, train_y, test_x, test_y, num_classes)
 
 
+def _check_synthetic(num_classes: int, dim: int, train_size: int, test_size: int,
+                     separation: float) -> None:
+    for key, value, low in (("num_classes", num_classes, 2), ("dim", dim, 1),
+                            ("train_size", train_size, 1), ("test_size", test_size, 1)):
+        if not isinstance(value, int | np.integer) or value < low:
+            raise GossipflError(f"data.options.{key}: must be an integer >= {low}, "
+                                f"got {value}.")
+    if not separation > 0:
+        raise GossipflError(f"data.options.separation: must be > 0, got {separation}.")
+
+
 def data_root(root: str | Path | None = None) -> Path:
     """The data folder: ``root``, else ``$GOSSIPFL_DATA``, else ``~/.cache/gossipfl/data``."""
     if root is not None:
@@ -214,10 +243,10 @@ def data_root(root: str | Path | None = None) -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "gossipfl" / "data"
 
 
-def search_folders(name: str, root: Path) -> list[Path]:
-    """Folders looked in for ``name``, in order."""
+def search_folders(name: str, root: Path, only_root: bool = False) -> list[Path]:
+    """Folders looked in for ``name``, in order (system folders unless ``only_root``)."""
     folders = [root / sub for sub in SUBFOLDERS.get(name, (name,))]
-    return [*folders, root, *SYSTEM_FOLDERS.get(name, ())]
+    return [*folders, root, *(() if only_root else SYSTEM_FOLDERS.get(name, ()))]
 
 
 def normalize_images(pixels: np.ndarray, name: str) -> torch.Tensor:
@@ -233,14 +262,32 @@ def normalize_images(pixels: np.ndarray, name: str) -> torch.Tensor:
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _load_arrays(name: str, root: Path, download: bool) -> Arrays:
+@dataclass(frozen=True)
+class Source:
+    """Where files are looked for and how they are checked."""
+
+    root: Path
+    user_root: bool  # set by the user: never replaced by another folder
+    verify: bool = True
+
+
+@dataclass
+class Found:
+    """Arrays read from files, and those files (path, SHA-256)."""
+
+    arrays: Arrays
+    files: list[dict]
+
+
+def _load_arrays(name: str, source: Source, download: bool) -> Found:
     """uint8 images ``[N, C, H, W]`` and int64 labels for train and test."""
     reader = _read_idx_folder if name in ("mnist", "fashion_mnist") else _read_cifar_folder
-    folders = search_folders(name, root)
+    root = source.root
+    folders = search_folders(name, root, only_root=source.user_root)
     for folder in folders:
-        arrays = reader(name, folder, root)
-        if arrays is not None:
-            return arrays
+        found = reader(name, folder, source)
+        if found is not None:
+            return found
     where = " or ".join(str(f) for f in folders)
     if not download:
         raise GossipflError(
@@ -256,10 +303,10 @@ def _load_arrays(name: str, root: Path, download: bool) -> Arrays:
             f"{KEY}: {name} not found in {where}, and downloading it failed "
             f"({formats.error_reason(exc)}); put the files there or allow downloads."
         ) from exc
-    arrays = reader(name, target, root)
-    if arrays is None:
+    found = reader(name, target, source)
+    if found is None:
         raise GossipflError(f"{KEY}: {name} was downloaded to {target} but cannot be found there.")
-    return arrays
+    return found
 
 
 def _find_file(folder: Path, stem: str) -> Path | None:
@@ -269,10 +316,11 @@ def _find_file(folder: Path, stem: str) -> Path | None:
     return None
 
 
-def _read_idx_folder(name: str, folder: Path, root: Path) -> Arrays | None:
+def _read_idx_folder(name: str, folder: Path, source: Source) -> Found | None:
     paths = {key: _find_file(folder, stem) for key, stem in IDX_FILES.items()}
     if any(p is None for p in paths.values()):
         return None
+    files = [formats.check_file(p, name, source.verify) for p in paths.values()]
     arrays = {key: formats.read_idx(path) for key, path in paths.items()}
     for split in ("train", "test"):
         x, y = arrays[f"{split}_x"], arrays[f"{split}_y"]
@@ -284,12 +332,13 @@ def _read_idx_folder(name: str, folder: Path, root: Path) -> Arrays | None:
             raise GossipflError(f"{KEY}: {yp} must hold {len(x)} labels to match {xp}, "
                                 f"got shape {list(y.shape)}.")
         _check_label_range(yp, y, 10)
-    return (arrays["train_x"][:, None], arrays["train_y"].astype(np.int64),
-            arrays["test_x"][:, None], arrays["test_y"].astype(np.int64))
+    return Found((arrays["train_x"][:, None], arrays["train_y"].astype(np.int64),
+                  arrays["test_x"][:, None], arrays["test_y"].astype(np.int64)), files)
 
 
-def _cifar_batch_folder(name: str, folder: Path, root: Path) -> Path | None:
-    """The folder holding the CIFAR batches, extracting the archive if only that is there."""
+def _cifar_batch_folder(name: str, folder: Path, source: Source) -> Path | None:
+    """The folder holding the CIFAR batches, extracting the archive if only that is there
+    (after checking its SHA-256)."""
     sub, train, test, _, _ = CIFAR_LAYOUT[name]
     for candidate in (folder / sub, folder):
         if all((candidate / f).is_file() for f in (*train, *test)):
@@ -297,18 +346,20 @@ def _cifar_batch_folder(name: str, folder: Path, root: Path) -> Path | None:
     archive = folder / formats.SOURCES[name][0].name
     if not archive.is_file():
         return None
-    target = root / SUBFOLDERS[name][0]
+    formats.check_file(archive, name, source.verify)
+    target = source.root / SUBFOLDERS[name][0]
     formats.extract_archive(archive, target)
     if not all((target / sub / f).is_file() for f in (*train, *test)):
         raise GossipflError(f"{KEY}: {archive} does not contain the {sub} batches.")
     return target / sub
 
 
-def _read_cifar_folder(name: str, folder: Path, root: Path) -> Arrays | None:
-    batch_folder = _cifar_batch_folder(name, folder, root)
+def _read_cifar_folder(name: str, folder: Path, source: Source) -> Found | None:
+    batch_folder = _cifar_batch_folder(name, folder, source)
     if batch_folder is None:
         return None
     _, train, test, label_key, num_classes = CIFAR_LAYOUT[name]
+    files = [formats.check_file(batch_folder / f, name, source.verify) for f in (*train, *test)]
 
     def read(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
         parts = [formats.read_cifar_batch(batch_folder / f, label_key) for f in files]
@@ -316,7 +367,7 @@ def _read_cifar_folder(name: str, folder: Path, root: Path) -> Arrays | None:
             _check_label_range(batch_folder / f, y, num_classes)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
-    return (*read(train), *read(test))
+    return Found((*read(train), *read(test)), files)
 
 
 def _check_label_range(path: Path, labels: np.ndarray, num_classes: int) -> None:
@@ -335,26 +386,35 @@ def _check_label_range(path: Path, labels: np.ndarray, num_classes: int) -> None
 def _check_options(name: str, options: dict, allowed) -> None:
     unknown = set(options) - set(allowed)
     if unknown:
-        raise GossipflError(f"data.{min(unknown)}: not an option of dataset '{name}' "
+        raise GossipflError(f"data.options.{min(unknown)}: not an option of dataset '{name}' "
                             f"(it takes {', '.join(allowed)}).")
+
+
+def _typed_options(options: dict, hints: dict) -> dict:
+    """``options`` checked against the type ``hints`` (finite numbers, lists, booleans)."""
+    from gossipfl.config import coerce
+
+    return {key: coerce(f"data.options.{key}", value, hints.get(key, typing.Any))
+            for key, value in options.items()}
 
 
 def _image_options(name: str, options: dict) -> tuple[bool, bool]:
     _check_options(name, options, ("normalize", "augment"))
+    options = _typed_options(options, {"normalize": bool, "augment": bool | None})
     augment = options.get("augment")
     return bool(options.get("normalize", True)), (
         name.startswith("cifar") if augment is None else bool(augment))
 
 
-def _image_dataset(name: str, arrays: Arrays, normalize: bool, augment: bool) -> Dataset:
-    train_x, train_y, test_x, test_y = arrays
+def _image_dataset(name: str, found: Found, normalize: bool, augment: bool) -> Dataset:
+    train_x, train_y, test_x, test_y = found.arrays
     convert: Callable[[np.ndarray], torch.Tensor] = (
         (lambda a: normalize_images(a, name)) if normalize
         else (lambda a: torch.from_numpy(a).float())
     )
     num_classes = 100 if name == "cifar100" else 10
     return Dataset(name, convert(train_x), torch.from_numpy(train_y), convert(test_x),
-                   torch.from_numpy(test_y), num_classes, augment)
+                   torch.from_numpy(test_y), num_classes, augment, tuple(found.files))
 
 
 def _as_tensor(value) -> torch.Tensor:

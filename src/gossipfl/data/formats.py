@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
+import math
 import os
 import pickle
 import shutil
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from gossipfl.errors import GossipflError
+from gossipfl.io import atomic_write_text, current_umask
 
 #: IDX type code -> big-endian NumPy dtype (LeCun's format description).
 IDX_DTYPES: dict[int, np.dtype] = {
@@ -59,10 +62,8 @@ def _idx_set(base_urls: tuple[str, ...], sha256: dict[str, str]) -> tuple[Remote
 # SHA-256 values of the official files, as published by TensorFlow Datasets
 # (tensorflow_datasets/url_checksums/{fashion_mnist.txt, mnist.txt, cifar10.csv, cifar100.csv});
 # sizes there: Fashion-MNIST train-images 26421880 bytes, MNIST train-images 9912422 bytes.
-# The Debian package `dataset-fashion-mnist` ships the same gzip streams recompressed without the
-# gzip FNAME header field (each file is shorter by len(name) + 1 bytes, e.g. 26421856 bytes), so
-# its SHA-256 differs; local files are therefore read without a checksum check, downloads are
-# always checked.
+# Downloads and local files are both checked against them (see LOCAL_DIGESTS for the other
+# forms of the same files).
 SOURCES: dict[str, tuple[RemoteFile, ...]] = {
     "fashion_mnist": _idx_set(
         ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
@@ -112,6 +113,90 @@ SOURCES: dict[str, tuple[RemoteFile, ...]] = {
 }
 
 
+#: Other forms of the official files, by dataset and file name. The Debian package
+#: ``dataset-fashion-mnist`` ships the official gzip streams recompressed without the gzip
+#: FNAME header field (each file shorter by len(name) + 1 bytes, e.g. train-images 26421856
+#: bytes), so their SHA-256 differ; the uncompressed IDX files (torchvision's ``raw/``) are the
+#: decompressed content of both.
+LOCAL_DIGESTS: dict[str, dict[str, str]] = {
+    "fashion_mnist": {
+        "train-images-idx3-ubyte.gz":
+            "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
+        "train-labels-idx1-ubyte.gz":
+            "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
+        "t10k-images-idx3-ubyte.gz":
+            "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
+        "t10k-labels-idx1-ubyte.gz":
+            "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05",
+        "train-images-idx3-ubyte":
+            "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+        "train-labels-idx1-ubyte":
+            "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+        "t10k-images-idx3-ubyte":
+            "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+        "t10k-labels-idx1-ubyte":
+            "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+    },
+}
+
+
+def known_digests(dataset: str) -> dict[str, tuple[str, ...]]:
+    """File name -> the SHA-256 values gossipfl accepts for it (the official one first)."""
+    known: dict[str, tuple[str, ...]] = {
+        remote.name: (remote.checksum,) for remote in SOURCES.get(dataset, ())
+        if remote.algorithm == "sha256"}
+    for name, digest in LOCAL_DIGESTS.get(dataset, {}).items():
+        known[name] = (*known.get(name, ()), digest)
+    return known
+
+
+def check_file(path: Path, dataset: str, verify: bool = True) -> dict:
+    """The SHA-256 of a dataset file (cached by size and mtime), checked against the known
+    values of that file unless ``verify`` is off; returns what a run directory records."""
+    digest = cached_digest(path)
+    accepted = known_digests(dataset).get(path.name)
+    if verify and accepted and digest not in accepted:
+        raise GossipflError(
+            f"{KEY}: {path} has SHA-256 {digest}, not the official {accepted[0]}; replace it "
+            f"with the official file, or set data.verify: false to use it knowingly.")
+    return {"path": str(path.absolute()), "sha256": digest,
+            "verified": bool(verify and accepted)}
+
+
+def digest_cache_path() -> Path:
+    """``$GOSSIPFL_CACHE/checksums.json``, else ``~/.cache/gossipfl/checksums.json``."""
+    folder = os.environ.get("GOSSIPFL_CACHE")
+    base = Path(folder).expanduser() if folder else Path.home() / ".cache" / "gossipfl"
+    return base / "checksums.json"
+
+
+def cached_digest(path: Path) -> str:
+    """SHA-256 of ``path``, computed once per (path, size, mtime): a second load of the same
+    files reads the digest from :func:`digest_cache_path`."""
+    info = path.stat()
+    key, stamp = str(path.absolute()), [info.st_size, info.st_mtime_ns]
+    cache = _read_digest_cache()
+    entry = cache.get(key)
+    if isinstance(entry, dict) and entry.get("stamp") == stamp and entry.get("sha256"):
+        return str(entry["sha256"])
+    digest = file_digest(path)
+    cache = {k: v for k, v in cache.items() if Path(k).exists()}  # forget deleted files
+    cache[key] = {"stamp": stamp, "sha256": digest}
+    try:
+        atomic_write_text(digest_cache_path(), json.dumps(cache, indent=1) + "\n")
+    except GossipflError:
+        pass  # an unwritable cache costs time, not correctness
+    return digest
+
+
+def _read_digest_cache() -> dict:
+    try:
+        cache = json.loads(digest_cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return cache if isinstance(cache, dict) else {}
+
+
 # --------------------------------------------------------------------------------------------
 # IDX
 # --------------------------------------------------------------------------------------------
@@ -144,7 +229,7 @@ def parse_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
         raise _idx_error(source, f"truncated header: {len(data)} bytes, need {header}")
     dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
     dtype = IDX_DTYPES[code]
-    expected = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(dims) * dtype.itemsize  # Python ints: no overflow to negative
     found = len(data) - header
     if found != expected:
         kind = "truncated" if found < expected else "trailing bytes"
@@ -287,6 +372,7 @@ def download_file(url: str, dest: str | Path, checksum: str, algorithm: str = "s
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
     tmp = Path(tmp_name)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600
         with os.fdopen(fd, "wb") as handle:
             (fetch or fetch_url)(url, handle)
         actual = file_digest(tmp, algorithm)

@@ -79,7 +79,8 @@ class ClientSampler:
         """Steps in one pass: ``max_i ceil(n_i / B)`` over the clients (1 for full batch)."""
         if self.full:
             return 1
-        n_max = int(self.sizes[self._ids(clients)].max()) if self.num_clients else 0
+        sizes = self.sizes[self._ids(clients)]
+        n_max = int(sizes.max()) if len(sizes) else 0
         return max(1, math.ceil(n_max / self.batch_size))
 
     def batches_per_epoch(self, clients=None) -> Tensor:

@@ -59,7 +59,7 @@ def evaluate_stack(
 def _padded_indices(
     client_indices: Sequence[Tensor | np.ndarray], device: torch.device
 ) -> tuple[Tensor, Tensor]:
-    """``[M, n_max]`` sample indices (0-padded) and the matching validity mask."""
+    """``[M, n_max]`` sample indices (0-padded) and each client's number of samples ``[M]``."""
     rows = [
         (ix.detach().cpu() if isinstance(ix, Tensor) else torch.as_tensor(np.asarray(ix)))
         .long()
@@ -68,11 +68,10 @@ def _padded_indices(
     ]
     n_max = max((len(r) for r in rows), default=0)
     index = torch.zeros(len(rows), n_max, dtype=torch.long)
-    valid = torch.zeros(len(rows), n_max, dtype=torch.bool)
     for i, r in enumerate(rows):
         index[i, : len(r)] = r
-        valid[i, : len(r)] = True
-    return index.to(device), valid.to(device)
+    sizes = torch.as_tensor([len(r) for r in rows], dtype=torch.long)
+    return index.to(device), sizes
 
 
 def evaluate_per_client(
@@ -86,22 +85,27 @@ def evaluate_per_client(
     """Accuracy ``[M]`` and mean loss ``[M]`` of model i on its own samples
     ``inputs[client_indices[i]]`` (personalized / local test splits).
 
-    Clients are batched together: each step takes up to ``batch_size`` samples per client
-    (shorter lists are padded and masked). A client with no samples gets NaN.
+    Clients are batched together: each step takes up to ``batch_size`` samples per client,
+    and only the models that still have samples at that step run (the work is proportional to
+    the real samples, up to the padding of each client's last step; X is gathered only for
+    the steps that leave some clients out). A client with no samples gets NaN.
     """
     M = X.shape[0]
     if len(client_indices) != M:
         raise ValueError(f"client_indices has {len(client_indices)} entries for {M} models")
-    index, valid = _padded_indices(client_indices, inputs.device)
+    index, sizes = _padded_indices(client_indices, inputs.device)
     correct = torch.zeros(M, dtype=X.dtype, device=X.device)
     loss = torch.zeros(M, dtype=X.dtype, device=X.device)
     for a in range(0, index.shape[1], batch_size):
-        idx = index[:, a : a + batch_size]
-        keep = valid[:, a : a + batch_size].to(X.device)
+        rows = (sizes > a).nonzero().squeeze(1)  # the clients with samples left
+        idx = index[rows.to(index.device), a : a + batch_size]
+        keep = (a + torch.arange(idx.shape[1]) < sizes[rows, None]).to(X.device)
         x_b = inputs[idx].to(X.device, non_blocking=True)
         y_b = targets[idx].to(X.device, non_blocking=True)
-        c, l_ = _scores(oracle, oracle.predict(X, x_b), y_b)
-        correct += torch.where(keep, c, 0).sum(1)
-        loss += torch.where(keep, l_, 0).sum(1)
-    count = valid.sum(1).to(device=X.device, dtype=X.dtype)
+        on = rows.to(X.device)
+        models = X if len(rows) == M else X[on]  # a copy only when some clients are done
+        c, l_ = _scores(oracle, oracle.predict(models, x_b), y_b)
+        correct.index_add_(0, on, torch.where(keep, c, 0).sum(1))
+        loss.index_add_(0, on, torch.where(keep, l_, 0).sum(1))
+    count = sizes.to(device=X.device, dtype=X.dtype)
     return correct / count, loss / count

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
+from typing import Any
+
+from gossipfl.errors import GossipflError
 
 _M_TRIM_THRESHOLD = -1  # glibc mallopt parameters (malloc.h)
 _M_MMAP_MAX = -4
@@ -39,3 +43,46 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, -1))
+
+
+# --------------------------------------------------------------------------------------------
+# Allocations that cannot fit: refused up front, with the estimate
+# --------------------------------------------------------------------------------------------
+def available_memory(device: Any = "cpu") -> int | None:
+    """Bytes that can still be allocated on ``device`` (None when unknown): CUDA's free
+    memory, else Linux's MemAvailable, else the free physical pages."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def require_memory(needed: int, what: str, key: str, device: Any = "cpu") -> None:
+    """Refuse (one sentence naming ``key``) an allocation of ``needed`` bytes that cannot fit
+    in the memory available on ``device``; ``needed`` should count only what is certain."""
+    available = available_memory(device)
+    if available is not None and needed > available:
+        raise GossipflError(f"{key}: {what} needs at least {format_size(needed)}, but only "
+                            f"{format_size(available)} of memory is available on {device}.")
+
+
+def format_size(n: float) -> str:
+    """``n`` bytes in binary units, e.g. ``1.5 GiB``."""
+    for unit, size in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"

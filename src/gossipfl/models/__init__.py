@@ -8,12 +8,13 @@ it ``head``, and :func:`build_model` stores its parameter names in ``model.head_
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
-from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 from gossipfl.models.cnn import cnn
 from gossipfl.models.mlp import linear, logistic, mlp
 from gossipfl.models.resnet import resnet18
@@ -31,7 +32,8 @@ MODELS: dict[str, ModelBuilder] = {
     "resnet18": resnet18,
 }
 
-__all__ = ["MODELS", "build_model", "head_names", "model_options", "register_model"]
+__all__ = ["MODELS", "build_model", "check_options", "head_names", "model_options",
+           "register_model"]
 
 
 def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
@@ -55,7 +57,13 @@ def model_options(name: str) -> dict[str, object]:
     return {p.name: p.default for p in params}
 
 
-def _check_options(name: str, options: dict[str, object]) -> None:
+def check_options(name: str, options: dict[str, object]) -> dict[str, object]:
+    """The model's options checked against its builder's signature: known names, values of
+    the annotated types (``model.options.hidden`` must be a list of integers, ...)."""
+    from gossipfl.config import coerce
+
+    if not isinstance(options, dict):
+        raise GossipflError(f"model.options: must be a mapping, got {options!r}.")
     allowed = model_options(name)
     for key in options:
         if key not in allowed:
@@ -63,7 +71,20 @@ def _check_options(name: str, options: dict[str, object]) -> None:
                 raise GossipflError(
                     f"model.options.{key}: model '{name}' takes no options, got '{key}'."
                 )
-            raise unknown_choice(f"model.options (for '{name}')", key, allowed)
+            raise GossipflError(
+                f"model.options.{key}: not an option of model '{name}'"
+                f"{did_you_mean(str(key), allowed)}; it takes {', '.join(allowed)}.")
+    hints = _option_hints(MODELS[name])
+    return {key: coerce(f"model.options.{key}", value, hints.get(key, typing.Any))
+            for key, value in options.items()}
+
+
+def _option_hints(builder: ModelBuilder) -> dict[str, object]:
+    """The builder's type annotations (none for a plugin whose annotations do not resolve)."""
+    try:
+        return typing.get_type_hints(builder)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: the values go unchecked
+        return {}
 
 
 def head_names(model: nn.Module) -> tuple[str, ...]:
@@ -94,7 +115,7 @@ def build_model(
     With ``seed``, the initial weights come from the stream derived from (seed, "model_init")
     and the global RNG state is left untouched; without it, torch's global RNG is used.
     """
-    _check_options(name, options)
+    options = check_options(name, options)
     if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1:
         raise GossipflError(f"model: num_classes must be a positive integer, got {num_classes}.")
     shape = tuple(int(d) for d in input_shape)

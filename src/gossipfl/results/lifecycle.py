@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from gossipfl.config import Config, load_config
+from gossipfl.distributed.rundir import report_failure, shared_run_directory
 from gossipfl.errors import Diverged, GossipflError
+from gossipfl.io import FolderLock, WriteError, check_writable, remove_stale_temps
+from gossipfl.results.interrupts import StopAtRoundEnd, StopRequest
 from gossipfl.results.reporting import write_run_figures
 from gossipfl.results.rundir import (
     CONFIG_FILE,
@@ -36,32 +39,67 @@ class RunOutcome:
 
 @dataclass
 class PreparedRun:
-    """A built Runner with the run directory it writes to."""
+    """A built Runner with the run directory it writes to (and holds the lock of)."""
 
     runner: Any
     run_dir: RunDirectory
     fresh: bool
     notes: list[str] = field(default_factory=list)
+    lock: FolderLock | None = None
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
 
-def prepare_fresh(config: Config, path: str | Path, key: str = "output.dir") -> PreparedRun:
-    """Build the experiment, then create its run directory (errors leave nothing behind)."""
+def prepare_fresh(config: Config, path: str | Path, key: str = "output.dir",
+                  unique: bool = False) -> PreparedRun:
+    """Build the experiment, then create its run directory (errors leave nothing behind).
+
+    Whether ``path`` can be written is checked before the data are loaded. With ``unique``
+    (a name the user did not choose exactly) a taken ``path`` gets a ``-2``, ``-3`` suffix.
+    """
     from gossipfl.runner import Runner
 
     path = Path(path)
-    check_free(path, key)
-    runner = Runner(config)
-    return PreparedRun(runner, RunDirectory.create(path, key), fresh=True)
+    if unique:
+        check_writable(path, key)
+    else:
+        check_free(path, key)
+    runner = Runner(config)  # joins the job under torchrun
+    run_dir = shared_run_directory(lambda: RunDirectory.create(path, key, unique=unique))
+    if not run_dir.writes:
+        return PreparedRun(runner, run_dir, fresh=True)
+    lock = FolderLock.acquire(run_dir.path, key)
+    if not unique and run_dir.is_run():  # another process took the same --out meanwhile
+        lock.release()
+        check_free(run_dir.path, key)
+    remove_stale_temps(run_dir.path)
+    return PreparedRun(runner, run_dir, fresh=True, lock=lock)
 
 
 def prepare_resume(path: str | Path, device: str | None = None) -> PreparedRun:
-    """Rebuild the run in ``path`` from its config.yaml and load its last checkpoint."""
-    from gossipfl.runner import Runner
+    """Rebuild the run in ``path`` from its config.yaml and load its last checkpoint.
 
+    Holds the run directory's lock (a second resume of the same directory is refused) and
+    removes the temporary files of a write that a kill interrupted.
+    """
     run_dir = RunDirectory(path)
     if not run_dir.path.is_dir() or not run_dir.is_run():
         raise GossipflError(f"--resume: '{run_dir.path}' is not a run directory "
                             f"(it has no {CONFIG_FILE}).")
+    prepared = _rebuild(run_dir, device)  # joins the job under torchrun
+    prepared.run_dir = shared_run_directory(lambda: run_dir)
+    if prepared.run_dir.writes:  # rank 0 of a distributed run, or the one process
+        prepared.lock = FolderLock.acquire(run_dir.path, "--resume")
+        remove_stale_temps(run_dir.path)
+    return prepared
+
+
+def _rebuild(run_dir: RunDirectory, device: str | None) -> PreparedRun:
+    from gossipfl.runner import Runner
+
     overrides = [f"device={device}"] if device else []
     config = load_config(run_dir.file(CONFIG_FILE), overrides)
     state = run_dir.load_checkpoint()
@@ -82,52 +120,85 @@ def execute(prepared: PreparedRun, callbacks: Sequence[Callback] = (),
             warn: Callable[[str], None] = print) -> RunOutcome:
     """Run to the end, recording into the run directory; figures at the end.
 
-    KeyboardInterrupt keeps the directory with its last checkpoint (status ``interrupted``)
-    and is re-raised. :class:`~gossipfl.errors.Diverged` keeps the directory with the metrics
-    so far (status ``diverged``). Any other exception keeps a directory that has recorded results
-    (status ``failed``); a fresh run that recorded nothing is removed. The exception is
-    returned in the outcome, not raised.
+    Ctrl-C or SIGTERM (when called from the main thread) asks the run to stop after the
+    current round; a checkpoint of that round is saved, the status is ``interrupted`` and
+    :class:`KeyboardInterrupt` is re-raised. A second signal stops at once (the last
+    checkpoint stays); signals that come while the run directory is being written at the end
+    wait, so ``summary.json`` is always whole. :class:`~gossipfl.errors.Diverged` keeps the
+    directory with the metrics so far (status ``diverged``). Any other exception keeps a
+    directory that has recorded results (status ``failed``); a fresh run that recorded nothing
+    is removed. The exception is returned in the outcome, not raised. The run directory's lock
+    is released.
     """
     runner, run_dir = prepared.runner, prepared.run_dir
     config = runner.config
     recorder = Recorder(run_dir, config.output.checkpoint_every,
                         checkpoint_round=None if prepared.fresh else runner.round or None)
-    extra: list[Callback] = [recorder]
-    board = TensorBoardLogger.open(run_dir, runner.round, warn) if config.output.tensorboard \
-        else None
-    if board is not None:
-        extra.append(board)
-    runner.callbacks = [*extra, *callbacks]
+    stop = StopRequest(warn)
+    board = TensorBoardLogger.open(run_dir, runner.round, warn) \
+        if config.output.tensorboard and run_dir.writes else None
+    runner.callbacks = [recorder, *([board] if board else []), *callbacks, stop]
+    stop.install()
     try:
-        if prepared.fresh:
-            run_dir.write_config(config)
-        run_dir.write_summary(recorder.summary(runner, "running"))
-        result = runner.run()
-        recorder.checkpoint(runner, "finished")
-    except KeyboardInterrupt:
-        run_dir.write_summary(recorder.summary(runner, "interrupted"))
-        raise
-    except Diverged as exc:
-        run_dir.write_metrics(runner.rows)
-        run_dir.write_summary(recorder.summary(runner, "diverged", error=str(exc)))
-        return RunOutcome(run_dir, "diverged", run_dir.read_summary(), error=exc)
-    except Exception as exc:  # noqa: BLE001 - recorded, then handed to the caller
-        return _failed(prepared, recorder, exc)
+        return _run(prepared, recorder, stop, warn)
     finally:
+        stop.restore()
         if board is not None:
             board.close()
-    write_run_figures(run_dir)
+        prepared.release()
+
+
+def _run(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
+         warn: Callable[[str], None]) -> RunOutcome:
+    runner, run_dir = prepared.runner, prepared.run_dir
+    try:
+        if prepared.fresh:
+            run_dir.write_config(runner.config)
+        run_dir.write_summary(recorder.summary(runner, "running"))
+        result = runner.run()
+        with stop.shield():
+            recorder.checkpoint(runner, "finished")
+    except KeyboardInterrupt as exc:
+        with stop.shield():
+            _interrupted(recorder, runner, at_round_end=isinstance(exc, StopAtRoundEnd))
+        raise
+    except Diverged as exc:
+        with stop.shield():
+            run_dir.write_metrics(runner.rows)
+            run_dir.write_summary(recorder.summary(runner, "diverged", error=str(exc)))
+        return RunOutcome(run_dir, "diverged", run_dir.read_summary(), error=exc)
+    except Exception as exc:  # noqa: BLE001 - recorded, then handed to the caller
+        with stop.shield():
+            return _failed(prepared, recorder, exc)
+    try:
+        if run_dir.writes:
+            write_run_figures(run_dir)
+    except WriteError as exc:
+        warn(f"{exc}; the run has finished, free space and draw its figures with "
+             f"`gossipfl report {run_dir.path}`.")
     return RunOutcome(run_dir, "finished", run_dir.read_summary(), result=result)
+
+
+def _interrupted(recorder: Recorder, runner: Any, at_round_end: bool) -> None:
+    """Status ``interrupted``; at a round's end also a checkpoint of that round."""
+    if at_round_end and recorder.checkpoint_round != runner.round:
+        recorder.checkpoint(runner, "interrupted")
+    else:
+        recorder.run_dir.write_summary(recorder.summary(runner, "interrupted"))
 
 
 def _failed(prepared: PreparedRun, recorder: Recorder, exc: Exception) -> RunOutcome:
     runner, run_dir = prepared.runner, prepared.run_dir
+    report_failure(exc)  # under torchrun, the other ranks quote why this one stops
     summary = recorder.summary(runner, "failed", error=str(exc))
     if prepared.fresh and not runner.rows:
-        shutil.rmtree(run_dir.path, ignore_errors=True)
-    else:
+        prepared.release()
+        if run_dir.writes:
+            shutil.rmtree(run_dir.path, ignore_errors=True)
+        return RunOutcome(run_dir, "failed", summary, error=exc)
+    try:
         run_dir.write_metrics(runner.rows)
         run_dir.write_summary(summary)
+    except WriteError:
+        pass  # the disk is still full: the previous metrics.csv and summary.json stay whole
     return RunOutcome(run_dir, "failed", summary, error=exc)
-
-

@@ -12,20 +12,25 @@ import io
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gossipfl.errors import GossipflError
+from gossipfl.analysis.columns import analysis_columns
+from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.io import atomic_write_text
 from gossipfl.results.rundir import (
     ACCURACY_METRICS,
     CONFIG_FILE,
+    METRIC_COLUMNS,
     METRIC_LABELS,
+    METRICS_FILE,
     NON_RESULT_KEYS,
     RunDirectory,
+    is_personalized,
+    metrics_from_csv,
     primary_metric,
 )
 
@@ -41,6 +46,7 @@ class Run:
     config: dict
     metrics: list[dict]
     summary: dict
+    problem: str | None = None  # why its metrics cannot be used (file missing, empty, damaged)
 
     @property
     def status(self) -> str:
@@ -59,8 +65,32 @@ def load_run(path: str | Path) -> Run:
     if not run_dir.is_run():
         raise GossipflError(f"report: '{run_dir.path}' is not a run directory "
                             f"(it has no {CONFIG_FILE}).")
-    return Run(run_dir.path, run_dir.read_config_dict(), run_dir.read_metrics(),
-               run_dir.read_summary())
+    metrics, problem = read_metrics_checked(run_dir)
+    return Run(run_dir.path, run_dir.read_config_dict(), metrics, run_dir.read_summary(),
+               problem)
+
+
+def read_metrics_checked(run_dir: RunDirectory) -> tuple[list[dict], str | None]:
+    """The rows of metrics.csv, or none and why they cannot be used."""
+    path = run_dir.file(METRICS_FILE)
+    if not path.is_file():
+        return [], f"{path} is missing"
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        return [], f"{path} cannot be read ({type(exc).__name__})"
+    try:
+        rows = metrics_from_csv(text)
+    except csv.Error:
+        return [], f"{path} is damaged (a malformed line)"
+    if not rows:
+        return [], f"{path} is empty"
+    for line, row in enumerate(rows, 2):
+        numbers = [row.get(k) for k in METRIC_COLUMNS if k in row]
+        if not isinstance(row.get("round"), int) or not all(
+                isinstance(v, (int, float)) for v in numbers):
+            return [], f"{path} is damaged (line {line})"
+    return rows, None
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Run]:
@@ -156,6 +186,13 @@ def _dedupe(labels: list[str]) -> list[str]:
     return out
 
 
+#: Flatness columns a table shows when its runs were analyzed, with their headers.
+FLATNESS_COLUMNS = {"top_eigenvalue": "top Hessian eigenvalue",
+                    "trace": "Hessian trace",
+                    "top_eigenvalue_local_mean": "top eigenvalue (local models)",
+                    "trace_local_mean": "trace (local models)"}
+
+
 # --------------------------------------------------------------------------------------------
 # Comparison tables
 # --------------------------------------------------------------------------------------------
@@ -191,6 +228,7 @@ class TableRow:
     failed: int = 0  # runs without usable results: failed or diverged
     consensus: Stat | None = None  # final consensus distance (1/M) Σ‖x_i − x̄‖²
     diverged: int = 0  # of the failed: runs that diverged
+    flatness: dict[str, Stat] = field(default_factory=dict)  # analysis COLUMNS → stat
 
 
 def rounds_to_target(rows: Sequence[dict], metric: str, target: float) -> int | None:
@@ -237,8 +275,21 @@ def comparison_table(groups: dict[str, list[Run]], metric: str,
                               seconds_per_round=float(np.mean(per_round)) if per_round else None,
                               bytes_total=float(np.mean(sent)) if sent else None,
                               failed=len(runs) - len(ok), consensus=Stat.of(consensus),
-                              diverged=sum(r.status == "diverged" for r in runs)))
+                              diverged=sum(r.status == "diverged" for r in runs),
+                              flatness=flatness_stats(ok)))
     return table
+
+
+def flatness_stats(runs: Sequence[Run]) -> dict[str, Stat]:
+    """Mean ± std over the runs that were analyzed (``gossipfl analyze``) of each flatness
+    column (top Hessian eigenvalue, trace, ...)."""
+    found = [analysis_columns(r.path) for r in runs if r.path is not None]
+    return {key: Stat.of([f[key] for f in found if key in f]) for key in FLATNESS_COLUMNS
+            if any(key in f for f in found)}
+
+
+def _flatness_keys(table: Sequence[TableRow]) -> list[str]:
+    return [key for key in FLATNESS_COLUMNS if any(key in row.flatness for row in table)]
 
 
 def _pct(stat: Stat | None) -> str:
@@ -284,13 +335,14 @@ def table_markdown(table: Sequence[TableRow], metric: str) -> str:
     targets = list(table[0].to_target) if table else []
     head = ["configuration", "runs", f"final {metric} (%)", f"best {metric} (%)",
             *[f"rounds to {100 * t:g}%" for t in targets], "final consensus distance",
-            "s/round", "sent"]
+            *[FLATNESS_COLUMNS[k] for k in _flatness_keys(table)], "s/round", "sent"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for row in table:
         seeds = str(row.runs) + _lost(row)
         cells = [row.label, seeds, _pct(row.final), _pct(row.best),
                  *[_rounds(row.to_target[t], row.runs) for t in targets],
                  _scientific(row.consensus),
+                 *[_scientific(row.flatness.get(k)) for k in _flatness_keys(table)],
                  "—" if row.seconds_per_round is None else f"{row.seconds_per_round:.2f}",
                  format_bytes(row.bytes_total)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -306,16 +358,19 @@ def table_csv(table: Sequence[TableRow], metric: str) -> str:
             "best_mean", "best_std"]
     for t in targets:
         head += [f"rounds_to_{t:g}_mean", f"rounds_to_{t:g}_std", f"rounds_to_{t:g}_reached"]
-    writer.writerow(head + ["consensus_mean", "consensus_std", "seconds_per_round",
-                            "bytes_total"])
+    flat = _flatness_keys(table)
+    writer.writerow(head + ["consensus_mean", "consensus_std",
+                            *[f"{k}_{s}" for k in flat for s in ("mean", "std")],
+                            "seconds_per_round", "bytes_total"])
     for row in table:
         cells: list[Any] = [row.label, row.runs, row.failed, metric,
                             *_stat_cells(row.final), *_stat_cells(row.best)]
         for t in targets:
             stat, reached = row.to_target[t]
             cells += [*_stat_cells(stat), reached]
-        writer.writerow(cells + [*_stat_cells(row.consensus), row.seconds_per_round,
-                                 row.bytes_total])
+        writer.writerow(cells + [*_stat_cells(row.consensus),
+                                 *[c for k in flat for c in _stat_cells(row.flatness.get(k))],
+                                 row.seconds_per_round, row.bytes_total])
     return buffer.getvalue()
 
 
@@ -333,16 +388,25 @@ class Report:
     table: list[TableRow]
     markdown: str
     files: list[Path]
+    left_out: list[str] = field(default_factory=list)  # runs without usable metrics, and why
 
 
 def report(runs: Sequence[Run], out_dir: str | Path, metric: str | None = None,
-           targets: Sequence[float] | None = None) -> Report:
-    """Write ``table.md``, ``table.csv`` and the figures for ``runs`` into ``out_dir``."""
+           targets: Sequence[float] | None = None, metric_key: str = "--metric") -> Report:
+    """Write ``table.md``, ``table.csv`` and the figures for ``runs`` into ``out_dir``.
+
+    Runs whose metrics.csv is missing, empty or damaged are left out (``Report.left_out``
+    says which and why), never counted as failed.
+    """
     if not runs:
         raise GossipflError("report: no runs to report.")
+    left_out = [f"{r.problem}; {r.path} is left out of the table" for r in runs if r.problem]
+    runs = [r for r in runs if r.problem is None]
+    if not runs:
+        raise GossipflError(f"report: no run has metrics to report ({left_out[0]}).")
     out = Path(out_dir)
     groups = group_runs(runs)
-    metric = metric or primary_metric([row for r in runs for row in r.metrics])
+    metric = check_metric(runs, metric, metric_key)
     if targets is None:
         target = default_target(groups, metric)
         targets = [] if target is None or target <= 0 else [target]
@@ -351,14 +415,28 @@ def report(runs: Sequence[Run], out_dir: str | Path, metric: str | None = None,
     atomic_write_text(out / "table.md", markdown)
     atomic_write_text(out / "table.csv", table_csv(table, metric))
     files = [out / "table.md", out / "table.csv", *write_figures(groups, out, metric)]
-    return Report(metric, list(targets), table, markdown, files)
+    return Report(metric, list(targets), table, markdown, files, left_out)
+
+
+def check_metric(runs: Sequence[Run], metric: str | None, key: str) -> str:
+    """``metric`` (default: the first accuracy the runs hold), one of those they hold."""
+    rows = [row for r in runs for row in r.metrics]
+    if metric is None:
+        personalized = any(is_personalized(r.config.get("algorithm", {}).get("name"))
+                           for r in runs)
+        return primary_metric(rows, personalized)
+    held = [m for m in ACCURACY_METRICS if any(m in row for row in rows)]
+    if metric not in held:
+        raise unknown_choice(key, metric, held or ACCURACY_METRICS)
+    return metric
 
 
 def write_run_figures(run_dir: RunDirectory) -> list[Path]:
     """The figures of one finished run, into the run directory."""
     run = load_run(run_dir.path)
     label = str(run.config.get("name") or run.config.get("algorithm", {}).get("name", "run"))
-    return write_figures({label: [run]}, run_dir.path, primary_metric(run.metrics))
+    personalized = is_personalized(run.config.get("algorithm", {}).get("name"))
+    return write_figures({label: [run]}, run_dir.path, primary_metric(run.metrics, personalized))
 
 
 def mean_curve(runs: Sequence[Run], x_key: str, y_key: str

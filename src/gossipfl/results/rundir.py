@@ -4,13 +4,17 @@ A run directory ``runs/<name>-<timestamp>/`` holds::
 
     config.yaml      the fully resolved config (load_config(config.yaml) rebuilds the run)
     metrics.csv      one row per evaluated round (columns: METRIC_COLUMNS, then any others)
-    summary.json     status (running | finished | interrupted | failed | diverged), final/best metric, ...
-    checkpoint.pt    runner state every ``output.checkpoint_every`` rounds and at the end
+    summary.json     status (running | finished | interrupted | failed | diverged),
+                     final/best metric,
+                     data_files (the dataset files read, with their SHA-256), ...
+    checkpoint.pt    runner state every ``output.checkpoint_every`` rounds, at the end and
+                     when the run is interrupted (at the end of a round)
+    .lock            while a process writes the run (holds its pid; see gossipfl.io.FolderLock)
     *.png            accuracy vs round, accuracy vs bytes sent, consensus distance vs round
     tensorboard/     only with ``output.tensorboard: true`` and the package installed
 
 Every file is written atomically (:mod:`gossipfl.io`), so a killed run leaves the previous
-version of each file, never half of one. Randomness is counter-based, so resuming from a
+version of each file, never half of one (and a resume removes the temporary files it left). Randomness is counter-based, so resuming from a
 checkpoint repeats the uninterrupted run exactly (timing columns aside).
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 import time
@@ -30,7 +35,14 @@ import yaml
 
 from gossipfl.config import Config, load_config
 from gossipfl.errors import GossipflError
-from gossipfl.io import atomic_torch_save, atomic_write_text
+from gossipfl.io import (
+    LOCK_FILE,
+    TEMP_SUFFIX,
+    WriteError,
+    atomic_torch_save,
+    atomic_write_text,
+    check_writable,
+)
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.csv"
@@ -62,6 +74,8 @@ Callback = Callable[[Any, int, "dict | None"], None]
 class RunDirectory:
     """The files of one run directory (nothing is read or written until asked)."""
 
+    writes = True  # False: a distributed rank other than 0 (gossipfl.distributed.rundir)
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
@@ -72,12 +86,21 @@ class RunDirectory:
         return self.path / name
 
     @classmethod
-    def create(cls, path: str | Path, key: str = "output.dir") -> RunDirectory:
-        """Make a new, empty run directory; an existing non-empty one is an error."""
+    def create(cls, path: str | Path, key: str = "output.dir",
+               unique: bool = False) -> RunDirectory:
+        """Make a new, empty run directory. An existing non-empty one is an error, unless
+        ``unique``: then the first free ``<path>-2``, ``<path>-3``, ... is taken (the name was
+        not chosen exactly, so runs started at the same second never collide)."""
         path = Path(path)
-        check_free(path, key)
-        path.mkdir(parents=True, exist_ok=True)
-        return cls(path)
+        if not unique:
+            check_free(path, key)
+            _mkdir(path, key, exist_ok=True)
+            return cls(path)
+        for n in itertools.count(1):
+            candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+            if _mkdir(candidate, key, exist_ok=False):
+                return cls(candidate)
+        raise AssertionError("unreachable")
 
     def is_run(self) -> bool:
         return self.file(CONFIG_FILE).is_file()
@@ -103,9 +126,13 @@ class RunDirectory:
 
     def read_config_dict(self) -> dict:
         try:
-            return yaml.safe_load(self.file(CONFIG_FILE).read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            raise GossipflError(f"run: '{self.file(CONFIG_FILE)}' cannot be read.") from None
+            data = yaml.safe_load(self.file(CONFIG_FILE).read_text()) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            data = None
+        if not isinstance(data, dict):
+            raise GossipflError(f"run: '{self.file(CONFIG_FILE)}' cannot be read (it is not a "
+                                f"gossipfl config).")
+        return data
 
     def read_metrics(self) -> list[dict]:
         path = self.file(METRICS_FILE)
@@ -140,10 +167,36 @@ class RunDirectory:
 
 
 def check_free(path: Path, key: str) -> None:
-    """A run may only be written to a path that is absent or an empty folder."""
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    """A run may only be written to a path that is absent or an empty folder, in a place
+    that can be written (checked before any work is done)."""
+    if not is_vacant(path):
         raise GossipflError(f"{key}: run directory '{path}' already exists; choose another "
                             f"name or remove it.")
+    check_writable(path, key)
+
+
+def is_vacant(path: Path) -> bool:
+    """Absent, or a folder holding nothing but a lock and temporary files (what a process
+    killed before it wrote anything leaves)."""
+    if not path.exists():
+        return True
+    return path.is_dir() and all(
+        p.name == LOCK_FILE or (p.name.startswith(".") and p.name.endswith(TEMP_SUFFIX))
+        for p in path.iterdir())
+
+
+def _mkdir(path: Path, key: str, exist_ok: bool) -> bool:
+    """Create ``path`` (and its parents); False when it exists and ``exist_ok`` is off."""
+    try:
+        path.mkdir(parents=True, exist_ok=exist_ok)
+    except FileExistsError:
+        if path.is_dir():
+            return False
+        raise GossipflError(f"{key}: cannot create run directory '{path}': a file is in the "
+                            f"way.") from None
+    except OSError as exc:
+        raise WriteError(path, exc) from None
+    return True
 
 
 def timestamp(now: float | None = None) -> str:
@@ -172,6 +225,7 @@ def comparable_config(config: Config) -> dict:
     data = yaml.safe_load(config.to_yaml())
     for key in ("device", "output", "name"):
         data.pop(key, None)
+    data.get("data", {}).pop("verify", None)  # how files are checked, not what is computed
     return data
 
 
@@ -200,6 +254,8 @@ def metrics_from_csv(text: str) -> list[dict]:
     """Rows with numbers parsed back (int where integral text, else float; empty: absent)."""
     rows = []
     for raw in csv.DictReader(io.StringIO(text)):
+        if None in raw:
+            raise csv.Error(f"row {len(rows) + 1} has more fields than the header")
         rows.append({k: _parse_number(v) for k, v in raw.items() if v not in ("", None)})
     return rows
 
@@ -222,12 +278,25 @@ def _parse_number(text: str) -> int | float | str:
 # --------------------------------------------------------------------------------------------
 # Summaries
 # --------------------------------------------------------------------------------------------
-def primary_metric(rows: Sequence[dict]) -> str:
-    """The accuracy a table reports: the first of ACCURACY_METRICS that the rows hold."""
-    for metric in ACCURACY_METRICS:
+def primary_metric(rows: Sequence[dict], personalized: bool = False) -> str:
+    """The accuracy a table reports: the first of ACCURACY_METRICS that the rows hold
+    (``personalized_acc`` first for personalized algorithms, :func:`is_personalized`)."""
+    order = ("personalized_acc", *ACCURACY_METRICS) if personalized else ACCURACY_METRICS
+    for metric in order:
         if any(metric in row for row in rows):
             return metric
     return ACCURACY_METRICS[0]
+
+
+def is_personalized(algorithm: str | None) -> bool:
+    """Whether the algorithm named ``algorithm`` declares personalized models (False for a
+    name not registered here, e.g. a plugin not loaded)."""
+    from gossipfl.algorithms import get_algorithm
+
+    try:
+        return "personalized" in get_algorithm(str(algorithm)).evaluations
+    except GossipflError:
+        return False
 
 
 def summarize_rows(rows: Sequence[dict], metric: str | None = None) -> dict:
@@ -256,7 +325,11 @@ def run_summary(runner: Any, status: str, error: str | None = None,
             "updated": timestamp()}
     if error:
         info["error"] = error
-    info.update(summarize_rows(runner.rows))
+    files = getattr(runner.exp.dataset, "files", ())
+    if files:
+        info["data_files"] = list(files)  # which files the run read, with their SHA-256
+    info.update(summarize_rows(runner.rows, primary_metric(
+        runner.rows, "personalized" in runner.exp.algorithm.evaluations)))
     return info
 
 

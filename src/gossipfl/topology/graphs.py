@@ -39,6 +39,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.topology.mixing import (
@@ -161,6 +162,8 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             raise GossipflError(f"topology.{key}: unknown parameter{did_you_mean(key, PARAMS)};"
                                 f" known: {', '.join(PARAMS)}.")
     num_clients = _check_clients(name, num_clients)
+    require_memory(8 * num_clients ** 2, f"a dense {num_clients}×{num_clients} mixing matrix "
+                   f"({name})", "data.clients")
     if mixing == "custom" and name != "custom":
         raise GossipflError(
             f"topology.mixing: custom needs topology.name: custom (a matrix from topology.path "

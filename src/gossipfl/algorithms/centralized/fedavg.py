@@ -14,8 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
+
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import FRACTION, POSITIVE, Algorithm, Hyperparams, Work
+from gossipfl.algorithms.base import (
+    FRACTION,
+    POSITIVE,
+    UNIT_INTERVAL,
+    Algorithm,
+    Hyperparams,
+    Work,
+)
 from gossipfl.algorithms.server import ServerOptimizer
 
 
@@ -26,24 +35,34 @@ class ServerParams(Hyperparams):
     rules: ClassVar = {"participation": FRACTION, "global_lr": POSITIVE}
 
 
+@dataclass
+class MomentumParams(ServerParams):
+    beta: float = 0.9  # β, the algorithm's momentum coefficient
+    rules: ClassVar = {"beta": UNIT_INTERVAL}
+
+
 class ServerAlgorithm(Algorithm):
     """Centralized skeleton: a server model, client sampling, broadcast, aggregation of the
     client updates Δ = Σ p_i (y_i − x) and a server optimizer turning Δ into x⁺.
 
     Subclasses change the local direction, the ``weighting`` of the aggregation, the
-    ``server_optimizer`` (with its state kept under ``server_opt.<name>``) or the round.
+    ``server_optimizer`` (with its state kept under ``server_opt.<name>``) or the round, and
+    declare their extra state: ``server_vectors`` (global ``[P]``) and ``client_state``
+    (``[M, P]``), all zero at the start.
     """
 
     centralized = True
     Params = ServerParams
     client_state = ()
+    server_vectors: ClassVar[tuple[str, ...]] = ()
     evaluations = ("average",)
     weighting = "samples"
 
     def __init__(self, params, fed):
         super().__init__(params, fed)
         self.optimizer = self.server_optimizer()
-        self.global_state = ("server", *(f"server_opt.{k}" for k in self.optimizer.state_names))
+        self.global_state = ("server", *(f"server_opt.{k}" for k in self.optimizer.state_names),
+                             *self.server_vectors)
 
     def server_optimizer(self) -> ServerOptimizer:
         return ServerOptimizer(self.params.global_lr)
@@ -52,6 +71,10 @@ class ServerAlgorithm(Algorithm):
         self.state = {"server": x0[0].clone()}
         for key, value in self.optimizer.init(self.state["server"]).items():
             self.state[f"server_opt.{key}"] = value
+        for key in self.server_vectors:
+            self.state[key] = torch.zeros_like(x0[0])
+        for key in self.client_state:
+            self.state[key] = torch.zeros_like(x0)
 
     def begin_round(self, ctx):
         clients = self.fed.sample(ctx.round, self.params.participation)

@@ -26,15 +26,7 @@ class Scaffold(ServerAlgorithm):
     paper = "Karimireddy et al. 2020, SCAFFOLD: Stochastic Controlled Averaging for FL"
     weighting = "uniform"
     client_state = ("c_clients",)
-
-    def __init__(self, params, fed):
-        super().__init__(params, fed)
-        self.global_state = (*self.global_state, "c")
-
-    def init(self, x0):
-        super().init(x0)
-        self.state["c"] = torch.zeros_like(x0[0])
-        self.state["c_clients"] = torch.zeros_like(x0)
+    server_vectors = ("c",)
 
     def begin_round(self, ctx):
         work = super().begin_round(ctx)

@@ -1,0 +1,101 @@
+"""Fed-RoD — federated robust decoupling (Chen & Chao, "On Bridging Generic and Personalized
+Federated Learning for Image Classification", ICLR 2022), the linear personal-head variant
+(not the hyper-network one; the DFedMDC paper does not say which it ran).
+
+The model is a body f and a generic head h^G (together the server's model x, sent and
+averaged as FedAvg); client i also keeps a personal head h^P_i of the head's shape, and its
+personalized prediction is h^G(f(a)) + h^P_i(f(a)). For a linear head that is the same
+network with head weights h^G + h^P_i, which is how gossipfl stores it.
+
+Sampled client i, from x^t and its h^P_i, at every local step on one minibatch ξ (both
+gradients at the same point, as the two losses of the paper's local training):
+
+    generic  (balanced risk, Balanced Softmax):  ℓ_BR = −log softmax(z + log n_i)_y,
+             z = h^G(f(a)), n_ic = client i's training samples of class c;
+             x ← x − η (∇_x ℓ_BR(x; ξ) + wd·x)
+    personal (empirical risk, body and h^G held):  ℓ_ER = CE(h^G(f(a)) + h^P(f(a)), y);
+             h^P ← h^P − η (∇_{h^P} ℓ_ER + wd·h^P)
+    x^{t+1} = x^t + η_g Σ_{i∈S_t} p_i (x_i − x^t)
+
+Adding log n_i to the logits is adding it to the head's bias, so ∇ℓ_BR(x) is the plain
+cross-entropy gradient at x with the head bias shifted by log n_i (exact): the model's head
+needs a bias with one entry per class. h^P_i^0 = 0 (the personalized model starts as the
+generic one). Client i's personalized model: x^t with head h^G + h^P_i.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gossipfl.algorithms import register
+from gossipfl.algorithms.base import Work
+from gossipfl.algorithms.local import LocalOptimizer
+from gossipfl.algorithms.personalized.personal_server import PersonalServer
+from gossipfl.algorithms.steps import gradient, with_weight_decay
+from gossipfl.engine.groups import ParamGroup
+from gossipfl.errors import GossipflError
+
+
+@register
+class FedRoD(PersonalServer):
+    name = "fedrod"
+    paper = "Chen & Chao 2022, On Bridging Generic and Personalized FL (Fed-RoD, linear)"
+    kept = "personal"  # h^P_i
+
+    def init(self, x0):
+        counts = self.fed.label_counts
+        if counts is None:
+            raise GossipflError("algorithm.name: fedrod needs class labels (its balanced "
+                                "softmax uses each client's class counts), got regression "
+                                "targets.")
+        self.logit_bias = self.head_bias(counts.shape[1])
+        self.log_prior = counts.clamp_min(1e-30).log()  # [M, C] log n_ic (−69: no sample)
+        super().init(x0)
+
+    def head_bias(self, classes: int) -> ParamGroup:
+        """The columns of the head's bias (the logits' offsets)."""
+        layout = self.fed.oracle.layout
+        for name, offset, shape in zip(layout.names, layout.offsets, layout.shapes,
+                                       strict=True):
+            if name in self.fed.groups.personal_names and tuple(shape) == (classes,):
+                return ParamGroup("logit_bias", ((offset, offset + classes),), layout.P)
+        raise GossipflError(f"model.personal: fedrod needs a head bias of {classes} entries "
+                            f"among the personal parameters, got "
+                            f"{', '.join(self.fed.groups.personal_names) or 'none'}.")
+
+    def own_init(self, x0):
+        return torch.zeros_like(super().own_init(x0))
+
+    def personalize(self, x, own):
+        personal = self.fed.groups["personal"]
+        personal.assign(x, personal.select(x) + own)
+
+    def begin_round(self, ctx):
+        clients = self.fed.sample(ctx.round, self.params.participation)
+        return Work(self.fed.broadcast(self.state["server"], clients), clients,
+                    head=self.fed.rows(self.state["own"], clients))
+
+    def begin_phase(self, ctx, work):
+        size = work["head"].shape[1]
+        self.head_optimizer = LocalOptimizer(ParamGroup("head", ((0, size),), size),
+                                             ctx.optimizer.lr, ctx.optimizer.momentum,
+                                             len(work), work.y)
+
+    def local_step(self, ctx, work, batch):
+        shifted = work.y.clone()
+        self.logit_bias.assign(shifted, self.logit_bias.select(work.y)
+                               + self.fed.rows(self.log_prior, work.clients))
+        _, grad = gradient(self.fed, shifted, batch)
+        generic = with_weight_decay(self.fed, grad, work.y)
+        combined = work.y.clone()
+        self.personalize(combined, work["head"])
+        loss, grad = gradient(self.fed, combined, batch)
+        head = with_weight_decay(self.fed, self.fed.groups["personal"].select(grad),
+                                 work["head"])
+        ctx.optimizer.step(work, generic)
+        self.head_optimizer.step(Work(work["head"]), head)
+        return loss
+
+    def end_round(self, ctx, work):
+        self.fed.set_rows(self.state["own"], work.clients, work["head"])
+        self.upload(work.y, work.clients)

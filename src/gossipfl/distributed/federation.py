@@ -1,0 +1,259 @@
+"""The Federation of one rank of a ``torch.distributed`` job.
+
+Rank r holds the contiguous block of clients ``[lo, hi)`` (:meth:`Processes.bounds`): every
+per-client tensor an algorithm keeps or is handed is that block's rows, so algorithms run
+unchanged. The operations that cross the client dimension become collectives:
+
+- ``gossip``: for round t's W each rank sends to each other rank exactly the rows of its
+  block that the other's rows mix with (w_ij ≠ 0, j in the block; point-to-point
+  ``isend``/``irecv``), then applies its rows of W to its own and the received rows. When
+  every rank needs every other rank's whole block (a dense W) it all-gathers instead. Each of
+  Q gossip steps is one exchange; masked (DisPFL) gossip exchanges the masked values and the
+  masks; group gossip only the group's columns. Every rank rebuilds W_t from the seed.
+- ``aggregate``: an all-reduce of the rank's weighted partial sum and weight, so the server
+  step — every rank holds the server state and applies the same step to the same sum — needs
+  no broadcast (``broadcast`` only copies, and charges the bytes a server would send).
+- ``sample``: the round's sample (the same on every rank), restricted to the block.
+- ``mean``, ``total``: all-reduces; ``gather``: all M rows (evaluation, checkpoints).
+
+Summation order: the all-reduces add per-rank partial sums, and Q > 1 gossip steps are Q
+products instead of one with W^Q, so results equal the one-process run to float tolerance,
+not bit for bit. :class:`BlockTraffic` counts the accounted bytes of the block's clients
+(summed over ranks each round) and, in ``wire``, the bytes this rank really sent.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from gossipfl.distributed.launch import Processes
+from gossipfl.errors import GossipflError
+from gossipfl.federation import Federation, Traffic, message_bytes
+
+FAILURE_KEY = "gossipfl/failed"
+
+
+class RankLost(GossipflError):
+    """Another rank of the job stopped or did not answer in time."""
+
+    exit_status = 1
+
+
+@contextmanager
+def communicating(processes: Processes, what: str):
+    """Turn a failed collective into one sentence naming the rank that failed, when known."""
+    try:
+        yield
+    except RuntimeError as exc:
+        raise RankLost(lost_rank_message(processes, what, exc)) from None
+
+
+def note_failure(processes: Processes, message: str) -> None:
+    """Leave ``message`` where the other ranks look when a collective fails (the job's
+    store); best effort: the store may be gone too."""
+    if not processes.distributed:
+        return
+    with suppress(Exception):  # nothing more can be done
+        store = dist.distributed_c10d._get_default_store()
+        store.set(FAILURE_KEY, f"rank {processes.rank} failed: {message}")
+
+
+def lost_rank_message(processes: Processes, what: str, exc: BaseException) -> str:
+    note = None
+    with suppress(Exception):  # the store may have gone with the failed rank
+        store = dist.distributed_c10d._get_default_store()
+        if store.check([FAILURE_KEY]):
+            note = store.get(FAILURE_KEY).decode()
+    if note is not None:
+        return f"rank {processes.rank} stopped during {what} because {note}"
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+    return (f"rank {processes.rank} stopped during {what}: another rank stopped or did not "
+            f"answer within engine.timeout = {processes.timeout:g} s ({reason}); the "
+            f"launcher's report names the rank that failed.")
+
+
+class BlockTraffic(Traffic):
+    """Accounted bytes of this rank's clients (``clients[k]``: client lo + k), summed over all
+    ranks by :meth:`take`; ``wire``: the bytes this rank really sent, over the whole run."""
+
+    def __init__(self, num_clients: int, processes: Processes, device: torch.device):
+        super().__init__(num_clients)
+        self.processes = processes
+        self.device = device  # NCCL reduces device tensors only
+        self.wire = 0
+
+    def take(self) -> int:
+        mine = torch.tensor([super().take()], dtype=torch.int64, device=self.device)
+        with communicating(self.processes, "the byte count"):
+            dist.all_reduce(mine)
+        return int(mine)
+
+
+@dataclass
+class ExchangePlan:
+    """One round's gossip for one rank: which rows go where, and its rows of W."""
+
+    send: dict[int, Tensor]  # peer -> positions (in the block) of the rows the peer needs
+    receive: dict[int, int]  # peer -> how many rows come from it (in ascending client id)
+    weights: Tensor  # W[lo:hi, columns]: own block, then each peer's rows, ascending peer
+    all_gather: bool  # every rank needs every other block whole: all-gather instead
+
+
+def exchange_plan(W: np.ndarray, processes: Processes, mixer) -> ExchangePlan:
+    """The plan of ``processes.rank`` for mixing matrix ``W`` (the same W on every rank); its
+    rows of W on the mixer's device, in its dtype, as CSR when the mixer mixes sparsely."""
+    M, world, rank = len(W), processes.world, processes.rank
+    blocks = [processes.bounds(M, r) for r in range(world)]
+    lo, hi = blocks[rank]
+    nonzero = W != 0
+    # needs[r][s]: the ids in s's block that rank r's rows mix with
+    needs = [[np.flatnonzero(nonzero[a:b, c:d].any(axis=0)) + c if s != r else None
+              for s, (c, d) in enumerate(blocks)] for r, (a, b) in enumerate(blocks)]
+    dense = all(len(needs[r][s]) == blocks[s][1] - blocks[s][0]
+                for r in range(world) for s in range(world) if s != r)
+    if dense:
+        columns = np.arange(M)
+        send, receive = {}, {}
+    else:
+        send = {s: torch.as_tensor(needs[s][rank] - lo, device=mixer.device)
+                for s in range(world) if s != rank and len(needs[s][rank])}
+        receive = {s: len(needs[rank][s]) for s in range(world)
+                   if s != rank and len(needs[rank][s])}
+        columns = np.concatenate([np.arange(lo, hi)] + [needs[rank][s] for s in receive])
+    weights = mixer._to_device(W[lo:hi][:, columns], mixer.uses_sparse(1))
+    return ExchangePlan(send, receive, weights, dense)
+
+
+class DistributedFederation(Federation):
+    """The Federation of rank ``processes.rank``: its block of clients, collectives across."""
+
+    def __init__(self, processes: Processes, num_clients: int, *args, **kwargs):
+        if num_clients < processes.world:
+            raise GossipflError(f"data.clients: {num_clients} clients cannot be shared by "
+                                f"{processes.world} processes (each rank owns at least one); "
+                                f"start at most {num_clients} processes.")
+        super().__init__(num_clients, *args, **kwargs)
+        self.processes = processes
+        self.lo, self.hi = processes.bounds(num_clients)
+        self.traffic = BlockTraffic(self.hi - self.lo, processes, self.sample_sizes.device)
+        if getattr(self, "label_counts", None) is not None:  # [M, C] per-client data (issue
+            self.label_counts = self.block(self.label_counts)  # 13's Federation): the block
+        self._plan: tuple[int | None, ExchangePlan] | None = None  # (round or None, plan)
+
+    @property
+    def block_size(self) -> int:
+        return self.hi - self.lo
+
+    # -- gossip ------------------------------------------------------------------------------
+    def _mix(self, x: Tensor, t: int, steps: int) -> Tensor:
+        plan = self.plan(t)
+        flat = x.reshape(self.block_size, -1)
+        for _ in range(steps):
+            what = f"gossip in round {t + 1}"
+            with communicating(self.processes, what):
+                held = self._exchange(plan, flat, what)
+            flat = plan.weights @ held
+        return flat.reshape(x.shape)
+
+    def plan(self, t: int) -> ExchangePlan:
+        """Round t's exchange plan (rebuilt each round for a time-varying topology)."""
+        mixer = self.mixer
+        key = t if mixer.topology.time_varying else None
+        if self._plan is None or self._plan[0] != key:
+            plan = exchange_plan(mixer.topology.matrix(t), self.processes, mixer)
+            self._plan = key, plan
+        return self._plan[1]
+
+    def _exchange(self, plan: ExchangePlan, rows: Tensor, what: str) -> Tensor:
+        """The rows this rank's product needs: its own, then each peer's (plan order)."""
+        if plan.all_gather:
+            return self._all_rows(rows)
+        ops = []
+        for peer, positions in plan.send.items():
+            message = rows[positions].contiguous()
+            self.traffic.wire += message.numel() * message.element_size()
+            ops.append(dist.P2POp(dist.isend, message, peer))
+        received = {peer: rows.new_empty(count, rows.shape[1])
+                    for peer, count in plan.receive.items()}
+        ops += [dist.P2POp(dist.irecv, buffer, peer) for peer, buffer in received.items()]
+        if ops:
+            for op, request in zip(ops, dist.batch_isend_irecv(ops), strict=True):
+                try:
+                    request.wait()
+                except RuntimeError:
+                    raise RankLost(f"rank {self.processes.rank} stopped during {what}: rank "
+                                   f"{op.peer} stopped or did not answer within "
+                                   f"engine.timeout = {self.processes.timeout:g} s.") from None
+        return torch.cat([rows, *received.values()])
+
+    def _all_rows(self, rows: Tensor) -> Tensor:
+        """Every rank's block, in client order (all-gather of blocks padded to equal size)."""
+        world = self.processes.world
+        sizes = [self.processes.bounds(self.num_clients, r) for r in range(world)]
+        longest = max(b - a for a, b in sizes)
+        padded = rows.new_zeros(longest, *rows.shape[1:])
+        padded[: len(rows)] = rows
+        parts = [torch.empty_like(padded) for _ in range(world)]
+        self.traffic.wire += (world - 1) * padded.numel() * padded.element_size()
+        dist.all_gather(parts, padded)
+        return torch.cat([part[: b - a] for part, (a, b) in zip(parts, sizes, strict=True)])
+
+    def _out_degree(self, t: int) -> np.ndarray:
+        return super()._out_degree(t)[self.lo:self.hi]
+
+    # -- centralized -----------------------------------------------------------------------
+    def sample(self, t: int, fraction: float) -> Tensor:
+        clients = super().sample(t, fraction)
+        return clients[(clients >= self.lo) & (clients < self.hi)]
+
+    def aggregate(self, values: Tensor, clients: Tensor, weighting: str = "samples") -> Tensor:
+        self.traffic.clients[(clients - self.lo).cpu().numpy()] += message_bytes(
+            values.shape[-1])
+        if weighting == "samples":
+            weights = self.sample_sizes[clients].to(values.dtype)
+        else:
+            weights = torch.ones(len(clients), dtype=values.dtype, device=values.device)
+        packed = torch.cat([weights @ values, weights.sum().reshape(1)])
+        packed = self._sum(packed, "aggregation")
+        return packed[:-1] if weighting == "sum" else packed[:-1] / packed[-1]
+
+    def rows(self, state: Tensor, clients: Tensor) -> Tensor:
+        return state[clients - self.lo]
+
+    def set_rows(self, state: Tensor, clients: Tensor, values: Tensor) -> None:
+        state[clients - self.lo] = values
+
+    # -- observers -------------------------------------------------------------------------
+    def mean(self, x: Tensor) -> Tensor:
+        return self._sum(x.sum(dim=0), "the average") / self.num_clients
+
+    def replicate(self, x: Tensor) -> Tensor:
+        return x.expand(self.block_size, -1)
+
+    def own_clients(self, device=None) -> Tensor:
+        return torch.arange(self.lo, self.hi, device=device)
+
+    def block(self, rows):
+        return rows[self.lo:self.hi]
+
+    def gather(self, x: Tensor) -> Tensor:
+        with communicating(self.processes, "gathering every rank's clients"):
+            return self._all_rows(x.contiguous())
+
+    def total(self, x: Tensor) -> Tensor:
+        return self._sum(x, "a sum over ranks")
+
+    def share(self, count: int) -> slice:
+        return slice(*self.processes.bounds(count))
+
+    def _sum(self, x: Tensor, what: str) -> Tensor:
+        out = x.clone()
+        with communicating(self.processes, what):
+            dist.all_reduce(out)
+        return out

@@ -1,0 +1,165 @@
+"""The processes of a run: one, or the ranks ``torchrun`` started.
+
+``engine.backend`` decides: ``single`` is one process holding every client; ``distributed``
+joins the ``torch.distributed`` job whose rank and size the launcher put in the environment
+(``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``: ``torchrun``, or
+any launcher that sets them); ``auto`` is ``distributed`` exactly when those are set. The
+process group is gloo on CPU and NCCL on CUDA (rank r on ``cuda:LOCAL_RANK``), with
+``engine.timeout`` as the longest wait for another rank; on joining, the ranks compare their
+configs (a rank started with other values ends the job at once).
+
+Rank r owns the contiguous block of clients :meth:`Processes.bounds` gives it: M // N clients,
+one more for the first M mod N ranks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gossipfl.errors import GossipflError
+
+BACKENDS = ("auto", "single", "distributed")
+LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE")
+
+
+def launched() -> bool:
+    """Whether a launcher (torchrun) started this process as one rank of a job."""
+    return all(name in os.environ for name in LAUNCH_VARIABLES)
+
+
+def resolve_backend(name: str) -> str:
+    """``single`` or ``distributed`` for ``engine.backend`` in this process's environment."""
+    if name == "auto":
+        return "distributed" if launched() else "single"
+    if name == "distributed" and not launched():
+        raise GossipflError("engine.backend: 'distributed' needs a launcher that starts the "
+                            "ranks (RANK and WORLD_SIZE are not set); run it as torchrun "
+                            "--nproc-per-node N -m gossipfl run CONFIG.yaml.")
+    if name == "single" and launched() and int(os.environ["WORLD_SIZE"]) > 1:
+        raise GossipflError(f"engine.backend: 'single' under a launcher of "
+                            f"{os.environ['WORLD_SIZE']} processes would run the whole "
+                            f"experiment in every one; use auto or distributed.")
+    return name
+
+
+@dataclass(frozen=True)
+class Processes:
+    """Rank ``rank`` of ``world`` processes (``world == 1`` and not ``distributed``: one)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    distributed: bool = False
+    timeout: float = 300.0
+
+    @property
+    def writer(self) -> bool:
+        """Whether this process writes the run directory and reports (rank 0)."""
+        return self.rank == 0
+
+    def bounds(self, count: int, rank: int | None = None) -> tuple[int, int]:
+        """``[lo, hi)``: the contiguous block of ``count`` items that ``rank`` owns."""
+        rank = self.rank if rank is None else rank
+        base, extra = divmod(count, self.world)
+        lo = rank * base + min(rank, extra)
+        return lo, lo + base + (rank < extra)
+
+    def place(self, device: torch.device) -> torch.device:
+        """The device of this rank: ``cuda:LOCAL_RANK`` when the config asks for CUDA."""
+        if self.distributed and device.type == "cuda" and device.index is None:
+            return torch.device("cuda", self.local_rank)
+        return device
+
+    def federation(self, num_clients: int, *args: Any, **kwargs: Any):
+        """The Federation of this process: every client, or this rank's block of them."""
+        if not self.distributed:
+            from gossipfl.federation import Federation
+
+            return Federation(num_clients, *args, **kwargs)
+        from gossipfl.distributed.federation import DistributedFederation
+
+        return DistributedFederation(self, num_clients, *args, **kwargs)
+
+    def agree(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every rank (e.g. a run directory named by the time)."""
+        if not self.distributed or self.world == 1:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+
+SINGLE = Processes()
+_current = SINGLE
+
+
+def current() -> Processes:
+    """The processes of the run this process is part of (one, unless distributed)."""
+    return _current
+
+
+def start_processes(config) -> Processes:
+    """The processes ``config.engine.backend`` asks for; joins the job when distributed."""
+    global _current
+    engine = config.engine
+    if resolve_backend(engine.backend) == "single":
+        _current = SINGLE
+        return SINGLE
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    if not dist.is_initialized():
+        cuda = config.device.startswith("cuda") or (config.device == "auto"
+                                                    and torch.cuda.is_available())
+        if cuda:
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl" if cuda else "gloo",
+                                timeout=timedelta(seconds=engine.timeout))
+        atexit.register(_leave)
+    elif dist.get_world_size() != world:
+        raise GossipflError(f"engine.backend: this process already belongs to a job of "
+                            f"{dist.get_world_size()} ranks, but WORLD_SIZE is {world}.")
+    _current = Processes(rank, world, local_rank, distributed=True, timeout=engine.timeout)
+    check_same_config(config, _current)
+    return _current
+
+
+def _leave() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def config_fingerprint(config) -> dict:
+    """What every rank must agree on: the config's values, flattened to dotted keys."""
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        else:
+            flat[prefix] = repr(value)
+
+    walk("", config.to_dict())
+    return flat
+
+
+def check_same_config(config, processes: Processes) -> None:
+    """Every rank must run the same config: the first key where a rank differs from rank 0
+    ends the job on every rank with one sentence."""
+    configs: list[Any] = [None] * processes.world
+    dist.all_gather_object(configs, config_fingerprint(config))
+    reference = configs[0]
+    for rank, theirs in enumerate(configs):
+        keys = sorted(k for k in set(theirs) | set(reference) if theirs.get(k) != reference.get(k))
+        if keys:
+            key = keys[0]
+            raise GossipflError(f"{key}: {theirs.get(key)} on rank {rank} but "
+                                f"{reference.get(key)} on rank 0; start every rank with the "
+                                f"same config and --set values.")

@@ -1,0 +1,185 @@
+"""Small problems run by one process and by 1, 2 and 4 gloo ranks (tests/test_distributed.py).
+
+:func:`spawn` runs a task on ``world`` forked ranks (:mod:`gossipfl.distributed.local`: the
+environment torchrun would set, a TCP store on 127.0.0.1); each joins the job through
+``engine.backend: distributed`` as ``gossipfl run`` does under torchrun.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+import gossipfl
+from gossipfl.algorithms import available_algorithms
+from gossipfl.config import load_config
+from gossipfl.distributed.local import run_on_ranks
+from gossipfl.errors import GossipflError
+from tests.pinned.make_pins import config as pinned_config
+
+KEYS = ("train_loss", "test_acc", "test_loss", "consensus", "local_acc_mean", "local_acc_std",
+        "personalized_acc", "personalized_acc_std", "bytes_round", "bytes_total")
+#: Topologies exercised: point-to-point rows (ring), a graph rebuilt per round (random_k)
+#: and the all-gather fallback (full).
+TOPOLOGIES = ("ring", "random_k", "full")
+
+
+def builtin_algorithms() -> list[str]:
+    """Every algorithm gossipfl registers itself (not the tests' own)."""
+    return [name for name, cls in available_algorithms().items()
+            if cls.__module__.startswith("gossipfl.algorithms.")]
+
+
+def config(algorithm: str, topology: str = "ring", backend: str = "single",
+           rounds: int = 2) -> dict:
+    params = {"name": algorithm}
+    cls = available_algorithms()[algorithm]
+    if cls.centralized:
+        params["participation"] = 0.5
+    setup = pinned_config(params)  # tests/pinned's unbalanced federation, made smaller
+    setup["data"].update(clients=7, alpha=0.5, min_size=4,
+                         options={"num_classes": 3, "dim": 6, "train_size": 140,
+                                  "test_size": 60, "seed": 3})
+    setup["model"]["options"] = {"hidden": [8]}
+    setup["topology"] = {"name": topology, "k": 2}
+    setup["train"].update(rounds=rounds, batch_size=8)
+    setup.update(eval={"personalized": True, "local_subset": 40},
+                 engine={"backend": backend, "timeout": 60}, seed=5)
+    return setup
+
+
+def cases() -> list[tuple[str, str]]:
+    """(algorithm, topology): every algorithm on the ring, dfedavg on every topology."""
+    out = [(name, "ring") for name in builtin_algorithms()]
+    return out + [("dfedavg", topology) for topology in TOPOLOGIES[1:]]
+
+
+def measure(algorithm: str, topology: str, backend: str) -> dict:
+    return measure_config(config(algorithm, topology, backend))
+
+
+def measure_config(setup: dict) -> dict:
+    result = gossipfl.run(setup)
+    rows = [{k: row[k] for k in KEYS if k in row} for row in result.metrics]
+    server = result.server_params
+    return {"rows": rows, "params": result.params,
+            "server": None if server is None else server.clone()}
+
+
+def run_cases(folder: Path) -> dict:
+    return {f"{a}/{t}": measure(a, t, "distributed") for a, t in cases()}
+
+
+def gossip_variants(folder: Path) -> dict:
+    """Group, masked and Q-step gossip of fixed rows, through the Federation of each rank
+    (every client's rows gathered), plus the bytes accounted."""
+    from gossipfl.runner import build_experiment
+
+    out = {}
+    for topology in TOPOLOGIES:
+        exp = build_experiment(load_config(config("dfedavg", topology, "distributed")))
+        fed = exp.fed
+        z = fed.block(gossip_rows(fed.num_clients, fed.P))
+        masks = fed.block(gossip_masks(fed.num_clients, fed.P))
+        for t in (0, 1):
+            out[topology, t, "shared"] = fed.gather(fed.gossip(z, t, steps=2, group="shared"))
+            out[topology, t, "masked"] = fed.gather(fed.gossip(z, t, steps=2, masks=masks))
+            out[topology, t, "bytes"] = fed.traffic.take()
+    return out
+
+
+def gossip_rows(m: int, p: int) -> torch.Tensor:
+    return torch.randn(m, p, generator=torch.Generator().manual_seed(1))
+
+
+def gossip_masks(m: int, p: int) -> torch.Tensor:
+    return torch.rand(m, p, generator=torch.Generator().manual_seed(2)) < 0.5
+
+
+class StopAfter:
+    """Runner callback: Ctrl-C after round ``rounds`` (on every rank at once)."""
+
+    def __init__(self, rounds: int):
+        self.rounds = rounds
+
+    def __call__(self, runner, t, row) -> None:
+        if t + 1 == self.rounds:
+            raise KeyboardInterrupt
+
+
+def resumable(backend: str = "distributed") -> dict:
+    setup = config("dfedcata", "random_k", backend, rounds=4)
+    setup["output"] = {"checkpoint_every": 2}
+    return setup
+
+
+def interrupted_run(folder: Path) -> dict:
+    """A 4-round run stopped after its checkpoint at round 2."""
+    from gossipfl.results.lifecycle import execute, prepare_fresh
+
+    prepared = prepare_fresh(load_config(resumable()), folder / "run")
+    try:
+        execute(prepared, [StopAfter(2)])
+    except KeyboardInterrupt:
+        pass
+    return {"rounds": prepared.runner.round}
+
+
+def resumed_run(folder: Path) -> dict:
+    from gossipfl.results.lifecycle import execute, prepare_resume
+
+    outcome = execute(prepare_resume(folder / "run"))
+    return {"status": outcome.status,
+            "rows": [{k: row[k] for k in KEYS if k in row} for row in outcome.result.metrics],
+            "params": outcome.result.params}
+
+
+def mismatched_configs(folder: Path) -> dict:
+    """Rank r asks for learning rate 0.1 + r / 100: every rank must refuse to start."""
+    from gossipfl.runner import Runner
+
+    rank = int(os.environ["RANK"])
+    setup = config("dfedavg", backend="distributed")
+    setup["train"]["lr"] = 0.1 + rank / 100
+    try:
+        Runner(load_config(setup))
+    except GossipflError as exc:
+        return {"error": str(exc)}
+    return {"error": None}
+
+
+def stalled_rank(folder: Path) -> dict:
+    """Rank 1 stalls 8 s in round 2 while engine.timeout is 2 s: rank 0 must give up."""
+    import tests.distributed_kill  # noqa: F401 - registers test_killed_dfedavg
+    from gossipfl.runner import Runner
+
+    os.environ.update(GOSSIPFL_TEST_KILL_RANK="1", GOSSIPFL_TEST_KILL_ROUND="1",
+                      GOSSIPFL_TEST_STALL_SECONDS="8")
+    setup = config("dfedavg", backend="distributed")
+    setup["algorithm"] = {"name": "test_killed_dfedavg"}
+    setup["engine"]["timeout"] = 2
+    start = time.monotonic()
+    try:
+        Runner(load_config(setup)).run()
+    except GossipflError as exc:
+        return {"error": str(exc), "seconds": time.monotonic() - start}
+    return {"error": None, "seconds": time.monotonic() - start}
+
+
+TASKS = {"cases": run_cases, "gossip": gossip_variants, "interrupted": interrupted_run,
+         "resumed": resumed_run, "mismatch": mismatched_configs, "stalled": stalled_rank}
+
+
+def spawn(world: int, task: str, folder: Path) -> dict:
+    """``task`` on ``world`` forked gloo ranks (rank 0's results), with the rank's warnings
+    silenced (the one-process run shows the same ones)."""
+    return run_on_ranks(world, quiet_task, task, folder)
+
+
+def quiet_task(task: str, folder: Path) -> dict:
+    warnings.simplefilter("ignore")
+    return TASKS[task](folder)

@@ -1,0 +1,292 @@
+"""FedSAGD (Algorithm 1) and its baselines — FedDyn, FedCM, MimeLite, FedLNAG, FedANAG, FedACG —
+against float64 re-derivations on heterogeneous least squares with full-batch gradients,
+several rounds, with partial (the sampled sets of the participation stream) and full
+participation. FedAvgM and FedAdam/Yogi/Adagrad: tests/test_phases_and_servers.py."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import gossipfl
+from gossipfl.rng import numpy_generator
+from tests.lsq import Problem, assert_close
+
+LR, DECAY, SEED = 0.05, 0.9, 3  # Problem.config's defaults
+ROUNDS, STEPS, M, D = 4, 3, 5, 3
+
+
+def sampled_rounds(p: Problem, rounds: int, participation: float):
+    """(t, η_l of round t, the sorted sampled clients), as the participation stream draws."""
+    count = max(1, round(participation * p.M))
+    for t in range(rounds):
+        chosen = numpy_generator(SEED, "participation", t).choice(p.M, count, replace=False)
+        yield t, LR * DECAY**t, np.sort(chosen)
+
+
+def local_runs(chosen, y0: np.ndarray, eta: float, direction, *args) -> np.ndarray:
+    """[S, d]: each sampled client's STEPS steps y ← y − η direction(i, y, *args) from y0."""
+    finals = []
+    for i in chosen:
+        y = y0.copy()
+        for _ in range(STEPS):
+            y = y - eta * direction(i, y, *args)
+        finals.append(y)
+    return np.stack(finals)
+
+
+def run(p: Problem, algorithm: dict, participation: float, wd: float = 0.0):
+    x0 = np.repeat(p.x0[:1], p.M, axis=0)
+    return p.run({**algorithm, "participation": participation}, rounds=ROUNDS, steps=STEPS,
+                 wd=wd, topology={"name": "ring"}, x0=x0)
+
+
+@pytest.fixture
+def problem():
+    return Problem(clients=M, dim=D, seed=4)
+
+
+# -- FedSAGD -----------------------------------------------------------------------------------
+def fedsagd_reference(p, participation, beta=0.9, lam=0.01, mu=0.001, global_lr=1.0):
+    def direction(i, y, x, v):
+        return p.grad(i, y) + beta * v + (lam + mu) * y - lam * x
+
+    x, v = p.x0[0].copy(), np.zeros(p.d)
+    for _, eta, chosen in sampled_rounds(p, ROUNDS, participation):
+        ys = local_runs(chosen, x, eta, direction, x, v)
+        delta = (ys - x).mean(0)  # unweighted
+        v = (beta * v - delta / (STEPS * eta)) / (1 + beta)
+        x = x + global_lr * delta
+    return x
+
+
+@pytest.mark.parametrize("participation", [0.6, 1.0])
+@pytest.mark.parametrize("params", [
+    {},  # the paper's defaults β = 0.9, λ = 0.01, μ = 0.001
+    {"beta": 0.5, "lam": 0.3, "mu": 0.2, "global_lr": 0.8},
+    {"beta": 0.0},  # Table 17: no momentum
+    {"lam": 0.0, "mu": 0.0},  # Table 17: no hybrid proximal term
+])
+def test_fedsagd_algorithm_1(problem, participation, params):
+    result = run(problem, {"name": "fedsagd", **params}, participation)
+    expected = fedsagd_reference(problem, participation, **params)
+    assert_close(result.server_params, expected)
+
+
+def test_fedsagd_switches_matter_and_bytes(problem):
+    strong = {"beta": 0.5, "lam": 0.3, "mu": 0.2}
+    full = fedsagd_reference(problem, 0.6, **strong)
+    for switched in ({"beta": 0.0}, {"lam": 0.0, "mu": 0.0}):
+        assert np.abs(fedsagd_reference(problem, 0.6, **{**strong, **switched}) - full).max() \
+            > 1e-3
+    result = run(problem, {"name": "fedsagd"}, 0.6)
+    s = 3  # 60 % of 5
+    # x and v down, Δ up (and each client's step count, one float)
+    assert result.metrics[0]["bytes_round"] == s * (3 * D * 4 + 4)
+
+
+@pytest.mark.parametrize("name", ["fedsagd", "fedcm", "fedanag", "mimelite", "fedlnag"])
+def test_own_momentum_ignores_train_momentum_with_a_warning(problem, name):
+    config = problem.config({"name": name, "participation": 0.6}, rounds=2,
+                            topology={"name": "ring"}, x0=np.repeat(problem.x0[:1], M, axis=0))
+    plain = gossipfl.run(config).server_params
+    config["train"]["momentum"] = 0.9
+    with pytest.warns(Warning, match="train.momentum = 0.9"):
+        assert_close(gossipfl.run(config).server_params, plain.double().numpy(), rtol=0, atol=0)
+
+
+def test_fedsagd_ignores_train_weight_decay_with_a_warning(problem):
+    with pytest.warns(Warning, match="weight_decay"):
+        result = run(problem, {"name": "fedsagd"}, 0.6, wd=0.1)
+    assert_close(result.server_params, fedsagd_reference(problem, 0.6))
+    # the same weight decay as μ: nothing to warn about, and μ is not added twice
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same = run(problem, {"name": "fedsagd", "mu": 0.1}, 0.6, wd=0.1)
+    assert_close(same.server_params, fedsagd_reference(problem, 0.6, mu=0.1))
+
+
+# -- the baselines -----------------------------------------------------------------------------
+WD = 1e-3  # the baselines run with train.weight_decay (the FedSAGD paper's authors' code)
+
+
+def sgd(p, i, y):
+    return p.grad(i, y) + WD * y
+
+
+def global_momentum_reference(p, participation, local, server, global_lr=1.0):
+    """FedCM / FedANAG / MimeLite: clients step along local(i, y, m); the server sets
+    m ← server(m, Δ, K η_l, x) and x ← x + η_g Δ (Δ the unweighted mean update)."""
+    x, m = p.x0[0].copy(), np.zeros(p.d)
+    for _, eta, chosen in sampled_rounds(p, ROUNDS, participation):
+        ys = local_runs(chosen, x, eta, local, m)
+        delta = (ys - x).mean(0)
+        m = server(m, delta, STEPS * eta, x, chosen)
+        x = x + global_lr * delta
+    return x
+
+
+def fedcm_reference(p, participation, alpha=0.1, global_lr=1.0):
+    return global_momentum_reference(
+        p, participation, lambda i, y, m: alpha * sgd(p, i, y) + (1 - alpha) * m,
+        lambda m, delta, k_eta, x, chosen: -delta / k_eta, global_lr)
+
+
+def fedanag_reference(p, participation, beta=0.9, global_lr=1.0):
+    def server(m, delta, k_eta, x, chosen):
+        average_gradient = -(delta + k_eta * beta**2 * m) / ((1 + beta) * k_eta)
+        return beta * m + average_gradient
+
+    return global_momentum_reference(
+        p, participation, lambda i, y, m: (1 + beta) * sgd(p, i, y) + beta**2 * m, server,
+        global_lr)
+
+
+def mimelite_reference(p, participation, beta=0.9, global_lr=1.0):
+    def server(m, delta, k_eta, x, chosen):
+        full_batch = np.mean([sgd(p, i, x) for i in chosen], axis=0)  # ∇f_i at x_t
+        return (1 - beta) * full_batch + beta * m
+
+    return global_momentum_reference(
+        p, participation, lambda i, y, m: (1 - beta) * sgd(p, i, y) + beta * m, server,
+        global_lr)
+
+
+def fedlnag_reference(p, participation, beta=0.9, global_lr=1.0, form="nesterov"):
+    x, b = p.x0[0].copy(), np.zeros(p.d)
+    for _, eta, chosen in sampled_rounds(p, ROUNDS, participation):
+        ys, us = [], []
+        for i in chosen:
+            y, u = x.copy(), b.copy()
+            for _ in range(STEPS):
+                if form == "lookahead":  # App. C.5, lookahead point y − η β u
+                    u = beta * u + (1 - beta) * sgd(p, i, y - eta * beta * u)
+                    y = y - eta * u
+                    continue
+                g = sgd(p, i, y)
+                u = beta * u + g
+                y = y - eta * (g + beta * u)
+            ys.append(y)
+            us.append(u)
+        x, b = x + global_lr * (np.mean(ys, 0) - x), np.mean(us, 0)
+    return x
+
+
+def feddyn_reference(p, participation, alpha=0.01, server_correction=True, global_lr=1.0):
+    x, h, h_i = p.x0[0].copy(), np.zeros(p.d), np.zeros((p.M, p.d))
+    for _, eta, chosen in sampled_rounds(p, ROUNDS, participation):
+        ys = local_runs(chosen, x, eta,
+                        lambda i, y, x: sgd(p, i, y) - h_i[i] + alpha * (y - x), x)
+        h_i[chosen] -= alpha * (ys - x)
+        h = h - alpha / p.M * (ys - x).sum(0)
+        x = x + global_lr * (ys - x).mean(0) - (h / alpha if server_correction else 0)
+    return x
+
+
+def fedacg_reference(p, participation, lam=0.85, prox=1e-3, global_lr=1.0):
+    x, m = p.x0[0].copy(), np.zeros(p.d)
+    for _, eta, chosen in sampled_rounds(p, ROUNDS, participation):
+        lookahead = x + lam * m
+        ys = local_runs(chosen, lookahead, eta,
+                        lambda i, y, anchor: sgd(p, i, y) + prox * (y - anchor), lookahead)
+        m = lam * m + (ys - lookahead).mean(0)
+        x = x + global_lr * m
+    return x
+
+
+def fedavg_reference(p, participation):
+    return fedcm_reference(p, participation, alpha=1.0)  # α = 1: plain local SGD
+
+
+BASELINES = {
+    "fedcm": (fedcm_reference, [{}, {"alpha": 0.4, "global_lr": 0.7}]),
+    "fedanag": (fedanag_reference, [{}, {"beta": 0.5, "global_lr": 0.7}]),
+    "mimelite": (mimelite_reference, [{}, {"beta": 0.3, "global_lr": 0.7}]),
+    "fedlnag": (fedlnag_reference, [{}, {"beta": 0.5, "global_lr": 0.7},
+                                    {"beta": 0.5, "form": "lookahead"}]),
+    "feddyn": (feddyn_reference, [{"alpha": 0.3}, {"alpha": 0.3, "server_correction": False},
+                                  {"alpha": 0.1, "global_lr": 0.7}]),
+    "fedacg": (fedacg_reference, [{}, {"lam": 0.5, "prox": 0.4, "global_lr": 0.7},
+                                  {"prox": 0.0}]),
+}
+CASES = [(name, params) for name, (_, variants) in BASELINES.items() for params in variants]
+
+
+@pytest.mark.parametrize("participation", [0.6, 1.0])
+@pytest.mark.parametrize("name, params", CASES)
+def test_baseline_matches_its_equations(problem, name, params, participation):
+    reference = BASELINES[name][0]
+    result = run(problem, {"name": name, **params}, participation, wd=WD)
+    expected = reference(problem, participation, **params)
+    assert_close(result.server_params, expected, rtol=1e-4, atol=1e-5)
+    # the rule is not FedAvg in disguise
+    assert np.abs(expected - fedavg_reference(problem, participation)).max() > 1e-4
+
+
+@pytest.mark.parametrize("name, vectors_down, vectors_up, step_count", [
+    ("fedcm", 2, 1, True), ("fedanag", 2, 1, True), ("mimelite", 2, 2, False),
+    ("fedlnag", 2, 2, False), ("feddyn", 1, 1, False), ("fedacg", 1, 1, False),
+])
+def test_baseline_bytes(problem, name, vectors_down, vectors_up, step_count):
+    result = run(problem, {"name": name}, 0.6, wd=WD)
+    per_client = (vectors_down + vectors_up) * D * 4 + (4 if step_count else 0)
+    assert result.metrics[0]["bytes_round"] == 3 * per_client
+
+
+# -- minibatches: K as taken, Mime's exact full-batch gradient ---------------------------------
+def first_round_state(p: Problem, algorithm: dict, wd=WD, batch_size=4, epochs=2):
+    """Run one round with minibatches over ``epochs`` epochs; (x_0, the sampled clients,
+    the algorithm's state after the round)."""
+    x0 = np.repeat(p.x0[:1], p.M, axis=0)
+    config = p.config({**algorithm, "participation": 0.6}, rounds=1, wd=wd,
+                      topology={"name": "ring"}, x0=x0)
+    config["train"].update(local_steps=None, local_epochs=epochs, batch_size=batch_size)
+    seen = {}
+    gossipfl.run(config, callbacks=[lambda runner, t, row: seen.update(
+        {k: v.double().numpy().copy() for k, v in runner.exp.algorithm.state.items()})])
+    chosen = next(sampled_rounds(p, 1, 0.6))[2]
+    return p.x0[0], chosen, seen
+
+
+def test_fedsagd_k_counts_the_steps_taken(problem):
+    """Unequal client sizes (6, 9, 12, …) with batches of 4: K_i = epochs · ⌈n_i / 4⌉, and
+    v_1 = −Δ_0 / ((1 + β) K η_l) with K the sampled clients' mean."""
+    x0, chosen, state = first_round_state(problem, {"name": "fedsagd", "beta": 0.5}, wd=0.0)
+    steps = 2 * np.ceil(problem.n[chosen] / 4)
+    assert len(set(steps)) > 1  # the clients took different numbers of steps
+    delta = state["server"] - x0  # η = 1
+    assert_close(state["momentum"], -delta / (1.5 * steps.mean() * LR))
+
+
+def test_mimelite_momentum_is_built_from_full_batch_gradients(problem):
+    """With minibatches, the gradient pass still gives each client's exact ∇f_i(x_t)."""
+    x0, chosen, state = first_round_state(problem, {"name": "mimelite", "beta": 0.3})
+    full_batch = np.mean([sgd(problem, i, x0) for i in chosen], axis=0)
+    assert_close(state["momentum"], 0.7 * full_batch)
+
+
+# -- checkpoints: the declared state is the whole state ----------------------------------------
+@pytest.mark.parametrize("name", ["fedsagd", "feddyn", "mimelite", "fedlnag", "fedacg"])
+def test_resume_from_a_checkpoint_repeats_the_run(tmp_path, monkeypatch, name):
+    from gossipfl.config import load_config
+    from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
+    from tests.test_results import Interrupt
+
+    monkeypatch.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
+    config = {
+        "data": {"dataset": "synthetic", "clients": 6,
+                 "options": {"dim": 6, "train_size": 120, "test_size": 40, "num_classes": 3}},
+        "model": {"name": "logistic"},
+        "algorithm": {"name": name, "participation": 0.5},
+        "train": {"rounds": 5, "local_steps": 2, "batch_size": 8, "lr": 0.1},
+        "eval": {"every": 1}, "output": {"checkpoint_every": 2},
+    }
+    reference = execute(prepare_fresh(load_config(config), tmp_path / "ref"), warn=print)
+    with pytest.raises(KeyboardInterrupt):
+        execute(prepare_fresh(load_config(config), tmp_path / "run"), [Interrupt(3)],
+                warn=print)
+    resumed = execute(prepare_resume(tmp_path / "run"), warn=print)
+    assert resumed.status == "finished"
+    assert np.array_equal(resumed.result.server_params, reference.result.server_params)
