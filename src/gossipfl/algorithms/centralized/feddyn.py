@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
+
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import POSITIVE, Rule, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
@@ -63,7 +65,8 @@ class FedDyn(ServerAlgorithm):
         updates = work.y - self.state["server"]
         fed.set_rows(self.state["h_clients"], clients, work["h_own"] - alpha * updates)
         delta = fed.aggregate(updates, clients, self.weighting)
-        self.state["h"] = self.state["h"] - alpha * len(clients) / fed.num_clients * delta
+        sampled = fed.total(torch.tensor(float(len(clients)), device=delta.device))  # |S_t|
+        self.state["h"] = self.state["h"] - alpha * sampled / fed.num_clients * delta
         self.server_step(delta)
         if self.params.server_correction:
             self.state["server"] = self.state["server"] - self.state["h"] / alpha
