@@ -381,7 +381,7 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
         elif what == "failed":
             log(f"  failed: {result.failed[variant.dirname]}")
         elif outcome is not None and outcome.status == "diverged":
-            log(f"  diverged: {outcome.error}")
+            warn(f"run {variant.dirname} diverged: {outcome.error}")
         if study.analysis is not None:
             analyze_run(path / variant.dirname, study.analysis, log)
         if i == 1:
