@@ -61,7 +61,7 @@ def test_vgg11_parameter_count_by_hand():
 
 def test_resnet18_counts_and_options():
     cifar = build_model("resnet18", (3, 32, 32), 10)
-    assert n_params(cifar) == 11_173_962  # DisPFL customized_resnet18 (spec 003 §2.1)
+    assert n_params(cifar) == 11_173_962  # DisPFL's customized ResNet-18 (the DFedMDC lineage)
     norms = [m for m in cifar.modules() if isinstance(m, nn.GroupNorm)]
     assert len(norms) == 1 + 16 + 3  # stem, 2 per block, 3 shortcuts
     assert {m.num_groups for m in norms} == {32}
