@@ -152,6 +152,19 @@ def mismatched_configs(folder: Path) -> dict:
     return {"error": None}
 
 
+def sequential_refused(folder: Path) -> dict:
+    """The sequential order on ranks: every rank must refuse it with one sentence."""
+    from gossipfl.runner import Runner
+
+    setup = config("dfedavg", backend="distributed")
+    setup["topology"]["order"] = "sequential"
+    try:
+        Runner(load_config(setup))
+    except GossipflError as exc:
+        return {"error": str(exc)}
+    return {"error": None}
+
+
 def stalled_rank(folder: Path) -> dict:
     """Rank 1 stalls 8 s in round 2 while engine.timeout is 2 s: rank 0 must give up."""
     import tests.distributed_kill  # noqa: F401 - registers test_killed_dfedavg
@@ -171,7 +184,8 @@ def stalled_rank(folder: Path) -> dict:
 
 
 TASKS = {"cases": run_cases, "gossip": gossip_variants, "interrupted": interrupted_run,
-         "resumed": resumed_run, "mismatch": mismatched_configs, "stalled": stalled_rank}
+         "resumed": resumed_run, "mismatch": mismatched_configs, "stalled": stalled_rank,
+         "sequential": sequential_refused}
 
 
 def spawn(world: int, task: str, folder: Path) -> dict:

@@ -107,6 +107,12 @@ def test_ranks_started_with_different_configs_refuse_to_start(tmp_path):
                             "with the same config and --set values.")
 
 
+def test_the_sequential_order_is_refused_on_ranks(tmp_path):
+    got = cases.spawn(2, "sequential", tmp_path)
+    assert got["error"] is not None and got["error"].startswith("topology.order: sequential")
+    assert "engine.backend: single" in got["error"] and "2 processes" in got["error"]
+
+
 def torchrun(world: int, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """``torchrun --nproc-per-node world -m gossipfl ARGS`` on 127.0.0.1 (killed after 120 s)."""
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),

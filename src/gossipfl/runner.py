@@ -230,6 +230,10 @@ def build_experiment(config: Config) -> Experiment:
                                mixer=mixer, label_counts=label_counts(dataset, parts))
     algorithm = algo_cls(config.algorithm.params, fed)
     refusal = algorithm.order_error(config.topology.order)
+    if config.topology.order == "sequential" and processes.distributed:
+        refusal = (f"topology.order: sequential sweeps the clients one wave after another "
+                   f"through the whole [M, P] stack, which engine.backend: distributed splits "
+                   f"over {processes.world} processes; run it with engine.backend: single.")
     if refusal:
         raise GossipflError(refusal)
     if topology is not None:
