@@ -27,11 +27,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gossipfl.data import formats
+from gossipfl.data import formats, tiny_imagenet
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.rng import numpy_generator
 
-DATASETS: tuple[str, ...] = ("fashion_mnist", "mnist", "cifar10", "cifar100", "synthetic")
+DATASETS: tuple[str, ...] = ("fashion_mnist", "mnist", "cifar10", "cifar100", "tiny_imagenet",
+                             "synthetic")
 
 #: Datasets registered by plugins (:func:`register_dataset`): name -> loader.
 USER_DATASETS: dict[str, Callable[..., Dataset]] = {}
@@ -61,6 +62,7 @@ NORMALIZATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "fashion_mnist": ((0.2860,), (0.3530,)),
     "cifar10": ((0.491, 0.482, 0.447), (0.247, 0.243, 0.262)),
     "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    "tiny_imagenet": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),  # DisPFL's code (the DFedMDC lineage)
 }
 
 IDX_FILES = {
@@ -79,9 +81,12 @@ SUBFOLDERS = {
     "mnist": ("mnist", "MNIST/raw"),
     "cifar10": ("cifar10",),
     "cifar100": ("cifar100",),
+    "tiny_imagenet": ("tiny_imagenet",),
 }
+NUM_CLASSES = {"cifar100": 100, "tiny_imagenet": 200}
 SYSTEM_FOLDERS = {"fashion_mnist": (Path("/usr/share/datasets/fashion-mnist"),)}
 KEY = "data.dataset"
+AUGMENTED = ("cifar10", "cifar100", "tiny_imagenet")  # random crop + flip by default
 
 
 @dataclass
@@ -281,7 +286,7 @@ class Found:
 
 def _load_arrays(name: str, source: Source, download: bool) -> Found:
     """uint8 images ``[N, C, H, W]`` and int64 labels for train and test."""
-    reader = _read_idx_folder if name in ("mnist", "fashion_mnist") else _read_cifar_folder
+    reader = READERS[name]
     root = source.root
     folders = search_folders(name, root, only_root=source.user_root)
     for folder in folders:
@@ -370,6 +375,27 @@ def _read_cifar_folder(name: str, folder: Path, source: Source) -> Found | None:
     return Found((*read(train), *read(test)), files)
 
 
+def _read_tiny_folder(name: str, folder: Path, source: Source) -> Found | None:
+    """Tiny-ImageNet's folder layout (extracting ``tiny-imagenet-200.zip`` if only that is
+    there); the files recorded are the archive or the listing files, and the decoded cache."""
+    dataset = tiny_imagenet.dataset_folder(folder)
+    archive = folder / tiny_imagenet.ARCHIVE
+    if dataset is None and archive.is_file():
+        dataset = tiny_imagenet.extract(archive, source.root / SUBFOLDERS[name][0], source.verify)
+    if dataset is None:
+        return None
+    arrays = tiny_imagenet.read(dataset)
+    read = [dataset / "wnids.txt", dataset / "val" / "val_annotations.txt",
+            dataset / tiny_imagenet.CACHE]
+    files = [formats.check_file(p, name, source.verify) for p in read if p.is_file()]
+    return Found(arrays, files)
+
+
+READERS = {"mnist": _read_idx_folder, "fashion_mnist": _read_idx_folder,
+           "cifar10": _read_cifar_folder, "cifar100": _read_cifar_folder,
+           "tiny_imagenet": _read_tiny_folder}
+
+
 def _check_label_range(path: Path, labels: np.ndarray, num_classes: int) -> None:
     if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
         raise GossipflError(
@@ -403,7 +429,7 @@ def _image_options(name: str, options: dict) -> tuple[bool, bool]:
     options = _typed_options(options, {"normalize": bool, "augment": bool | None})
     augment = options.get("augment")
     return bool(options.get("normalize", True)), (
-        name.startswith("cifar") if augment is None else bool(augment))
+        name in AUGMENTED if augment is None else bool(augment))
 
 
 def _image_dataset(name: str, found: Found, normalize: bool, augment: bool) -> Dataset:
@@ -412,7 +438,7 @@ def _image_dataset(name: str, found: Found, normalize: bool, augment: bool) -> D
         (lambda a: normalize_images(a, name)) if normalize
         else (lambda a: torch.from_numpy(a).float())
     )
-    num_classes = 100 if name == "cifar100" else 10
+    num_classes = NUM_CLASSES.get(name, 10)
     return Dataset(name, convert(train_x), torch.from_numpy(train_y), convert(test_x),
                    torch.from_numpy(test_y), num_classes, augment, tuple(found.files))
 
