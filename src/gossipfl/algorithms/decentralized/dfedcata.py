@@ -13,11 +13,11 @@ Nesterov only, β = 0 Moreau envelope only (decentralized FedProx), λ = β = 0 
 ``extrapolation_ref: own_local`` is the public code's reading, x_i^t + β (x_i^t − x_{i,K}^{t−1})
 (the client's own pre-aggregation model, as OledFL's Ole).
 
-The order matters (``topology.order``; docs/results/, section 4, 30 rounds, one seed, the
-authors' random graph): the paper's prev_mixed step is stable synchronously (86.0 % vs
-DFedAvg's 82.4 %) but diverges in the authors' sequential in-place loop (its gradient-free
+The order matters (``topology.order``; docs/results/, section 5, 100 rounds, one seed, the
+authors' random graph): the paper's prev_mixed step is stable synchronously (88.1 % vs
+DFedAvg's 85.3 %) but diverges in the authors' sequential in-place loop (its gradient-free
 sweep grows disagreement 2.4× per round); the code's own_local step needs the sequential order
-(86.3 % vs 83.9 %; synchronously 79.6 %).
+(88.0 % vs 86.5 %; synchronously 83.6 %).
 """
 
 from __future__ import annotations

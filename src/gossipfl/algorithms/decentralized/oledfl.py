@@ -16,9 +16,9 @@ which can diverge on poorly connected graphs: see :mod:`gossipfl.algorithms.stab
 The order matters. The authors' code (public DFedCata code with λ_prox = 0) loops over the
 clients and writes each result back in place (``topology.order: sequential``); Ole is then an
 SOR sweep with ω = 1+β, stable for every β < 1, where the synchronous form above needs W
-nearly positive semidefinite. On the authors' random graph (docs/results/, section 4; 30
-rounds, one seed) OledFL-SGD at β = 0.99 reaches 86.3 % sequentially vs DFedAvg's 83.9 %, but
-79.5 % synchronously vs 82.4 %: the paper's advantage needs the sequential order.
+nearly positive semidefinite. On the authors' random graph (docs/results/, section 5; 100
+rounds, one seed) OledFL-SGD at β = 0.99 reaches 88.1 % sequentially vs DFedAvg's 86.5 %, but
+83.7 % synchronously vs 85.3 %: the paper's advantage needs the sequential order.
 """
 
 from __future__ import annotations
