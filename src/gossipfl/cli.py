@@ -361,7 +361,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, cls in algorithms.items():
         kind = "centralized" if cls.centralized else "decentralized"
         print(f"  {name:<{width}}  {kind:<13}  {cls.paper}")
-    for title, names in (("datasets", dataset_names()), ("partitions", PARTITIONERS),
+    for title, names in (("datasets", dataset_names()), ("partitions", (*PARTITIONERS, "natural")),
                          ("models", MODELS), ("topologies", TOPOLOGIES),
                          ("mixing rules", MIXING_RULES)):
         print(f"{title}: {', '.join(names)}")

@@ -58,7 +58,8 @@ class DataConfig:
         _positive("data.classes_per_client", self.classes_per_client, integer=True)
         if self.min_size < 0:
             raise GossipflError(f"data.min_size: must be >= 0, got {self.min_size}.")
-        _choice("data.partition", self.partition, ("iid", "dirichlet", "pathological"))
+        _choice("data.partition", self.partition,
+                ("iid", "dirichlet", "pathological", "natural"))
 
 
 @dataclass

@@ -31,6 +31,7 @@ from gossipfl.data import (
     hashed_crop_flip_params,
     load_dataset,
     local_test_split,
+    natural_split,
     summarize_partition,
 )
 from gossipfl.distributed import start_processes
@@ -138,6 +139,9 @@ def build_data(config: Config) -> tuple[Dataset, list[np.ndarray]]:
     if data.clients > len(dataset.train_y):
         raise GossipflError(f"data.clients: {data.clients} clients but the dataset has only "
                             f"{len(dataset.train_y)} training samples.")
+    if data.partition == "natural":
+        return dataset, natural_split(dataset.train_users, len(dataset.users), data.clients,
+                                      dataset.name)
     params = {"iid": {}, "dirichlet": {"alpha": data.alpha, "balanced": data.balanced,
                                        "min_size": data.min_size},
               "pathological": {"classes_per_client": data.classes_per_client}}[data.partition]

@@ -42,6 +42,7 @@ from gossipfl.data.partition import (
     PathologicalPartitioner,
     build_partitioner,
     local_test_split,
+    natural_split,
     summarize_partition,
 )
 from gossipfl.data.sampler import ClientSampler, shuffled_streams
@@ -70,6 +71,7 @@ __all__ = [
     "load_dataset",
     "local_test_split",
     "make_synthetic",
+    "natural_split",
     "parse_idx",
     "random_crop_flip",
     "read_cifar_batch",

@@ -32,7 +32,7 @@ from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.rng import numpy_generator
 
 DATASETS: tuple[str, ...] = ("fashion_mnist", "mnist", "cifar10", "cifar100", "tiny_imagenet",
-                             "synthetic")
+                             "synthetic", "emnist_l", "femnist", "shakespeare")
 
 #: Datasets registered by plugins (:func:`register_dataset`): name -> loader.
 USER_DATASETS: dict[str, Callable[..., Dataset]] = {}
@@ -84,6 +84,13 @@ SUBFOLDERS = {
     "tiny_imagenet": ("tiny_imagenet",),
 }
 NUM_CLASSES = {"cifar100": 100, "tiny_imagenet": 200}
+#: Datasets read by their own modules: name -> (module, loader). Loaders are called as
+#: ``loader(source, download, **options)``; their keyword parameters are the data.options.
+FILE_LOADERS: dict[str, tuple[str, str]] = {
+    "emnist_l": ("gossipfl.data.emnist", "load_emnist_l"),
+    "femnist": ("gossipfl.data.leaf", "load_femnist"),
+    "shakespeare": ("gossipfl.data.leaf", "load_shakespeare"),
+}
 SYSTEM_FOLDERS = {"fashion_mnist": (Path("/usr/share/datasets/fashion-mnist"),)}
 KEY = "data.dataset"
 AUGMENTED = ("cifar10", "cifar100", "tiny_imagenet")  # random crop + flip by default
@@ -95,6 +102,8 @@ class Dataset:
 
     ``train_y``/``test_y`` are int64 class labels (or float targets for user regression data,
     then ``num_classes == 0``). ``augment`` asks the trainer for random crop + flip.
+    Datasets with writers (LEAF) name them in ``users`` and give each training sample's
+    writer as an index into ``users`` (``train_users``, int64): the ``natural`` partition.
     """
 
     name: str
@@ -105,6 +114,8 @@ class Dataset:
     num_classes: int
     augment: bool = False
     files: tuple[dict, ...] = ()  # the files read: {"path", "sha256", "verified"} each
+    users: tuple[str, ...] = ()  # the writers, when the data has them
+    train_users: np.ndarray | None = None  # [N_train] int64 index into users
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -145,6 +156,9 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Tru
     options = check_dataset_options(name, options)
     if name in USER_DATASETS:
         return _user_dataset(name, root, download, options)
+    if name in FILE_LOADERS:
+        source = Source(data_root(root), root is not None, verify)
+        return _file_loaders()[name](source, download, **options)
     if name == "synthetic":
         return make_synthetic(**options)
     normalize, augment = _image_options(name, options)
@@ -161,6 +175,10 @@ def check_dataset_options(name: str, options: dict) -> dict:
         return options
     if name not in DATASETS:
         raise unknown_choice(KEY, name, dataset_names())
+    if name in FILE_LOADERS:
+        loader = _file_loaders()[name]
+        _check_options(name, options, list(inspect.signature(loader).parameters)[2:])
+        return _typed_options(options, typing.get_type_hints(loader))
     if name != "synthetic":
         _image_options(name, options)
         return options
@@ -170,6 +188,14 @@ def check_dataset_options(name: str, options: dict) -> dict:
     bound.apply_defaults()
     _check_synthetic(**{k: v for k, v in bound.arguments.items() if k != "seed"})
     return options
+
+
+def _file_loaders() -> dict[str, Callable[..., Dataset]]:
+    """The loaders of :data:`FILE_LOADERS`, imported on first use (they import this module)."""
+    import importlib
+
+    return {name: getattr(importlib.import_module(module), attr)
+            for name, (module, attr) in FILE_LOADERS.items()}
 
 
 def _user_dataset(name: str, root, download: bool, options: dict) -> Dataset:

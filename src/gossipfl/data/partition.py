@@ -245,6 +245,24 @@ def _least_used_classes(classes: np.ndarray, num_clients: int, k: int,
     return held
 
 
+def natural_split(train_users: np.ndarray | None, num_users: int, num_clients: int,
+                  dataset: str = "the dataset") -> list[np.ndarray]:
+    """The ``natural`` partition: client i owns the training samples of user i (a dataset
+    whose samples come with their writers, e.g. LEAF's FEMNIST and Shakespeare)."""
+    if train_users is None:
+        raise GossipflError(f"data.partition: 'natural' needs a dataset whose samples come "
+                            f"with their users (femnist, shakespeare), and {dataset} has none.")
+    if num_clients != num_users:
+        raise GossipflError(
+            f"data.clients: the natural partition makes each of the {num_users} users of "
+            f"{dataset} a client, so data.clients must be {num_users}, got {num_clients} "
+            "(data.options.users keeps the first N users).")
+    users = np.asarray(train_users, dtype=np.int64)
+    order = np.argsort(users, kind="stable")
+    counts = np.bincount(users, minlength=num_users)[:num_users]
+    return [np.sort(part) for part in np.split(order, np.cumsum(counts)[:-1])]
+
+
 PARTITIONERS: dict[str, type[Partitioner]] = {
     "iid": IidPartitioner,
     "dirichlet": DirichletPartitioner,

@@ -225,15 +225,22 @@ class LoopOracle(Oracle):
         return torch.stack(outs)
 
 
+def has_rnn(model: nn.Module) -> bool:
+    """True when the model has recurrent layers (``nn.LSTM``/``GRU``/``RNN``): vmap has no
+    batching rule for their fused kernels and falls back to a slow per-client loop."""
+    return any(isinstance(m, nn.RNNBase) for m in model.modules())
+
+
 def auto_oracle(model: nn.Module, device: torch.device | str = "cpu") -> str:
     """The oracle "auto" picks for ``model`` on ``device``: "stacked" whenever it can run the
     model (fastest on CPU in docs/benchmarks.md, for every built-in model; the same batched
-    kernels on CUDA), else "loop" for BatchNorm models, else "vmap"."""
+    kernels on CUDA), else "loop" for BatchNorm and recurrent models (vmap cannot evaluate an
+    LSTM and trains it several times slower, docs/benchmarks.md), else "vmap"."""
     from gossipfl.engine.stacked import supports
 
     if supports(model):
         return "stacked"
-    return "loop" if has_batchnorm(model) else "vmap"
+    return "loop" if has_batchnorm(model) or has_rnn(model) else "vmap"
 
 
 def make_oracle(
@@ -254,6 +261,11 @@ def make_oracle(
     model = model.to(device)
     if kind == "auto":
         kind = auto_oracle(model, device)
+    if kind == "vmap" and has_rnn(model):
+        raise GossipflError(
+            "engine.oracle: 'vmap' cannot run a model with recurrent layers (torch has no vmap "
+            "rule for the LSTM kernel in evaluation, and trains it client by client, slower "
+            "than 'loop'); use 'loop' or 'auto'.")
     builders: dict[str, Callable[[], Oracle]] = {
         "stacked": lambda: StackedOracle(model, loss=loss, chunk_size=chunk_size),
         "vmap": lambda: VmapOracle(model, loss=loss, chunk_size=chunk_size),

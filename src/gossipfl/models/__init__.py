@@ -15,9 +15,10 @@ import torch
 from torch import nn
 
 from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
-from gossipfl.models.cnn import cnn
+from gossipfl.models.cnn import cnn, femnist_cnn
 from gossipfl.models.mlp import linear, logistic, mlp
 from gossipfl.models.resnet import resnet18
+from gossipfl.models.text import lstm
 from gossipfl.models.vgg import vgg11
 from gossipfl.rng import derive_seed
 
@@ -30,6 +31,8 @@ MODELS: dict[str, ModelBuilder] = {
     "cnn": cnn,
     "vgg11": vgg11,
     "resnet18": resnet18,
+    "femnist_cnn": femnist_cnn,
+    "lstm": lstm,
 }
 
 __all__ = ["MODELS", "build_model", "check_options", "head_names", "model_options",

@@ -7,6 +7,11 @@
 
 with no padding, so h = ((H − 4) // 2 − 4) // 2: 5 for 32×32 (FC 1600→384) and 4 for 28×28
 (FC 1024→384). There is no normalization layer.
+
+``femnist_cnn`` (the LEAF FEMNIST CNN, Caldas et al. 2018; FedSAGD's Table 6)::
+
+    conv5×5(C→32, same) → ReLU → maxpool2 → conv5×5(32→64, same) → ReLU → maxpool2
+    → FC(64·7·7 → 2048) → ReLU → FC(2048 → classes)
 """
 
 from __future__ import annotations
@@ -66,3 +71,26 @@ class CNN(nn.Module):
 def cnn(input_shape: Sequence[int], num_classes: int) -> nn.Module:
     """The FL-lineage LeNet (works for 1×28×28 and 3×32×32 inputs)."""
     return CNN(input_shape, num_classes)
+
+
+class FemnistCNN(nn.Module):
+    """LEAF's FEMNIST CNN: two 'same' 5×5 convs (32, 64) with 2×2 max-pools, FC 2048."""
+
+    def __init__(self, input_shape: Sequence[int], num_classes: int):
+        super().__init__()
+        channels, height, width = image_dims(input_shape, "femnist_cnn", min_side=4)
+        self.features = nn.Sequential(
+            nn.Conv2d(channels, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(),
+        )
+        self.fc = nn.Sequential(nn.Linear(64 * (height // 4) * (width // 4), 2048), nn.ReLU())
+        self.head = nn.Linear(2048, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.fc(self.features(x)))
+
+
+def femnist_cnn(input_shape: Sequence[int], num_classes: int) -> nn.Module:
+    """The LEAF FEMNIST CNN (1×28×28 inputs: FC 3136 → 2048)."""
+    return FemnistCNN(input_shape, num_classes)
