@@ -5,6 +5,7 @@ kept, exit status 3 from the CLI, and a sweep that records it and goes on."""
 from __future__ import annotations
 
 import pytest
+import torch
 import yaml
 
 import gossipfl
@@ -81,3 +82,15 @@ def test_sweep_records_a_diverged_run_and_goes_on(tmp_path):
     assert [row.runs for row in rows.values()] == [0, 1]
     again = run_study(study, out=tmp_path, log=lambda _m: None, warn=warnings.append)
     assert set(again.outcomes.values()) == {"skipped"}
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), None])
+def test_nonfinite_parameters_are_found_by_the_sum(bad):
+    from gossipfl.runner import has_nonfinite
+    x = torch.randn(7, 50)
+    assert not has_nonfinite(x)
+    if bad is None:  # +inf and -inf together: the sum is NaN
+        x[2, 3], x[5, 40] = float("inf"), float("-inf")
+    else:
+        x[4, 17] = bad
+    assert has_nonfinite(x)

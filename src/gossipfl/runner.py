@@ -493,7 +493,7 @@ class Runner:
         x, fed = self.exp.algorithm.client_models(), self.exp.fed
         loss, bound = measured["train_loss"], self.config.train.max_consensus
         what = None
-        nonfinite = fed.total(torch.tensor(float(not bool(torch.isfinite(x).all())),
+        nonfinite = fed.total(torch.tensor(float(has_nonfinite(x)),
                                            device=x.device))  # every process decides alike
         if not math.isfinite(loss):
             what = f"the training loss is {loss}"
@@ -525,6 +525,14 @@ class Runner:
         algo, fed = self.exp.algorithm, self.exp.fed
         algo.load_state_dict({k: fed.block(v) if k in algo.client_state else v
                               for k, v in state["algorithm"].items()})
+
+
+def has_nonfinite(x: torch.Tensor) -> bool:
+    """Whether ``x`` holds NaN or inf, from its sum: NaN and inf make the sum non-finite, and
+    one reduction costs about 1/50 of an elementwise ``isfinite`` over ``[M, P]`` (which cost
+    more than a whole round at 2 % participation). Finite entries can make the sum overflow
+    only when they average above ~1e38 / (M P): diverged as well."""
+    return not bool(torch.isfinite(x.sum()))
 
 
 def label_counts(dataset: Dataset, parts: list[np.ndarray]) -> torch.Tensor | None:
