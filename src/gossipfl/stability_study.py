@@ -333,7 +333,9 @@ def curves(pairs: Sequence[PairResult], key: str, absolute: bool = False) -> lis
         if absolute:
             values = np.abs(values)
         std = values.std(0) if len(series) > 1 else None
-        out.append(Curve(label, np.array(rounds, dtype=np.float64), values.mean(0), std))
+        style = "-" if len(out) < 10 else "--"  # matplotlib's cycle has 10 colours
+        out.append(Curve(label, np.array(rounds, dtype=np.float64), values.mean(0), std,
+                         style))
     return out
 
 
