@@ -1,4 +1,6 @@
-"""The Python entry point: ``gossipfl.run(config) -> Result``. The CLI calls only this."""
+"""The Python entry points: ``gossipfl.run(config) -> Result`` (the CLI calls only this to
+run), ``gossipfl.stability(config_or_study)`` (``gossipfl stability``, see
+:mod:`gossipfl.stability_study`) and ``gossipfl.partition_summary(config)``."""
 
 from __future__ import annotations
 
@@ -7,6 +9,9 @@ from pathlib import Path
 
 from gossipfl.config import Config, load_config
 from gossipfl.runner import Result, Runner, build_data
+from gossipfl.stability_study import stability
+
+__all__ = ["Result", "partition_summary", "run", "stability"]
 
 
 def run(config: Config | dict | str | Path | None = None, *,

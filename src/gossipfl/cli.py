@@ -4,6 +4,8 @@
                  [--name NAME] [--resume RUN_DIR] [--quiet]
     gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--quiet]
     gossipfl report PATH... [--metric NAME] [--target ACC ...] [--out DIR]
+    gossipfl stability CONFIG_OR_STUDY.yaml [--set ...] [--perturb client|sample|none]
+                       [--client I] [--every N] [--out DIR] [--device ...] [--quiet]
     gossipfl list
     gossipfl topology NAME --clients M [--mixing RULE] [--k K] [--p P] [--path FILE] [--draw PNG]
     gossipfl data DATASET --partition NAME --clients M [--alpha A] [--plot PNG]
@@ -347,6 +349,28 @@ def _print_report(result: Any, out: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# gossipfl stability
+# --------------------------------------------------------------------------------------------
+def cmd_stability(args: argparse.Namespace) -> int:
+    from gossipfl.stability_study import stability
+
+    def progress(runner: Any, desc: str) -> ProgressBar:
+        return ProgressBar(runner, desc, disable=args.quiet)
+
+    try:
+        outcome = stability(args.source, overrides=args.set, perturb=args.perturb,
+                            client=args.client, every=args.every, out=args.out,
+                            device=args.device, progress=progress,
+                            log=(lambda _m: None) if args.quiet else print, warn=_warn)
+    except KeyboardInterrupt:
+        _err("interrupted; nothing was written (run the command again).")
+        return 130
+    print(outcome.table)
+    print(f"written to {outcome.path}: {', '.join(p.name for p in outcome.files)}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # gossipfl list / topology / data / fetch
 # --------------------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
@@ -492,6 +516,23 @@ def build_parser() -> argparse.ArgumentParser:
                                    "PATH given, else ./report)")
     rep.set_defaults(func=cmd_report)
 
+    stab = sub.add_parser("stability", help="distance between runs on neighbouring datasets "
+                                            "and the generalization gap, over rounds")
+    stab.add_argument("source", metavar="CONFIG_OR_STUDY",
+                      help="experiment YAML, or a study YAML (every grid point and seed)")
+    _add_set(stab, "override a config key (of a study's base config)")
+    stab.add_argument("--perturb", default="client", metavar="client|sample|none",
+                      help="client: one client's data replaced by test samples of the same "
+                           "classes (default); sample: its first sample only; none: a control")
+    stab.add_argument("--client", type=int, metavar="I",
+                      help="the perturbed client (default: the first that trains in round 1)")
+    stab.add_argument("--every", type=int, metavar="N",
+                      help="record every N rounds and the last (default: eval.every)")
+    stab.add_argument("--out", help="output folder (default: <output.dir>/<name>-stability)")
+    stab.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    stab.add_argument("--quiet", action="store_true", help="no progress bars")
+    stab.set_defaults(func=cmd_stability)
+
     sub.add_parser("list", help="algorithms, datasets, models, topologies, mixing rules"
                    ).set_defaults(func=cmd_list)
 
@@ -535,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gossipfl.analysis.command import add_parser as add_analyze  # gossipfl analyze
 
     add_analyze(sub)
-    for command in (run, sweep, rep, sub.choices["list"], sub.choices["analyze"]):
+    for command in (run, sweep, rep, stab, sub.choices["list"], sub.choices["analyze"]):
         command.add_argument("--plugin", action="append", default=[], metavar="FILE|MODULE",
                              help="load your own algorithm, model or dataset module "
                                   "(repeatable; see docs/design.md)")

@@ -157,6 +157,9 @@ class EvalConfig:
     personalized: bool = False  # each client on its label-matched local test split
     # (always on for algorithms declaring "personalized")
     personalized_point: str = "after_gossip"  # or before_gossip: models right after training
+    # N: the average model also on a fixed random subset of N training samples, logging the
+    # generalization gap, train minus test (train_acc, train_eval_loss, gap_acc, gap_loss)
+    generalization: int | None = None
 
     def validate(self) -> None:
         _choice("eval.personalized_point", self.personalized_point,
@@ -165,6 +168,8 @@ class EvalConfig:
         _positive("eval.batch_size", self.batch_size, integer=True)
         if self.local_subset is not None:
             _positive("eval.local_subset", self.local_subset, integer=True)
+        if self.generalization is not None:
+            _positive("eval.generalization", self.generalization, integer=True)
 
 
 @dataclass

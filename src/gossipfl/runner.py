@@ -200,12 +200,22 @@ def initial_stack(config: Config, layout: ParamLayout, model: torch.nn.Module,
                         f"got {list(x0.shape)}.")
 
 
-def build_experiment(config: Config) -> Experiment:
+#: A change of the training data before anything is derived from it: ``(dataset, parts) ->
+#: dataset`` with the same sample count (gossipfl.stability_study's neighbouring datasets).
+Perturbation = Callable[[Dataset, list[np.ndarray]], Dataset]
+
+
+def build_experiment(config: Config, perturb: Perturbation | None = None) -> Experiment:
+    """Everything a run needs; ``perturb`` replaces the dataset right after the partition
+    (the clients keep their index sets, so sample sizes, minibatch streams and client
+    sampling are those of the unperturbed run)."""
     processes = start_processes(config)  # torchrun's ranks when distributed, else one
     device = processes.place(resolve_device(config.device))
     if device.type == "cpu" and config.engine.keep_freed_memory:
         keep_freed_memory()  # process-wide; see gossipfl.engine.memory
     dataset, parts = build_data(config)
+    if perturb is not None:
+        dataset = perturb(dataset, parts)
     dataset = dataset.to(device)
     m = len(parts)
     train = config.train
@@ -274,11 +284,17 @@ Callback = Callable[["Runner", int, "dict | None"], None]
 
 
 class Runner:
-    """Runs the rounds of one experiment; resumable from :meth:`state_dict`."""
+    """Runs the rounds of one experiment; resumable from :meth:`state_dict`.
 
-    def __init__(self, config: Config, callbacks: Sequence[Callback] = ()):
+    :meth:`run` is :meth:`step` for every round left, then :meth:`result`; a caller that
+    advances several runners in lockstep (gossipfl.stability_study) calls :meth:`step`
+    itself. ``perturb``: see :func:`build_experiment`.
+    """
+
+    def __init__(self, config: Config, callbacks: Sequence[Callback] = (),
+                 perturb: Perturbation | None = None):
         self.config = config
-        self.exp = build_experiment(config)
+        self.exp = build_experiment(config, perturb)
         self.callbacks = list(callbacks)
         self.round = 0  # rounds completed
         self.rows: list[dict] = []
@@ -286,6 +302,7 @@ class Runner:
         self.train_seconds = 0.0
         self.client_steps = 0  # client-steps computed (rows handed to the oracle, per step)
         self.trained: torch.Tensor | None = None  # personalized models before gossip
+        self._train_subsets: dict[int, torch.Tensor] = {}  # the gap's train samples, by size
         self.exp.algorithm.init(self.exp.x0)
 
     # -- one round -----------------------------------------------------------------------
@@ -425,13 +442,10 @@ class Runner:
         row: dict = {"consensus": consensus_distance(x, fed)}
         n_test = len(data.test_y)
         if ev.average_model and n_test:
-            share = fed.share(n_test)  # each process evaluates its share of the test set
-            acc, loss = evaluate_stack(exp.oracle, algo.global_model().unsqueeze(0),
-                                       data.test_x[share], data.test_y[share],
-                                       batch_size=ev.batch_size)
-            weight = (share.stop - share.start) / n_test
-            acc, loss = fed.total(torch.stack([acc[0], loss[0]]) * weight).tolist()
-            row["test_acc"], row["test_loss"] = acc, loss
+            row["test_acc"], row["test_loss"] = self.global_fit(data.test_x, data.test_y)
+            if ev.generalization is not None:
+                row.update(self.generalization(ev.generalization, row["test_acc"],
+                                               row["test_loss"]))
         if ev.local_models and n_test and "local" in algo.evaluations:
             sub = exp.eval_subset
             inputs = data.test_x if sub is None else data.test_x[sub]
@@ -448,6 +462,33 @@ class Runner:
             row["personalized_acc_std"] = float(acc.std())
         row["eval_seconds"] = time.perf_counter() - start
         return row
+
+    def global_fit(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:
+        """Accuracy and mean loss of the algorithm's global model (the server model, or the
+        average of the clients) on ``inputs``/``targets``; each process takes its share."""
+        exp = self.exp
+        fed, n = exp.fed, len(targets)
+        share = fed.share(n)
+        acc, loss = evaluate_stack(exp.oracle, exp.algorithm.global_model().unsqueeze(0),
+                                   inputs[share], targets[share],
+                                   batch_size=self.config.eval.batch_size)
+        weight = (share.stop - share.start) / n
+        acc, loss = fed.total(torch.stack([acc[0], loss[0]]) * weight).tolist()
+        return acc, loss
+
+    def generalization(self, size: int, test_acc: float, test_loss: float) -> dict:
+        """The generalization-gap columns (gossipfl.analysis.columns.generalization_gap:
+        train minus test) of the global model, its train side measured on a fixed random
+        subset of ``size`` training samples (the same every round)."""
+        from gossipfl.analysis.columns import generalization_gap, train_subset
+
+        data = self.exp.dataset
+        if size not in self._train_subsets:
+            pick = train_subset(len(data.train_y), size, self.config.seed)
+            self._train_subsets[size] = torch.as_tensor(pick, device=data.train_y.device)
+        sub = self._train_subsets[size]
+        train_acc, train_loss = self.global_fit(data.train_x[sub], data.train_y[sub])
+        return generalization_gap(train_acc, train_loss, test_acc, test_loss)
 
     def personalized_models(self) -> torch.Tensor:
         """What the personalized protocol measures: the algorithm's personalized models, as
@@ -469,17 +510,28 @@ class Runner:
 
     def run(self) -> Result:
         for t in range(self.round, self.config.train.rounds):
-            with torch.no_grad():
-                measured = self.run_round(t)
-                self.check_divergence(t, measured)
-                row = None
-                if self.should_evaluate(t):
-                    row = {**measured, **self.evaluate(),
-                           "elapsed": self.train_seconds}
-                    self.rows.append(row)
-            self.round = t + 1
-            for callback in self.callbacks:
-                callback(self, t, row)
+            self.step(t)
+        return self.result()
+
+    def step(self, t: int, evaluate: bool | None = None) -> dict | None:
+        """Round t (the next one, ``self.round``): train and communicate, stop with
+        :class:`Diverged` on a blow-up, evaluate when due (``evaluate`` True/False: always
+        / never), call the callbacks; returns the round's metrics row, None when it was not
+        evaluated."""
+        with torch.no_grad():
+            measured = self.run_round(t)
+            self.check_divergence(t, measured)
+            row = None
+            if self.should_evaluate(t) if evaluate is None else evaluate:
+                row = {**measured, **self.evaluate(), "elapsed": self.train_seconds}
+                self.rows.append(row)
+        self.round = t + 1
+        for callback in self.callbacks:
+            callback(self, t, row)
+        return row
+
+    def result(self) -> Result:
+        """The :class:`Result` of the rounds run so far."""
         algo = self.exp.algorithm
         server = algo.server_model()
         return Result(config=self.config, metrics=list(self.rows),
@@ -493,7 +545,8 @@ class Runner:
         x, fed = self.exp.algorithm.client_models(), self.exp.fed
         loss, bound = measured["train_loss"], self.config.train.max_consensus
         what = None
-        nonfinite = fed.total(torch.tensor(float(has_nonfinite(x)),
+        held = x[:1] if x.stride(0) == 0 else x  # a replicated server model: check one row
+        nonfinite = fed.total(torch.tensor(float(has_nonfinite(held)),
                                            device=x.device))  # every process decides alike
         if not math.isfinite(loss):
             what = f"the training loss is {loss}"
