@@ -356,12 +356,7 @@ def _read_idx_folder(name: str, folder: Path, source: Source) -> Found | None:
     for split in ("train", "test"):
         x, y = arrays[f"{split}_x"], arrays[f"{split}_y"]
         xp, yp = paths[f"{split}_x"], paths[f"{split}_y"]
-        if x.ndim != 3 or x.dtype != np.uint8:
-            raise GossipflError(f"{KEY}: {xp} must hold uint8 images [N, H, W], "
-                                f"got {x.dtype} {list(x.shape)}.")
-        if y.ndim != 1 or len(y) != len(x):
-            raise GossipflError(f"{KEY}: {yp} must hold {len(x)} labels to match {xp}, "
-                                f"got shape {list(y.shape)}.")
+        check_idx_pair(xp, x, yp, y)
         _check_label_range(yp, y, 10)
     return Found((arrays["train_x"][:, None], arrays["train_y"].astype(np.int64),
                   arrays["test_x"][:, None], arrays["test_y"].astype(np.int64)), files)
@@ -420,6 +415,17 @@ def _read_tiny_folder(name: str, folder: Path, source: Source) -> Found | None:
 READERS = {"mnist": _read_idx_folder, "fashion_mnist": _read_idx_folder,
            "cifar10": _read_cifar_folder, "cifar100": _read_cifar_folder,
            "tiny_imagenet": _read_tiny_folder}
+
+
+def check_idx_pair(xp: Path, x: np.ndarray, yp: Path, y: np.ndarray) -> None:
+    """One split read from IDX files: uint8 images ``[N, H, W]`` in ``xp`` and N labels in
+    ``yp``, else one sentence naming the file."""
+    if x.ndim != 3 or x.dtype != np.uint8:
+        raise GossipflError(f"{KEY}: {xp} must hold uint8 images [N, H, W], "
+                            f"got {x.dtype} {list(x.shape)}.")
+    if y.ndim != 1 or len(y) != len(x):
+        raise GossipflError(f"{KEY}: {yp} must hold {len(x)} labels to match {xp}, "
+                            f"got shape {list(y.shape)}.")
 
 
 def _check_label_range(path: Path, labels: np.ndarray, num_classes: int) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from gossipfl.data import formats
-from gossipfl.data.datasets import KEY, Dataset, Source
+from gossipfl.data.datasets import KEY, Dataset, Source, check_idx_pair
 from gossipfl.errors import GossipflError
 
 NAME = "emnist_l"
@@ -111,12 +111,7 @@ def _read(paths: dict[str, Path], source: Source, normalize: bool) -> Dataset:
     for part in ("train", "test"):
         xp, yp = paths[f"{part}_x"], paths[f"{part}_y"]
         x, y = formats.read_idx(xp), formats.read_idx(yp)
-        if x.ndim != 3 or x.dtype != np.uint8:
-            raise GossipflError(f"{KEY}: {xp} must hold uint8 images [N, H, W], "
-                                f"got {x.dtype} {list(x.shape)}.")
-        if y.ndim != 1 or len(y) != len(x):
-            raise GossipflError(f"{KEY}: {yp} must hold {len(x)} labels to match {xp}, "
-                                f"got shape {list(y.shape)}.")
+        check_idx_pair(xp, x, yp, y)
         y = y.astype(np.int64)
         if y.size and (y.min() < 1 or y.max() > 26):
             raise GossipflError(f"{KEY}: {yp} has labels outside the letters' 1..26 "
