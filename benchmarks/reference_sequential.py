@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -37,11 +37,14 @@ ALGORITHMS = ("dfedavg", "dfedsam", "fedavg")
 
 class SequentialReference:
     """DFedAvg (train, then gossip x_i ← Σ_j w_ij z_j), DFedSAM, or FedAvg (the sampled
-    clients train from the server model, the server averages them), one client at a time."""
+    clients train from the server model, the server averages them), one client at a time.
+    A subclass that trains other algorithms lists them in ``algorithms``."""
+
+    algorithms: tuple[str, ...] = ALGORITHMS
 
     def __init__(self, config: Config, exp: Experiment | None = None):
-        if config.algorithm.name not in ALGORITHMS:
-            raise ValueError(f"the reference implements {ALGORITHMS}, not "
+        if config.algorithm.name not in self.algorithms:
+            raise ValueError(f"the reference implements {self.algorithms}, not "
                              f"{config.algorithm.name!r}")
         exp = exp if exp is not None else build_experiment(config)
         self.config, self.device = config, exp.device
@@ -128,14 +131,15 @@ class SequentialReference:
             for p, e in zip(params, shifts, strict=True):
                 p.sub_(e)
 
-    def gossip(self, t: int) -> None:
-        """x_i ← Σ_j w_ij z_j over state_dict snapshots, Q times."""
+    def gossip(self, t: int, keys: Collection[str] | None = None) -> None:
+        """x_i ← Σ_j w_ij z_j over state_dict snapshots, Q times; with ``keys``, only those
+        entries of the state_dict are sent and mixed (the others stay the client's own)."""
         W = self.topology.matrix(t)
         for _ in range(self.gossip_steps):
             states = [copy.deepcopy(m.state_dict()) for m in self.models]
             for i, model in enumerate(self.models):
-                mixed = {}
-                for key in states[i]:
+                mixed = dict(states[i])
+                for key in states[i] if keys is None else keys:
                     mixed[key] = sum(float(W[i, j]) * states[j][key]
                                      for j in range(len(states)) if W[i, j] != 0)
                 model.load_state_dict(mixed)

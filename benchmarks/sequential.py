@@ -17,12 +17,11 @@ epoch of batch 50). Run ``python -m benchmarks.sequential --threads 2``.
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import torch
 
-from benchmarks.common import load_average, markdown_table, median, spread, start_cpu_run
+from benchmarks.common import CLOCKS, load_average, markdown_table, median, spread, start_cpu_run
 from gossipfl.algorithms import Context
 from gossipfl.config import load_config
 from gossipfl.runner import Runner
@@ -48,9 +47,6 @@ def synchronous_round(runner: Runner, ctx: Context) -> None:
     work = algo.begin_round(ctx)
     runner.train_work(ctx.round, work)
     algo.end_round(ctx, work)
-
-
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def run(clients: int, hidden: int, reps: int, device: str,

@@ -26,12 +26,11 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts OpenMP
 
 import argparse
-import time
 from dataclasses import dataclass
 
 import torch
 
-from benchmarks.common import load_average, markdown_table, median, spread, start_cpu_run
+from benchmarks.common import CLOCKS, load_average, markdown_table, median, spread, start_cpu_run
 from benchmarks.reference_sequential import SequentialReference
 from gossipfl.config import Config, load_config
 from gossipfl.runner import Runner, build_experiment
@@ -76,9 +75,6 @@ def groups() -> list[list[Case]]:
                      Case("fedavg", partition, 1.0, clients)]
             out.append(group + ([Case("dfedavg", partition, 1.0, clients)] if dfedavg else []))
     return out
-
-
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 class Timed:
