@@ -251,3 +251,23 @@ def test_evaluate_mse_has_nan_accuracy_and_mean_squared_error():
     expect = torch.stack([((A @ X[i, :3] + X[i, 3] - y) ** 2).mean() for i in range(2)])
     assert torch.isnan(acc).all()
     torch.testing.assert_close(loss, expect)
+
+
+@pytest.mark.parametrize("kind", ["stacked", "vmap", "loop"])
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_gradient_of_some_parameters_is_those_columns_of_the_full_gradient(kind, name):
+    """``wrt`` (a phase that trains only the head, or only the body): the same columns as the
+    full gradient, 0 elsewhere; the loss unchanged."""
+    model, loss, X, inputs, targets, mask = problem(name, F64)
+    oracle = make_oracle(kind, model, loss)
+    full_loss, full = oracle.loss_and_grad(X, inputs, targets, mask)
+    layout = oracle.layout
+    head = [n for n in layout.names if n.startswith("head")]
+    body = [n for n in layout.names if n not in head]
+    assert head and body
+    for wrt in (head, body):
+        part_loss, part = oracle.loss_and_grad(X, inputs, targets, mask, wrt)
+        assert torch.equal(part_loss, full_loss)
+        picked = layout.mask(tuple(wrt))
+        assert_rel(part[:, picked], full[:, picked], 1e-10)
+        assert not part[:, ~picked].any()

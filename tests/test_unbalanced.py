@@ -57,9 +57,9 @@ class CountingOracle:
     def __init__(self, oracle):
         self.oracle, self.rows = oracle, 0
 
-    def loss_and_grad(self, X, inputs, targets, mask=None):
+    def loss_and_grad(self, X, inputs, targets, mask=None, wrt=None):
         self.rows += X.shape[0]
-        return self.oracle.loss_and_grad(X, inputs, targets, mask)
+        return self.oracle.loss_and_grad(X, inputs, targets, mask, wrt)
 
     def __getattr__(self, name):
         return getattr(self.oracle, name)

@@ -14,9 +14,14 @@ import torch
 from gossipfl.algorithms.base import Batch, Context
 
 
-def gradient(fed, y: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-client loss ``[S]`` and minibatch gradient ∇F_i(y_i; ξ_i), clipped if asked."""
-    loss, grad = fed.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask)
+def gradient(fed, y: torch.Tensor, batch: Batch,
+             group: str = "all") -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-client loss ``[S]`` and minibatch gradient ∇F_i(y_i; ξ_i), clipped if asked. With
+    a ``group``, only that group's gradient (the phase moves nothing else; the other columns
+    are 0, and the clip norm is the group's, as ``clip_grad_norm_`` over a model whose other
+    parameters are frozen)."""
+    wrt = fed.groups.parameter_names(group, fed.oracle.layout)
+    loss, grad = fed.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask, wrt)
     clip = fed.train.clip_norm
     if clip is not None:
         grad = grad * (clip / (grad.norm(dim=1, keepdim=True) + 1e-6)).clamp(max=1.0)
@@ -29,9 +34,11 @@ def with_weight_decay(fed, direction: torch.Tensor, y: torch.Tensor) -> torch.Te
     return direction + wd * y if wd else direction
 
 
-def sgd_direction(fed, y: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-client loss ``[S]`` and direction d = ∇F_i(y_i; ξ_i) + wd·y_i."""
-    loss, grad = gradient(fed, y, batch)
+def sgd_direction(fed, y: torch.Tensor, batch: Batch,
+                  group: str = "all") -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-client loss ``[S]`` and direction d = ∇F_i(y_i; ξ_i) + wd·y_i (the gradient of
+    ``group`` only)."""
+    loss, grad = gradient(fed, y, batch, group)
     return loss, with_weight_decay(fed, grad, y)
 
 
@@ -47,15 +54,11 @@ def sam_direction(fed, y: torch.Tensor, batch: Batch, rho: float,
     :func:`sgd_direction`.
     """
     if rho == 0:
-        return sgd_direction(fed, y, batch)
-    loss, grad = fed.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask)
-    columns = fed.groups[group]
-    if not columns.is_all:
-        restricted = torch.zeros_like(grad)
-        columns.assign(restricted, columns.select(grad))
-        grad = restricted
-    norm = grad.norm(dim=1, keepdim=True).clamp_min(1e-12)
-    _, perturbed = gradient(fed, y + rho * grad / norm, batch)
+        return sgd_direction(fed, y, batch, group)
+    wrt = fed.groups.parameter_names(group, fed.oracle.layout)
+    loss, grad = fed.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask, wrt)
+    norm = grad.norm(dim=1, keepdim=True).clamp_min(1e-12)  # the group's: the rest is 0
+    _, perturbed = gradient(fed, y + rho * grad / norm, batch, group)
     return loss, with_weight_decay(fed, perturbed, y)
 
 

@@ -106,6 +106,14 @@ class ParamGroups:
                    personal=group_from_mask("personal", mask),
                    personal_names=names)
 
+    def parameter_names(self, name: str, layout: ParamLayout) -> tuple[str, ...] | None:
+        """The model parameters whose columns make group ``name`` (None for ``all``): what a
+        phase that moves only this group needs the gradient of."""
+        if self[name].is_all:
+            return None
+        personal = set(self.personal_names)
+        return tuple(n for n in layout.names if (n in personal) == (name == "personal"))
+
     def __getitem__(self, name: str) -> ParamGroup:
         if name not in GROUPS:
             raise KeyError(f"no parameter group {name!r}; groups are {', '.join(GROUPS)}")

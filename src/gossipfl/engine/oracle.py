@@ -26,7 +26,7 @@ Gradients come out in X's dtype (fp32 for the default stack).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -114,23 +114,28 @@ class Oracle(ABC):
     bounds_memory: bool = False  # True: predict() blocks models and samples by itself
 
     def loss_and_grad(
-        self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None
+        self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None,
+        wrt: Sequence[str] | None = None,
     ) -> tuple[Tensor, Tensor]:
         """``X [M, P]``, ``inputs [M, B, *in]``, ``targets [M, B]``, ``mask [M, B]`` bool or
-        None → (``loss [M]``, ``grad [M, P]``)."""
+        None → (``loss [M]``, ``grad [M, P]``). ``wrt``: the names of the parameters whose
+        gradient is wanted (None: all); the other columns of ``grad`` are 0 and cost nothing
+        (a phase that trains only the head does not differentiate through the body)."""
         inputs, targets = _prepare(X, inputs, targets)
         mask = _full_mask(mask, targets)
         losses = torch.zeros(X.shape[0], dtype=X.dtype, device=X.device)
         grads = torch.empty(X.shape[0], self.layout.P, dtype=X.dtype, device=X.device)
         self.model.train()
-        self._fill(X, inputs, targets, mask, losses, grads)
+        wanted = None if wrt is None or set(wrt) >= set(self.layout.names) else frozenset(wrt)
+        self._fill(X, inputs, targets, mask, losses, grads, wanted)
         return losses, grads
 
     @abstractmethod
     def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
-              grads: Tensor) -> None:
+              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
         """Write every client's loss into ``losses [M]`` and gradient into ``grads [M, P]``
-        (inputs cast to X's dtype, ``mask`` a full bool ``[M, B]``, model in train mode)."""
+        (inputs cast to X's dtype, ``mask`` a full bool ``[M, B]``, model in train mode); with
+        ``wrt``, only those parameters' gradients, the other columns 0."""
 
     @abstractmethod
     def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
@@ -155,6 +160,7 @@ class VmapOracle(Oracle):
         self.chunk_size = check_chunk_size(chunk_size)
         self.layout = ParamLayout.from_module(model)
         self._grad_fn = vmap(grad_and_value(self._client_loss), in_dims=(0, 0, 0, 0))
+        self._partial_grad_fn = vmap(grad_and_value(self._split_loss), in_dims=(0, 0, 0, 0, 0))
         self._predict_own = vmap(self._client_forward, in_dims=(0, 0))
         self._predict_shared = vmap(self._client_forward, in_dims=(0, None))
 
@@ -167,15 +173,23 @@ class VmapOracle(Oracle):
     ) -> Tensor:
         return masked_mean_loss(self._client_forward(params, inputs), targets, mask, self.loss)
 
+    def _split_loss(self, moving: dict[str, Tensor], fixed: dict[str, Tensor],
+                    inputs: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
+        return self._client_loss({**moving, **fixed}, inputs, targets, mask)
+
     def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
-              grads: Tensor) -> None:
+              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
         for a, b in client_blocks(X.shape[0], self.chunk_size):
-            g, value = self._grad_fn(
-                self.layout.views(X[a:b]), inputs[a:b], targets[a:b], mask[a:b]
-            )
+            params = self.layout.views(X[a:b])
+            if wrt is None:
+                g, value = self._grad_fn(params, inputs[a:b], targets[a:b], mask[a:b])
+            else:
+                moving = {n: v for n, v in params.items() if n in wrt}
+                fixed = {n: v for n, v in params.items() if n not in wrt}
+                g, value = self._partial_grad_fn(moving, fixed, inputs[a:b], targets[a:b],
+                                                 mask[a:b])
             losses[a:b] = value
-            torch.cat([g[name].reshape(b - a, -1) for name in self.layout.names], dim=1,
-                      out=grads[a:b])
+            write_grads(self.layout, grads[a:b], g)
 
     @torch.no_grad()
     def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
@@ -205,14 +219,24 @@ class LoopOracle(Oracle):
         self.layout.load_into(self.model, X[i])
 
     def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
-              grads: Tensor) -> None:
-        for i in range(X.shape[0]):
-            self._load(X, i)
-            with torch.enable_grad():
-                value = masked_mean_loss(self.model(inputs[i]), targets[i], mask[i], self.loss)
-                g = torch.autograd.grad(value, self._params, materialize_grads=True)
-            losses[i] = value.detach()
-            torch.cat([t.reshape(-1) for t in g], out=grads[i])
+              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
+        names = [n for n in self.layout.names if wrt is None or n in wrt]
+        params = dict(zip(self.layout.names, self._params, strict=True))
+        for p_name, p in params.items():
+            p.requires_grad_(wrt is None or p_name in wrt)
+        try:
+            for i in range(X.shape[0]):
+                self._load(X, i)
+                with torch.enable_grad():
+                    value = masked_mean_loss(self.model(inputs[i]), targets[i], mask[i],
+                                             self.loss)
+                    g = torch.autograd.grad(value, [params[n] for n in names],
+                                            materialize_grads=True)
+                losses[i] = value.detach()
+                write_grads(self.layout, grads[i : i + 1], dict(zip(names, g, strict=True)))
+        finally:
+            for p in self._params:
+                p.requires_grad_(True)
 
     @torch.no_grad()
     def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
@@ -223,6 +247,17 @@ class LoopOracle(Oracle):
             self._load(X, i)
             outs.append(self.model(inputs if shared else inputs[i]))
         return torch.stack(outs)
+
+
+def write_grads(layout: ParamLayout, out: Tensor, grads: dict[str, Tensor]) -> None:
+    """Write per-parameter gradients ``{name: [m, *shape]}`` into the rows ``out [m, P]``;
+    parameters missing from ``grads`` (not differentiated) get 0."""
+    for name, view in layout.views(out).items():
+        if name in grads:
+            g = grads[name]
+            view.copy_(g if g.shape == view.shape else g.reshape(view.shape))
+        else:
+            view.zero_()
 
 
 def has_rnn(model: nn.Module) -> bool:

@@ -51,6 +51,7 @@ from gossipfl.engine.oracle import (
     check_loss,
     client_blocks,
     per_sample_loss,
+    write_grads,
 )
 from gossipfl.engine.params import ParamLayout
 from gossipfl.engine.stacked_layers import (
@@ -363,39 +364,41 @@ class StackedOracle(Oracle):
         return max(M, 1) if rows is None else max(1, min(M, rows // max(samples, 1)))
 
     def _block(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
-               out: Tensor) -> Tensor:
-        """Loss ``[m]`` of a block of m clients; their gradients are written into ``out``."""
+               out: Tensor, wrt: frozenset[str] | None = None) -> Tensor:
+        """Loss ``[m]`` of a block of m clients; their gradients (those of ``wrt``, the rest
+        0) are written into ``out``."""
         m = X.shape[0]
-        leaves = {name: v.detach().requires_grad_() for name, v in
+        leaves = {name: v.detach().requires_grad_(wrt is None or name in wrt) for name, v in
                   self.layout.views(X).items()}
+        names = [n for n in self.layout.names if wrt is None or n in wrt]
         with torch.enable_grad():
             outputs = self.program.run(leaves, inputs.reshape(-1, *inputs.shape[2:]), m)
             values = per_sample_loss(outputs, targets, self.loss, sample_dims=2)
             zero = torch.zeros((), dtype=values.dtype, device=values.device)
             client = torch.where(mask, values, zero).sum(1) / mask.sum(1).clamp_min(1).to(
                 values.dtype)
-            grads = torch.autograd.grad(client.sum(), [leaves[n] for n in self.layout.names],
+            grads = torch.autograd.grad(client.sum(), [leaves[n] for n in names],
                                         allow_unused=True, materialize_grads=True)
-        for view, g in zip(self.layout.views(out).values(), grads, strict=True):
-            view.copy_(g)  # one pass, whatever memory format the kernel returned
+        write_grads(self.layout, out, dict(zip(names, grads, strict=True)))  # one pass each
         return client.detach()
 
     def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
-              grads: Tensor) -> None:
+              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
         sample_shape, B = inputs.shape[2:], inputs.shape[1]
         active = mask.any(1)
         if bool(active.all()):
             step = self.block_size(X.shape[0], sample_shape, B, X)
             for a, b in client_blocks(X.shape[0], step):
                 losses[a:b] = self._block(X[a:b], inputs[a:b], targets[a:b], mask[a:b],
-                                          grads[a:b])
+                                          grads[a:b], wrt)
             return
         grads[~active] = 0  # clients without samples: loss 0, gradient 0, no compute
         ids = active.nonzero().squeeze(1)
         for a, b in client_blocks(len(ids), self.block_size(len(ids), sample_shape, B, X)):
             rows = ids[a:b]
             block = torch.empty(len(rows), self.layout.P, dtype=X.dtype, device=X.device)
-            losses[rows] = self._block(X[rows], inputs[rows], targets[rows], mask[rows], block)
+            losses[rows] = self._block(X[rows], inputs[rows], targets[rows], mask[rows], block,
+                                       wrt)
             grads.index_copy_(0, rows, block)
 
     @torch.no_grad()
