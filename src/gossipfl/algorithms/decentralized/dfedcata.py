@@ -13,11 +13,11 @@ Nesterov only, β = 0 Moreau envelope only (decentralized FedProx), λ = β = 0 
 ``extrapolation_ref: own_local`` is the public code's reading, x_i^t + β (x_i^t − x_{i,K}^{t−1})
 (the client's own pre-aggregation model, as OledFL's Ole).
 
-The order matters (``topology.order``; docs/results/, section 5, 100 rounds, one seed, the
-authors' random graph): the paper's prev_mixed step is stable synchronously (88.1 % vs
+The order matters (``topology.order``; docs/results/, section 5, 100 rounds, 3 seeds, the
+authors' random graph): the paper's prev_mixed step is stable synchronously (88.3 % vs
 DFedAvg's 85.3 %) but diverges in the authors' sequential in-place loop (its gradient-free
 sweep grows disagreement 2.4× per round); the code's own_local step needs the sequential order
-(88.0 % vs 86.5 %; synchronously 83.6 %).
+(88.1 % vs 86.5 %; synchronously 83.3 %).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ The order matters. The authors' code (public DFedCata code with λ_prox = 0) loo
 clients and writes each result back in place (``topology.order: sequential``); Ole is then an
 SOR sweep with ω = 1+β, stable for every β < 1, where the synchronous form above needs W
 nearly positive semidefinite. On the authors' random graph (docs/results/, section 5; 100
-rounds, one seed) OledFL-SGD at β = 0.99 reaches 88.1 % sequentially vs DFedAvg's 86.5 %, but
-83.7 % synchronously vs 85.3 %: the paper's advantage needs the sequential order.
+rounds, 3 seeds) OledFL-SGD at β = 0.99 reaches 88.2 % sequentially vs DFedAvg's 86.5 %, but
+83.3 % synchronously vs 85.3 %: the paper's advantage needs the sequential order.
 """
 
 from __future__ import annotations
