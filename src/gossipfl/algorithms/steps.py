@@ -20,7 +20,7 @@ def gradient(fed, y: torch.Tensor, batch: Batch,
     a ``group``, only that group's gradient (the phase moves nothing else; the other columns
     are 0, and the clip norm is the group's, as ``clip_grad_norm_`` over a model whose other
     parameters are frozen)."""
-    wrt = fed.groups.parameter_names(group, fed.oracle.layout)
+    wrt = fed.groups.parameter_names(group)
     loss, grad = fed.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask, wrt)
     clip = fed.train.clip_norm
     if clip is not None:
@@ -55,7 +55,7 @@ def sam_direction(fed, y: torch.Tensor, batch: Batch, rho: float,
     """
     if rho == 0:
         return sgd_direction(fed, y, batch, group)
-    wrt = fed.groups.parameter_names(group, fed.oracle.layout)
+    wrt = fed.groups.parameter_names(group)
     loss, grad = fed.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask, wrt)
     norm = grad.norm(dim=1, keepdim=True).clamp_min(1e-12)  # the group's: the rest is 0
     _, perturbed = gradient(fed, y + rho * grad / norm, batch, group)

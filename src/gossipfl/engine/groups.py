@@ -88,6 +88,7 @@ class ParamGroups:
     shared: ParamGroup
     personal: ParamGroup
     personal_names: tuple[str, ...]
+    shared_names: tuple[str, ...]
 
     @classmethod
     def build(cls, layout: ParamLayout, personal: Iterable[str],
@@ -104,15 +105,15 @@ class ParamGroups:
         return cls(all=ParamGroup("all", ((0, layout.P),), layout.P),
                    shared=group_from_mask("shared", ~mask),
                    personal=group_from_mask("personal", mask),
-                   personal_names=names)
+                   personal_names=names,
+                   shared_names=tuple(n for n in layout.names if n not in names))
 
-    def parameter_names(self, name: str, layout: ParamLayout) -> tuple[str, ...] | None:
+    def parameter_names(self, name: str) -> tuple[str, ...] | None:
         """The model parameters whose columns make group ``name`` (None for ``all``): what a
         phase that moves only this group needs the gradient of."""
         if self[name].is_all:
             return None
-        personal = set(self.personal_names)
-        return tuple(n for n in layout.names if (n in personal) == (name == "personal"))
+        return self.personal_names if name == "personal" else self.shared_names
 
     def __getitem__(self, name: str) -> ParamGroup:
         if name not in GROUPS:

@@ -159,8 +159,8 @@ class VmapOracle(Oracle):
         self.loss = check_loss(loss)
         self.chunk_size = check_chunk_size(chunk_size)
         self.layout = ParamLayout.from_module(model)
-        self._grad_fn = vmap(grad_and_value(self._client_loss), in_dims=(0, 0, 0, 0))
-        self._partial_grad_fn = vmap(grad_and_value(self._split_loss), in_dims=(0, 0, 0, 0, 0))
+        # gradient with respect to the first dict only (the moving parameters)
+        self._grad_fn = vmap(grad_and_value(self._split_loss), in_dims=(0, 0, 0, 0, 0))
         self._predict_own = vmap(self._client_forward, in_dims=(0, 0))
         self._predict_shared = vmap(self._client_forward, in_dims=(0, None))
 
@@ -181,13 +181,9 @@ class VmapOracle(Oracle):
               grads: Tensor, wrt: frozenset[str] | None = None) -> None:
         for a, b in client_blocks(X.shape[0], self.chunk_size):
             params = self.layout.views(X[a:b])
-            if wrt is None:
-                g, value = self._grad_fn(params, inputs[a:b], targets[a:b], mask[a:b])
-            else:
-                moving = {n: v for n, v in params.items() if n in wrt}
-                fixed = {n: v for n, v in params.items() if n not in wrt}
-                g, value = self._partial_grad_fn(moving, fixed, inputs[a:b], targets[a:b],
-                                                 mask[a:b])
+            moving = {n: v for n, v in params.items() if wrt is None or n in wrt}
+            fixed = {n: v for n, v in params.items() if n not in moving}
+            g, value = self._grad_fn(moving, fixed, inputs[a:b], targets[a:b], mask[a:b])
             losses[a:b] = value
             write_grads(self.layout, grads[a:b], g)
 
@@ -254,8 +250,7 @@ def write_grads(layout: ParamLayout, out: Tensor, grads: dict[str, Tensor]) -> N
     parameters missing from ``grads`` (not differentiated) get 0."""
     for name, view in layout.views(out).items():
         if name in grads:
-            g = grads[name]
-            view.copy_(g if g.shape == view.shape else g.reshape(view.shape))
+            view.copy_(grads[name])  # broadcasts a single model's [*shape] over [1, *shape]
         else:
             view.zero_()
 
