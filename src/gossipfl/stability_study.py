@@ -321,21 +321,19 @@ def curves(pairs: Sequence[PairResult], key: str, absolute: bool = False) -> lis
     """One :class:`gossipfl.plots.Curve` per label: ``key`` over the rounds every seed
     recorded, mean ± std over the seeds."""
     from gossipfl.plots import Curve
+    from gossipfl.results.reporting import mean_over_rounds
 
     out = []
     for label in dict.fromkeys(p.label for p in pairs):
-        series = [{r["round"]: r[key] for r in p.rows if _finite(r.get(key))}
+        series = [[{"round": r["round"], key: abs(r[key]) if absolute else r[key]}
+                   for r in p.rows if _finite(r.get(key))]
                   for p in pairs if p.label == label]
-        rounds = sorted(set.intersection(*(set(s) for s in series)))
-        if not rounds:
+        stats = mean_over_rounds(series, "round", key)
+        if stats is None:
             continue
-        values = np.array([[s[r] for r in rounds] for s in series], dtype=np.float64)
-        if absolute:
-            values = np.abs(values)
-        std = values.std(0) if len(series) > 1 else None
+        rounds, mean, std = stats
         style = "-" if len(out) < 10 else "--"  # matplotlib's cycle has 10 colours
-        out.append(Curve(label, np.array(rounds, dtype=np.float64), values.mean(0), std,
-                         style))
+        out.append(Curve(label, rounds, mean, std if len(series) > 1 else None, style))
     return out
 
 

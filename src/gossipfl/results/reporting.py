@@ -442,9 +442,16 @@ def write_run_figures(run_dir: RunDirectory) -> list[Path]:
 def mean_curve(runs: Sequence[Run], x_key: str, y_key: str
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Per-round mean of x and mean ± std of y over runs, on the rounds every run holds."""
+    return mean_over_rounds([run.metrics for run in runs], x_key, y_key)
+
+
+def mean_over_rounds(row_lists: Sequence[Sequence[dict]], x_key: str, y_key: str
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`mean_curve` over lists of metrics rows (each holding ``round``): the rounds
+    where every list has both values (not None), mean of x, mean and std (ddof 0) of y."""
     series = []
-    for run in runs:
-        points = {row["round"]: (row.get(x_key), row.get(y_key)) for row in run.metrics}
+    for rows in row_lists:
+        points = {row["round"]: (row.get(x_key), row.get(y_key)) for row in rows}
         series.append({r: p for r, p in points.items() if None not in p})
     common = sorted(set.intersection(*(set(s) for s in series))) if series else []
     if not common:
