@@ -69,8 +69,8 @@ def per_rank(fed, values: list[float]) -> torch.Tensor:
 def volume_on_rank(clients: int, topology: str, rounds: int = 3) -> dict:
     runner = Runner(load_config(setup(clients, topology, "distributed")))
     fed = runner.exp.fed
-    x = runner.exp.algorithm.state["x"]
-    width = fed.P
+    x = runner.state["x"]
+    width = runner.exp.env.P
     accounted = 0
     for t in range(rounds):
         x = fed.gossip(x, t)

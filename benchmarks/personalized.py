@@ -40,6 +40,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts OpenM
 import argparse
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -79,12 +80,12 @@ def replayed_batches(runner: Runner, t: int) -> list[list[list[list[int]]]]:
     runner draws for each client in round t's phases (each client's rows are its own: the
     sampler hashes them from (seed, round, client, phase), whatever the other clients)."""
     exp = runner.exp
-    if runner.augment_keys(t, torch.arange(1)) is not None:
+    if runner.trainer.augment_keys(t, torch.arange(1)) is not None:
         raise ValueError("replaying augmented minibatches is not implemented")
     rows = torch.arange(exp.fed.num_clients, device=exp.device)
     out = []
     for index, phase in enumerate(exp.algorithm.phases()):
-        batches = runner.phase_batches(t, index, phase, rows)
+        batches = runner.trainer.phase_batches(t, index, phase, rows)
         out.append([[idx[i][mask[i]].tolist() for idx, mask in batches if bool(mask[i].any())]
                     for i in range(len(rows))])
     return out
@@ -105,7 +106,7 @@ class DecoupledReference(SequentialReference):
         rho = getattr(params, "rho", 0.0)
         self.rho_head = rho if sam in ("head", "both") else 0.0
         self.rho_body = rho if sam in ("body", "both") else 0.0
-        self.head = set(exp.fed.groups.personal_names)
+        self.head = set(exp.env.groups.personal_names)
         self.body = [n for n, _ in exp.model.named_parameters() if n not in self.head]
         self.layout = exp.layout
         data = exp.dataset
@@ -160,18 +161,27 @@ class DecoupledReference(SequentialReference):
 
 class PhaseMarks:
     """The clock at the start of each of the algorithm's phases and of its communication:
-    ``begin_phase`` and ``end_round`` wrapped on the instance."""
+    every phase's ``begin`` and the instance's ``end_round`` wrapped."""
 
     def __init__(self, algorithm, clock):
         self.times: list[float] = []
-        for hook in ("begin_phase", "end_round"):
-            inner = getattr(algorithm, hook)
+        phases, end_round = algorithm.phases, algorithm.end_round
 
-            def marked(*args, inner=inner):
+        def mark(inner=None):
+            def begin(ctx, work):
                 self.times.append(clock())
-                return inner(*args)
+                if inner is not None:
+                    inner(ctx, work)
+            return begin
 
-            setattr(algorithm, hook, marked)
+        def marked_phases():
+            return [replace(phase, begin=mark(phase.begin)) for phase in phases()]
+
+        def marked_end_round(*args):
+            self.times.append(clock())
+            return end_round(*args)
+
+        algorithm.phases, algorithm.end_round = marked_phases, marked_end_round
 
     def take(self) -> list[float]:
         """The head and body phases' seconds since the last call."""
@@ -214,7 +224,7 @@ def run(model: str, clients: int, local_epochs: int | None, rho: float, rounds: 
             if t > 0:
                 seconds[name].append(elapsed)
                 phases[name].append([*split, elapsed - sum(split)])
-        differences.append(float((runner.exp.algorithm.state["x"] - reference.stack())
+        differences.append(float((runner.state["x"] - reference.stack())
                                  .abs().max()))
         loads.append(load_average())
         print(f"round {t}: gossipfl {round(seconds['gossipfl'][-1], 3) if t else '(warm-up)'}"

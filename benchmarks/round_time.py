@@ -136,16 +136,17 @@ class GossipflRound:
         exp = self.runner.exp
         self.watch = Stopwatch(exp.device)
         self.samples = 0
-        make_batch = self.runner.make_batch
+        trainer = self.runner.trainer
+        make_batch = trainer.make_batch
 
         def counted_batch(*args, **kwargs):
             batch = make_batch(*args, **kwargs)
             self.samples += int(batch.mask.sum())
             return batch
 
-        self.runner.phase_batches = self.watch.wrap("data", self.runner.phase_batches)
-        self.runner.make_batch = self.watch.wrap("data", counted_batch)
-        exp.algorithm.local_step = self.watch.wrap("local", exp.algorithm.local_step)
+        trainer.phase_batches = self.watch.wrap("data", trainer.phase_batches)
+        trainer.make_batch = self.watch.wrap("data", counted_batch)
+        trainer.local_step = self.watch.wrap("local", trainer.local_step)
         exp.algorithm.end_round = self.watch.wrap("gossip", exp.algorithm.end_round)
         exp.oracle.loss_and_grad = self.watch.wrap("oracle", exp.oracle.loss_and_grad)
 

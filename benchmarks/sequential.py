@@ -6,7 +6,7 @@ interleaved (A, B, C, A, B, C, ...) in one process, each with its own runner sta
 same experiment:
 
 - ``synchronous``: begin_round, the batched local phase of all M clients, gossip;
-- ``sequential``: :func:`gossipfl.sequential.sequential_round`, one batched local phase per
+- ``sequential``: :class:`gossipfl.schedules.sequential.Sequential`, one batched local phase per
   wave of the round's schedule;
 - ``literal``: the same function with one client per wave (the authors' loop; equal results).
 
@@ -25,7 +25,7 @@ from benchmarks.common import CLOCKS, load_average, markdown_table, median, spre
 from gossipfl.algorithms import Context
 from gossipfl.config import load_config
 from gossipfl.runner import Runner
-from gossipfl.sequential import one_by_one, schedule, sequential_round
+from gossipfl.schedules.sequential import Sequential, one_by_one, schedule
 
 IMPLEMENTATIONS = ("synchronous", "sequential", "literal")
 
@@ -42,13 +42,6 @@ def config(order: str, clients: int, hidden: int, device: str) -> dict:
             "device": device}
 
 
-def synchronous_round(runner: Runner, ctx: Context) -> None:
-    algo = runner.exp.algorithm
-    work = algo.begin_round(ctx)
-    runner.train_work(ctx.round, work)
-    algo.end_round(ctx, work)
-
-
 def run(clients: int, hidden: int, reps: int, device: str,
         clock: str = "wall") -> tuple[list[list], dict]:
     """``reps`` rounds of each implementation, interleaved; ``clock`` ``cpu`` times this
@@ -59,6 +52,9 @@ def run(clients: int, hidden: int, reps: int, device: str,
         runners = {name: Runner(load_config(config(
             "synchronous" if name == "synchronous" else "sequential", clients, hidden, device)))
             for name in IMPLEMENTATIONS}
+    literal = runners["literal"]  # one client per wave: the authors' loop
+    literal.schedule = Sequential(literal.exp.algorithm, literal.trainer, literal.exp.fed,
+                                  waves=lambda W: one_by_one(len(W)))
     seconds: dict[str, list[float]] = {name: [] for name in IMPLEMENTATIONS}
     waves = []
     loads = [load_average()]
@@ -66,21 +62,17 @@ def run(clients: int, hidden: int, reps: int, device: str,
         W = runners["sequential"].exp.topology.matrix(t)
         waves.append(len(schedule(W)))
         for name, runner in runners.items():
-            ctx = Context(round=t, lr=runner.lr(t))
+            ctx = Context(round=t, lr=runner.lr(t), env=runner.exp.env)
             start = now()
             with torch.no_grad():
-                if name == "synchronous":
-                    synchronous_round(runner, ctx)
-                else:
-                    sequential_round(runner, ctx, one_by_one(clients) if name == "literal"
-                                     else None)
+                runner.schedule.run_round(ctx, runner.state)
             if runner.exp.device.type == "cuda":
                 torch.cuda.synchronize()
             seconds[name].append(now() - start)
             print(name, t, round(seconds[name][-1], 3), flush=True)
         loads.append(load_average())
-    literal = runners["literal"].exp.algorithm.state["x"]
-    waved = runners["sequential"].exp.algorithm.state["x"]
+    literal = runners["literal"].state["x"]
+    waved = runners["sequential"].state["x"]
     agree = float((literal - waved).abs().max())
     base = median(seconds["synchronous"])
     rows = []

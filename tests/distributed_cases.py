@@ -83,8 +83,8 @@ def gossip_variants(folder: Path) -> dict:
     for topology in TOPOLOGIES:
         exp = build_experiment(load_config(config("dfedavg", topology, "distributed")))
         fed = exp.fed
-        z = fed.block(gossip_rows(fed.num_clients, fed.P))
-        masks = fed.block(gossip_masks(fed.num_clients, fed.P))
+        z = fed.block(gossip_rows(fed.num_clients, exp.env.P))
+        masks = fed.block(gossip_masks(fed.num_clients, exp.env.P))
         for t in (0, 1):
             out[topology, t, "shared"] = fed.gather(fed.gossip(z, t, steps=2, group="shared"))
             out[topology, t, "masked"] = fed.gather(fed.gossip(z, t, steps=2, masks=masks))

@@ -17,7 +17,7 @@ from gossipfl.algorithms.decentralized.dfedavg import DFedAvg
 class KilledDFedAvg(DFedAvg):
     name = "test_killed_dfedavg"
 
-    def begin_round(self, ctx):
+    def begin_round(self, ctx, state):
         rank, when = os.environ.get("GOSSIPFL_TEST_KILL_RANK"), os.environ.get(
             "GOSSIPFL_TEST_KILL_ROUND")
         if rank == os.environ.get("RANK") and when is not None and ctx.round == int(when):
@@ -25,4 +25,4 @@ class KilledDFedAvg(DFedAvg):
             if stall is None:
                 os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(float(stall))
-        return super().begin_round(ctx)
+        return super().begin_round(ctx, state)

@@ -245,7 +245,7 @@ def first_round_state(p: Problem, algorithm: dict, wd=WD, batch_size=4, epochs=2
     config["train"].update(local_steps=None, local_epochs=epochs, batch_size=batch_size)
     seen = {}
     gossipfl.run(config, callbacks=[lambda runner, t, row: seen.update(
-        {k: v.double().numpy().copy() for k, v in runner.exp.algorithm.state.items()})])
+        {k: v.double().numpy().copy() for k, v in runner.state.items()})])
     chosen = next(sampled_rounds(p, 1, 0.6))[2]
     return p.x0[0], chosen, seen
 

@@ -81,13 +81,13 @@ class SubsetDFedAvg(DFedAvg):
     SUBSET: ClassVar[list[int] | None] = None
     trained: ClassVar[dict] = {}
 
-    def begin_round(self, ctx):
+    def begin_round(self, ctx, state):
         if self.SUBSET is None:
-            return super().begin_round(ctx)
+            return super().begin_round(ctx, state)
         clients = torch.as_tensor(self.SUBSET)
-        return Work(self.state["x"][clients].clone(), clients)
+        return Work(state["x"][clients].clone(), clients)
 
-    def end_round(self, ctx, work):
+    def end_round(self, ctx, state, work):
         ids = range(len(work)) if work.clients is None else work.clients.tolist()
         for row, client in enumerate(ids):
             SubsetDFedAvg.trained[(ctx.round, client)] = work.y[row].clone()

@@ -61,16 +61,17 @@ def test_every_algorithm_gives_the_same_numbers_on_1_2_and_4_ranks(world, single
 def test_group_masked_and_multi_step_gossip_match_one_process(world, tmp_path):
     got = cases.spawn(world, "gossip", tmp_path)
     for topology in cases.TOPOLOGIES:
-        fed = build_experiment(load_config(cases.config("dfedavg", topology))).fed
-        z = cases.gossip_rows(fed.num_clients, fed.P)
-        masks = cases.gossip_masks(fed.num_clients, fed.P)
+        exp = build_experiment(load_config(cases.config("dfedavg", topology)))
+        fed, groups = exp.fed, exp.env.groups
+        z = cases.gossip_rows(fed.num_clients, exp.env.P)
+        masks = cases.gossip_masks(fed.num_clients, exp.env.P)
         for t in (0, 1):
             shared = fed.gossip(z, t, steps=2, group="shared")
             masked = fed.gossip(z, t, steps=2, masks=masks)
             torch.testing.assert_close(got[topology, t, "shared"], shared)
             torch.testing.assert_close(got[topology, t, "masked"], masked)
             assert got[topology, t, "bytes"] == fed.traffic.take(), (topology, t)
-            personal = fed.groups["personal"]
+            personal = groups["personal"]
             assert torch.equal(personal.select(got[topology, t, "shared"]), personal.select(z))
 
 

@@ -48,10 +48,20 @@ def test_dfedmdc_head_then_body_then_body_gossip(algorithm, sam):
     assert result.metrics[0]["bytes_round"] == messages * 4 * int((~p.personal).sum())
 
 
+class Trained:
+    """The trained algorithm with its final state (to read its personalized models)."""
+
+    def __init__(self, runner):
+        self.runner = runner
+
+    def personalized_models(self):
+        return self.runner.exp.algorithm.personalized_models(self.runner.state)
+
+
 def run_with_algorithm(config):
     """The Result and the trained algorithm (to read its personalized models)."""
     runner = Runner(load_config(config))
-    return runner.run(), runner.exp.algorithm
+    return runner.run(), Trained(runner)
 
 
 def server_rounds(p, rounds, local, exchanged, kept, participation=0.5, own=None):
@@ -120,12 +130,12 @@ def test_fedbabu_fine_tunes_the_global_model_before_personalized_evaluation():
     runner = Runner(load_config(config))
     runner.run()
     tuned = runner.personalized_models().double().numpy()
-    x = runner.exp.algorithm.state["server"].double().numpy()
+    x = runner.state["server"].double().numpy()
     every = np.ones(p.P, dtype=bool)
     expected = np.stack([sgd_phase(x, lambda y, i=i: p.grad(i, y), every, 2, lr_at(0.2, 2))
                          for i in range(p.M)])
     assert_close(tuned, expected)
-    assert_close(runner.exp.algorithm.state["server"], x)  # the fine-tuned models are not kept
+    assert_close(runner.state["server"], x)  # the fine-tuned models are not kept
 
 
 def test_ditto_global_by_fedavg_personal_with_proximal_pull():
@@ -204,8 +214,8 @@ def test_dispfl_masked_training_prune_regrow_and_mask_aware_gossip():
     W = random_doubly_stochastic(4, seed=5)
     config = p.config({"name": "dispfl"}, W=W, rounds=3, steps=3, wd=0.01, momentum=0.5)
     runner = Runner(load_config(config))
-    masks = runner.exp.algorithm.state["mask"].numpy().copy()
-    X = runner.exp.algorithm.state["x"].double().numpy()
+    masks = runner.state["mask"].numpy().copy()
+    X = runner.state["x"].double().numpy()
     layers = [slice(0, 12), slice(12, 15)]
     densities = erk_densities([(3, 4), (1, 3)], 0.5)
     assert [int(d * (c.stop - c.start)) for d, c in zip(densities, layers)] == [4, 2]
@@ -226,7 +236,7 @@ def test_dispfl_masked_training_prune_regrow_and_mask_aware_gossip():
         sent += int(((np.count_nonzero(W, axis=0) - 1) * (4 * nnz + np.minimum(4 * nnz, 2))).sum())
         X, masks = mixed * new, new
     assert_close(result.params, X)
-    assert_close(runner.exp.algorithm.state["mask"], masks)
+    assert_close(runner.state["mask"], masks)
     assert result.metrics[-1]["bytes_total"] == sent
 
 

@@ -33,8 +33,8 @@ class TwoPhase(DFedAvg):
         return [Phase("head", steps=2, lr=self.params.head_lr, group="personal", momentum=0.5),
                 Phase("body", steps=3, group="shared")]
 
-    def end_round(self, ctx, work):
-        self.state["x"] = self.fed.gossip(work.y, ctx.round, group="shared")
+    def end_round(self, ctx, state, work):
+        state["x"] = self.fed.gossip(work.y, ctx.round, group="shared")
 
 
 def bias_problem(p: Problem):

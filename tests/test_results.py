@@ -382,7 +382,7 @@ def test_runner_state_survives_checkpoint_round_trip(tmp_path):
     other = Runner(tiny())
     other.load_state_dict(run_dir.load_checkpoint()["runner"])
     assert other.round == runner.round and other.rows == runner.rows
-    assert torch.equal(other.exp.algorithm.client_models(), runner.exp.algorithm.client_models())
+    assert torch.equal(other.client_models(), runner.client_models())
 
 
 def test_comparison_table_reports_final_consensus_distance():

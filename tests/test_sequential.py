@@ -20,7 +20,7 @@ from gossipfl.algorithms.stability import (
 )
 from gossipfl.errors import GossipflError
 from gossipfl.runner import Runner
-from gossipfl.sequential import one_by_one, schedule, wave_numbers
+from gossipfl.schedules.sequential import one_by_one, schedule, wave_numbers
 from gossipfl.topology import build_topology
 from tests.lsq import Problem, assert_close, ring_mh
 
@@ -152,7 +152,7 @@ def test_waves_equal_one_client_at_a_time_with_minibatches(monkeypatch):
     """Unequal data sizes, minibatches, clipping, SAM: the batched waves give what the
     literal loop (one client per wave) gives."""
     waved = gossipfl.run(minibatch_config("sequential"))
-    from gossipfl import sequential
+    from gossipfl.schedules import sequential
 
     monkeypatch.setattr(sequential, "schedule", lambda W: one_by_one(len(W)))
     literal = gossipfl.run(minibatch_config("sequential"))
@@ -226,9 +226,8 @@ def test_guard_gives_both_orders_and_names_the_sequential_order():
     message = stability_warning(ring, 0.9, "ole")
     assert "in the synchronous order" in message and "topology.order: sequential" in message
     assert f"{factors['sequential']:.4f}" in message
-    ring.order = "sequential"
-    assert stability_warning(ring, 0.9, "ole") is None
-    catalyst = stability_warning(ring, 0.9, "catalyst")  # the paper's Catalyst step in place
+    assert stability_warning(ring, 0.9, "ole", "sequential") is None
+    catalyst = stability_warning(ring, 0.9, "catalyst", "sequential")  # the paper's Catalyst step in place
     assert catalyst is not None and "in the sequential order" in catalyst
     assert "topology.order: sequential" not in catalyst
 

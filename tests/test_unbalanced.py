@@ -40,15 +40,21 @@ def config(balanced: bool, algorithm: dict, oracle: str, personalized: bool = Fa
 class OneAtATime(Runner):
     """The reference: each client of a round's work advanced alone, one after the other."""
 
-    def train_work(self, t, work):
-        ids = torch.arange(len(work)) if work.clients is None else work.clients
-        loss_sum, steps = torch.zeros(()), 0
-        for row in range(len(work)):
-            alone = Work(work.y[row:row + 1], ids[row:row + 1],
-                         **{k: v[row:row + 1] for k, v in work.scratch.items()})
-            loss, count = super().train_work(t, alone)
-            loss_sum, steps = loss_sum + loss, steps + count
-        return loss_sum, steps
+    def __init__(self, config):
+        super().__init__(config)
+        together = self.trainer.train
+
+        def one_at_a_time(t, work, phases, stream="phase"):
+            ids = torch.arange(len(work)) if work.clients is None else work.clients
+            loss_sum, steps = torch.zeros(()), 0
+            for row in range(len(work)):
+                alone = Work(work.y[row:row + 1], ids[row:row + 1],
+                             **{k: v[row:row + 1] for k, v in work.scratch.items()})
+                loss, count = together(t, alone, phases, stream)
+                loss_sum, steps = loss_sum + loss, steps + count
+            return loss_sum, steps
+
+        self.trainer.train = one_at_a_time
 
 
 class CountingOracle:
@@ -77,7 +83,7 @@ def test_compact_rounds_equal_clients_advanced_one_at_a_time(oracle, balanced, a
     sizes = [len(p) for p in ours.exp.parts]
     assert balanced == (len(set(sizes)) == 1)
     counter = CountingOracle(ours.exp.oracle)
-    ours.exp.fed.oracle = counter
+    ours.exp.env.oracle = counter
     a, b = ours.run(), reference.run()
     torch.testing.assert_close(a.params, b.params, rtol=1e-5, atol=1e-6)
     for key in ("test_acc", "train_loss", "local_acc_mean"):
@@ -156,7 +162,7 @@ def test_consensus_of_a_replicated_server_model_is_zero_without_work():
     assert consensus_distance(server.expand(500, -1), fed) == 0.0
     x = torch.randn(3, 7, generator=gen(6))
     expect = float(((x - x.mean(0)) ** 2).sum(1).mean())
-    assert consensus_distance(x, Federation(3, None, None, torch.ones(3), seed=0)) == \
+    assert consensus_distance(x, Federation(3, None, torch.ones(3), seed=0)) == \
         pytest.approx(expect)
     cfg = load_config(config(False, ALGORITHMS["fedavg"], "stacked"))
     assert Runner(cfg).run().column("consensus") == [0.0, 0.0, 0.0]

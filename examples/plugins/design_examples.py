@@ -64,6 +64,6 @@ class DFedRepExample(Algorithm):
                       group="personal"),
                 Phase("body", group="shared")]
 
-    def end_round(self, ctx, work):
-        self.state["x"] = self.fed.gossip(work.y, ctx.round, self.params.gossip_steps,
+    def end_round(self, ctx, state, work):
+        state["x"] = self.fed.gossip(work.y, ctx.round, self.params.gossip_steps,
                                           group="shared")

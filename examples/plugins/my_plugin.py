@@ -43,11 +43,11 @@ class DFedAvgCTA(Algorithm):
     paper = "Sayed 2014, Adaptation, Learning, and Optimization over Networks (CTA diffusion)"
     Params = CTAParams
 
-    def begin_round(self, ctx):
-        return Work(self.fed.gossip(self.state["x"], ctx.round, steps=self.params.gossip_steps))
+    def begin_round(self, ctx, state):
+        return Work(self.fed.gossip(state["x"], ctx.round, steps=self.params.gossip_steps))
 
-    def end_round(self, ctx, work):
-        self.state["x"] = work.y
+    def end_round(self, ctx, state, work):
+        state["x"] = work.y
 
 
 @register_model("mlp_tanh")

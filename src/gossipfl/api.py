@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gossipfl.config import Config, load_config
-from gossipfl.runner import Result, Runner, build_data
+from gossipfl.experiment import build_data
+from gossipfl.result import Result
+from gossipfl.runner import Runner
 from gossipfl.stability_study import stability
 
 __all__ = ["Result", "partition_summary", "run", "stability"]

@@ -12,9 +12,7 @@ matrix, initial parameters) are accepted where documented and left out of YAML d
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
-import types
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ import yaml
 
 from gossipfl import plugins
 from gossipfl.errors import GossipflError, did_you_mean
+from gossipfl.validation import check_finite, coerce  # noqa: F401  (re-exported)
 
 
 # --------------------------------------------------------------------------------------------
@@ -479,82 +478,6 @@ def _unknown_key(cls: type, prefix: str, key: Any, names: list[str]) -> Gossipfl
     return GossipflError(f"{key}: unknown top-level key{hint}; the sections are "
                          f"{', '.join(sections)}, and the other keys "
                          f"{', '.join(SCALAR_KEYS)}.")
-
-
-def check_finite(key: str, value: Any) -> None:
-    """Reject NaN and infinite numbers anywhere in ``value`` (nested mappings and lists)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise GossipflError(f"{key}: must be a finite number, got {value}.")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            check_finite(f"{key}.{k}", v)
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            check_finite(f"{key}[{i}]", v)
-
-
-def coerce(key: str, value: Any, hint: Any) -> Any:
-    """Check ``value`` against a type hint (int, float, bool, str, X | None, unions, lists of
-    those); numbers must be finite. Returns the value converted (an integral float to int)."""
-    check_finite(key, value)
-    return _coerce(key, value, hint)
-
-
-def _coerce(key: str, value: Any, hint: Any) -> Any:
-    if hint is Any:
-        return value
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        errors = []
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _coerce(key, value, option)
-            except GossipflError as exc:
-                errors.append(exc)
-        names = " or ".join(_type_name(o) for o in options)
-        raise GossipflError(f"{key}: must be {names}, got {value!r}.")
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise GossipflError(f"{key}: must be true or false, got {value!r}.")
-    if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise GossipflError(f"{key}: must be an integer, got {value!r}.")
-    if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-            return float(value)  # a string "5e-4" from the Python API means the number
-        raise GossipflError(f"{key}: must be a number, got {value!r}.")
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise GossipflError(f"{key}: must be a string, got {value!r}.")
-    if hint is dict or origin is dict:
-        if isinstance(value, dict):
-            return value
-        raise GossipflError(f"{key}: must be a mapping, got {value!r}.")
-    if origin in (list, tuple, Sequence) or hint in (list, tuple, Sequence):
-        if not isinstance(value, (list, tuple)):
-            raise GossipflError(f"{key}: must be a list, got {value!r}.")
-        args = typing.get_args(hint)
-        if len(args) == 1 or (len(args) == 2 and args[1] is Ellipsis):
-            return [_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value)]
-        return list(value)
-    return value
-
-
-def _type_name(hint: Any) -> str:
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
-            dict: "a mapping", type(None): "null"}.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 def _validate(config: Config) -> None:

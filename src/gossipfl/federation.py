@@ -12,7 +12,12 @@ are really sent:
 - :meth:`Federation.rows` / :meth:`Federation.set_rows` — a server reading and writing the
   per-client state of the sampled clients;
 - :meth:`Federation.mean` and :meth:`Federation.replicate` — what an observer sees (the
-  average model; every client holding the server model): no bytes.
+  average model; every client holding the server model): no bytes;
+- the placement of rows on processes (:meth:`Federation.own_clients`, ``block``,
+  ``gather``, ``total``, ``share``): one process holds every row here.
+
+What a client has on its own (the oracle, the parameter groups, the local-training
+settings, its n_i and label counts) is its :class:`~gossipfl.clients.ClientEnv`, not this.
 
 Bytes: a dense message of a group of n parameters costs 4n bytes (fp32). A masked message
 costs its values plus the cheaper of int32 indices or a bitmap: 4·nnz + min(4·nnz, ⌈n/8⌉).
@@ -23,25 +28,32 @@ Per gossip step, client j sends one message to each out-neighbour (w_ij ≠ 0, i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from gossipfl.engine.groups import ParamGroup, ParamGroups
+from gossipfl.errors import unknown_choice
 from gossipfl.rng import numpy_generator
 
 FLOAT_BYTES = 4
-WEIGHTINGS = ("samples", "uniform", "sum")
 
 
-@dataclass(frozen=True)
-class LocalTraining:
-    """Settings of every local optimizer (the ``train`` section)."""
+class Weighting(str, Enum):
+    """How a server reduces the uploaded rows (:meth:`Federation.aggregate`)."""
 
-    weight_decay: float = 0.0
-    momentum: float = 0.0
-    clip_norm: float | None = None
+    SAMPLES = "samples"  # Σ p_i v_i, p_i = n_i / Σ_S n_j
+    UNIFORM = "uniform"  # the plain mean
+    SUM = "sum"  # the plain sum
+
+    @classmethod
+    def of(cls, value: Weighting | str) -> Weighting:
+        try:
+            return cls(value)
+        except ValueError:
+            raise unknown_choice("weighting", value, [w.value for w in cls]) from None
 
 
 @dataclass
@@ -75,35 +87,27 @@ def message_bytes(numel: int, nonzeros: Tensor | None = None) -> Tensor | int:
 
 
 class Federation:
-    """What an algorithm may use: the oracle, the parameter groups, the local training
-    settings, each client's own sample size and label counts, and the only operations that
-    cross the client dimension."""
+    """The only operations that cross the client dimension, the bytes they send, and where
+    the rows live. ``groups`` name the column sets a message may carry (``all``, ``shared``,
+    ``personal``); ``sample_sizes`` ``[M]`` are the n_i a server weights by; ``seed`` draws
+    the server's client samples; ``mixer`` holds the topology (None for centralized runs)."""
 
-    def __init__(self, num_clients: int, oracle, groups: ParamGroups, sample_sizes: Tensor,
-                 seed: int, train: LocalTraining = LocalTraining(), mixer=None,
-                 label_counts: Tensor | None = None):
+    def __init__(self, num_clients: int, groups: ParamGroups, sample_sizes: Tensor, seed: int,
+                 mixer=None):
         self.num_clients = num_clients
-        self.oracle = oracle
-        self.groups = groups
+        self._groups = groups
         self.sample_sizes = sample_sizes  # [M] float, n_i
-        # [M, C] float: n_ic, what each client knows of its own labels (None: regression)
-        self.label_counts = label_counts
         self.seed = seed
-        self.train = train
         self.mixer = mixer  # gossipfl.topology.Mixer; None for centralized algorithms
         self.traffic = Traffic(num_clients)
         self._degree: tuple[int | None, np.ndarray] | None = None  # (round or None, degrees)
-
-    @property
-    def P(self) -> int:
-        return self.groups.all.P
 
     # -- decentralized ---------------------------------------------------------------------
     def gossip(self, z: Tensor, t: int, steps: int = 1, group: str = "all",
                masks: Tensor | None = None) -> Tensor:
         """W^Q z with round t's W (Q = ``steps``) on the columns of ``group`` (the others
         keep z's values); with ``masks [M, P]`` (bool or 0/1) the DisPFL rule."""
-        columns = self.groups[group]
+        columns = self._groups[group]
         out_degree = self._out_degree(t)
         if masks is None:
             self.traffic.clients += out_degree * steps * message_bytes(columns.numel)
@@ -114,6 +118,10 @@ class Federation:
             return mixed
         return self._masked_gossip(z, t, steps, columns, masks, out_degree)
 
+    def matrix(self, t: int) -> np.ndarray:
+        """Round t's mixing matrix W ``[M, M]`` (what a schedule orders its events by)."""
+        return np.asarray(self.mixer.topology.matrix(t))
+
     def gossip_rows(self, z: Tensor, t: int, rows: Tensor) -> Tensor:
         """``(W z)[rows]`` with round t's W: one gossip step received by the clients ``rows``
         only (a sequential sweep mixes a few clients at a time). Each neighbour j ≠ i of a
@@ -123,7 +131,7 @@ class Federation:
         index = rows.cpu().numpy()
         senders = W[index] != 0
         senders[np.arange(len(index)), index] = False
-        self.traffic.clients += senders.sum(axis=0) * message_bytes(self.groups.all.numel)
+        self.traffic.clients += senders.sum(axis=0) * message_bytes(self._groups.all.numel)
         return self.mixer.mix_rows(z, t, rows)
 
     def _masked_gossip(self, z: Tensor, t: int, steps: int, columns: ParamGroup,
@@ -167,14 +175,16 @@ class Federation:
         self.traffic.server += len(clients) * message_bytes(x.shape[-1])
         return x.expand(len(clients), -1).clone()
 
-    def aggregate(self, values: Tensor, clients: Tensor, weighting: str = "samples") -> Tensor:
-        """Each of ``clients`` uploads its row of ``values [S, P]``; the server reduces them:
-        ``samples``: Σ p_i v_i with p_i = n_i / Σ_{j∈S} n_j; ``uniform``: the plain mean;
-        ``sum``: the plain sum."""
+    def aggregate(self, values: Tensor, clients: Tensor,
+                  weighting: Weighting | str = Weighting.SAMPLES) -> Tensor:
+        """Each of ``clients`` uploads its row of ``values [S, P]``; the server reduces them
+        (:class:`Weighting`): ``samples``: Σ p_i v_i with p_i = n_i / Σ_{j∈S} n_j;
+        ``uniform``: the plain mean; ``sum``: the plain sum."""
+        weighting = Weighting.of(weighting)
         self.traffic.clients[clients.cpu().numpy()] += message_bytes(values.shape[-1])
-        if weighting == "uniform":
+        if weighting is Weighting.UNIFORM:
             return values.mean(0)
-        if weighting == "sum":
+        if weighting is Weighting.SUM:
             return values.sum(0)
         weights = self.sample_sizes[clients].to(values.dtype)
         return (weights / weights.sum()) @ values

@@ -212,8 +212,8 @@ def run_pair(config: Config | dict | str | Path, *, perturb: str = "client",
 
 def _record(first: Any, second: Any, pair: PairResult, perturb: str, round_: int) -> dict:
     """One row of :data:`COLUMNS` after ``round_`` rounds."""
-    x = first.exp.algorithm.global_model().double()
-    y = second.exp.algorithm.global_model().double()
+    x = first.exp.algorithm.global_model(first.state).double()
+    y = second.exp.algorithm.global_model(second.state).double()
     row = {"label": pair.label, "seed": pair.seed, "algorithm": pair.algorithm,
            "perturb": perturb, "client": pair.client, "round": round_,
            "distance": float((x - y).norm())}

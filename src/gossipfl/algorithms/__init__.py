@@ -3,9 +3,10 @@
 Each algorithm is one short module whose docstring cites its paper and writes its update
 equations; :func:`register` adds it to :data:`ALGORITHMS`. Every module of this package's
 subpackages is imported on first use (no hand-kept list), and a researcher's own module
-registers the same way (see :mod:`gossipfl.plugins`). Shared pieces (SGD and SAM directions,
-the local optimizer, server optimizers) live in :mod:`gossipfl.algorithms.steps`,
-:mod:`gossipfl.algorithms.local` and :mod:`gossipfl.algorithms.server`.
+registers the same way (see :mod:`gossipfl.plugins`). Shared pieces (local directions as a
+chain of terms, the local optimizer, server optimizers) live in
+:mod:`gossipfl.algorithms.terms`, :mod:`gossipfl.algorithms.local` and
+:mod:`gossipfl.algorithms.server`.
 """
 
 from __future__ import annotations

@@ -1,47 +1,52 @@
 """The algorithm interface (docs/design.md).
 
-An algorithm is tensor algebra over the rows of the ``[M, P]`` stack. It talks to other
-clients only through the :class:`~gossipfl.federation.Federation` (gossip, server
-aggregation, broadcast, client sampling), declares its local work as a list of
-:class:`Phase`, and keeps its state in three declared kinds:
+An algorithm is tensor algebra over the rows of the ``[M, P]`` stack, written FedJAX-style as
+functions of a state it does not own: :meth:`Algorithm.init` makes the state from X^0, and
+every hook of a round receives it. The state is a dict of tensors of two declared kinds:
 
-- **per-client** state (``client_state``: tensors with one row per client, e.g. the models x),
+- **per-client** state (``client_state``: one row per client, e.g. the models x),
 - **global** state (``global_state``: the server model, a control variate, optimizer moments),
-- **scratch** (per round, never checkpointed): whatever :class:`Work` carries.
 
-A round has three moments: ``begin_round(ctx)`` returns the :class:`Work` (the working
-iterates ``y [S, P]`` of the S clients that train this round and their per-row scratch),
-``local_step(ctx, work, batch)`` is one local iteration of those rows (``begin_phase`` runs
-before each phase), and
-``end_round(ctx, work)`` communicates. Bytes are counted by the Federation.
+and whatever a round needs only within itself is **scratch**, carried by the :class:`Work`.
+A :mod:`schedule <gossipfl.schedules>` owns the state and decides who trains and mixes when:
+it calls ``begin_round(ctx, state)`` for the working rows (all clients, the sampled ones, or
+one wave of the sequential order, whose state rows it hands over), runs the local
+:class:`Phase` s on them, and calls ``keep`` / ``end_round`` to communicate through the
+:class:`~gossipfl.federation.Federation` (which counts the bytes). The algorithm sees what a
+client has through its :class:`~gossipfl.clients.ClientEnv`.
 
-In ``local_step`` every row of ``work`` has data in ``batch``: the runner hands the algorithm
-only the clients that still have a minibatch at this step, as a view of the first rows of
-the round's work (see :meth:`Work.head`), so the algorithm updates ``work`` **in place**.
+A phase carries its own direction (a :func:`~gossipfl.algorithms.terms.chain` of local
+terms: gradient or SAM, weight decay, proximal pull, correction, ...) and its own step (the
+phase's local optimizer by default), so a combination is a configuration, not a class.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.clients import Batch, ClientEnv
+from gossipfl.errors import GossipflError
+from gossipfl.validation import (  # noqa: F401  (the vocabulary algorithms import from here)
+    AT_LEAST_ONE,
+    BOOLEAN,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    UNIT_INTERVAL,
+    Rule,
+    one_of,
+)
 
+if TYPE_CHECKING:  # annotations only
+    from gossipfl.federation import Federation
+    from gossipfl.topology.graphs import Topology
 
-@dataclass
-class Batch:
-    """One local minibatch of the rows at work: ``[S, B, ...]`` inputs, ``[S, B]`` mask."""
-
-    inputs: torch.Tensor
-    targets: torch.Tensor
-    mask: torch.Tensor
-
-    def rows(self, index: torch.Tensor | slice) -> Batch:
-        return Batch(self.inputs[index], self.targets[index], self.mask[index])
+#: An algorithm's state: per-client ``[M, ...]`` and global tensors, by name.
+State = dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,12 @@ class Phase:
     ``train.lr``); ``group``: the parameter group that moves (``all``, ``shared``,
     ``personal``); ``momentum``: local heavy-ball momentum μ, reset every round (None:
     ``train.momentum``); ``rho``: SAM radius ρ of the phase's gradients (0: plain SGD).
+
+    What a step computes (:func:`gossipfl.algorithms.terms.local_step`): ``direction``
+    (a :class:`~gossipfl.algorithms.terms.Direction`; None: SGD or SAM with ``rho`` on the
+    group, plus ``train.weight_decay``) and ``update(ctx, work, batch) -> loss`` (None: the
+    direction, then the phase's local optimizer). ``begin(ctx, work)`` runs before the phase's first step (e.g. Ditto switches
+    the rows to the personal iterates).
     """
 
     name: str = "local"
@@ -62,13 +73,17 @@ class Phase:
     group: str = "all"
     momentum: float | None = None
     rho: float = 0.0
+    direction: Callable[[Context, Work, Batch], tuple[torch.Tensor, torch.Tensor]] | None = None
+    update: Callable[[Context, Work, Batch], torch.Tensor] | None = None
+    begin: Callable[[Context, Work], None] | None = None
+
 
 
 @dataclass
 class Context:
     """Where a call happens: the round, its learning rate, the run's total rounds, and in a
-    local step the phase, the step's index within the phase and the phase's local
-    optimizer."""
+    local step the phase, the step's index within the phase, the phase's local optimizer and
+    the clients' environment."""
 
     round: int
     lr: float
@@ -76,12 +91,15 @@ class Context:
     rounds: int | None = None  # the run's total rounds T (annealed schedules)
     phase_index: int = 0
     step: int = 0
-    optimizer: Any = None  # gossipfl.algorithms.local.LocalOptimizer during local steps
+    optimizer: Any = None  # the phase's gossipfl.algorithms.local.LocalOptimizer
+    env: ClientEnv | None = None
 
 
 class Work:
     """The round's working rows: iterates ``y [S, P]``, the clients they belong to (None =
-    all M in order) and per-row scratch tensors (first dimension S), e.g. a proximal anchor.
+    all this process's clients in order), per-row scratch tensors (first dimension S), e.g. a
+    proximal anchor, and ``steps [S, 1]``: the local steps each row has taken this round
+    (counted by the local loop).
     """
 
     def __init__(self, y: torch.Tensor, clients: torch.Tensor | None = None,
@@ -89,12 +107,26 @@ class Work:
         self.y = y
         self.clients = clients
         self.scratch = scratch
+        if "steps" not in scratch:
+            scratch["steps"] = torch.zeros(len(y), 1, dtype=y.dtype, device=y.device)
+
+    @property
+    def steps(self) -> torch.Tensor:
+        return self.scratch["steps"]
 
     def __getitem__(self, key: str) -> torch.Tensor:
         return self.scratch[key]
 
     def __len__(self) -> int:
         return self.y.shape[0]
+
+    def with_scratch(self, **scratch: torch.Tensor) -> Work:
+        """This Work (same rows and clients) with more scratch tensors."""
+        return Work(self.y, self.clients, **self.scratch, **scratch)
+
+    def at(self, y: torch.Tensor) -> Work:
+        """The same rows (clients, scratch) at other iterates ``y`` (e.g. a lookahead)."""
+        return Work(y, self.clients, **self.scratch)
 
     def head(self, rows: int) -> Work:
         """The first ``rows`` rows, as views (in-place updates reach this Work)."""
@@ -108,52 +140,27 @@ class Work:
         return Work(self.y[order], clients, **{k: v[order] for k, v in self.scratch.items()})
 
     def restore(self, other: Work, order: torch.Tensor) -> None:
-        """Set this Work's rows (and scratch) to ``other``'s rows in ``order``, in place."""
+        """Set this Work's rows (and scratch) to ``other``'s rows in ``order``, in place.
+        Broadcast views (one vector seen by every row, stride 0) are read-only and kept."""
         self.y.copy_(other.y[order])
         for key, value in self.scratch.items():
+            if value.dim() and value.stride(0) == 0:
+                continue
             value.copy_(other.scratch[key][order])
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A constraint on one hyperparameter: ``holds(value)``, and what it says when it fails."""
-
-    holds: Callable[[Any], bool]
-    words: str  # "must be <words>, got <value>."
-    choices: Sequence[str] = ()  # for a choice: the "unknown value ...; choose one of" error
-
-    def check(self, key: str, value: Any) -> None:
-        if isinstance(value, float) and not math.isfinite(value):
-            raise GossipflError(f"algorithm.{key}: must be a finite number, got {value}.")
-        if self.holds(value):
-            return
-        if self.choices:
-            raise unknown_choice(f"algorithm.{key}", value, self.choices)
-        raise GossipflError(f"algorithm.{key}: must be {self.words}, got {value}.")
-
-
-NON_NEGATIVE = Rule(lambda v: v >= 0, ">= 0")
-POSITIVE = Rule(lambda v: v > 0, "> 0")
-UNIT_INTERVAL = Rule(lambda v: 0 <= v < 1, "in [0, 1)")
-FRACTION = Rule(lambda v: 0 < v <= 1, "in (0, 1]")
-AT_LEAST_ONE = Rule(lambda v: v >= 1, "an integer >= 1")
-
-
-def one_of(*choices: str) -> Rule:
-    return Rule(lambda v: v in choices, "", choices)
 
 
 class Hyperparams:
     """Base of the algorithms' hyperparameter dataclasses. ``rules`` (a plain class attribute,
-    not a field) maps field names to :class:`Rule`; ``validate`` checks the rules of the class
-    and of all its bases, so a subclass lists only the fields it adds."""
+    not a field) maps field names to :class:`~gossipfl.validation.Rule`; ``validate`` checks
+    the rules of the class and of all its bases, so a subclass lists only the fields it
+    adds."""
 
     rules: ClassVar[dict[str, Rule]] = {}
 
     def validate(self) -> None:
         for cls in reversed(type(self).__mro__):
             for key, rule in vars(cls).get("rules", {}).items():
-                rule.check(key, getattr(self, key))
+                rule.check(f"algorithm.{key}", getattr(self, key))
 
 
 @dataclass
@@ -164,11 +171,12 @@ class NoParams(Hyperparams):
 class Algorithm:
     """Base class. Subclasses set ``name``, ``paper``, ``Params`` and override the hooks.
 
-    Declarations read by the runner: ``centralized`` (a server model instead of a topology),
-    ``client_state`` / ``global_state`` (what a checkpoint keeps) and ``evaluations`` (which
-    models the evaluation protocols measure: ``average``, ``local``; ``personalized``: the
-    algorithm trains personal models, measured on each client's local test split by default
-    and reported first in tables).
+    Declarations read by the schedule and the runner: ``centralized`` (a server model
+    instead of a topology), ``client_state`` / ``global_state`` (what a checkpoint keeps),
+    ``evaluations`` (which models the evaluation protocols measure: ``average``, ``local``;
+    ``personalized``: the algorithm trains personal models, measured on each client's local
+    test split by default and reported first in tables) and ``orders`` (the gossip orders
+    its round is defined for).
     """
 
     name: ClassVar[str] = ""
@@ -178,22 +186,22 @@ class Algorithm:
     client_state: ClassVar[tuple[str, ...]] = ("x",)
     global_state: ClassVar[tuple[str, ...]] = ()
     evaluations: ClassVar[tuple[str, ...]] = ("average", "local")
-    #: the ``topology.order`` values the round is defined for (gossipfl.sequential)
+    #: the ``topology.order`` values the round is defined for (gossipfl.schedules)
     orders: ClassVar[tuple[str, ...]] = ("synchronous",)
 
-    def __init__(self, params: Any, fed: Any):
+    def __init__(self, params: Any, env: ClientEnv, fed: Federation):
         self.params = params if params is not None else self.Params()
-        self.fed = fed  # gossipfl.federation.Federation
-        self.state: dict[str, torch.Tensor] = {}
+        self.env = env
+        self.fed = fed
 
     # -- declarations ------------------------------------------------------------------------
     def phases(self) -> list[Phase]:
         """The round's local work (default: one phase as the ``train`` section says)."""
         return [Phase()]
 
-    def check(self, topology: Any) -> list[str]:
-        """Warnings about this algorithm on ``topology`` (None for centralized), before
-        training (e.g. an unstable extrapolation)."""
+    def check(self, topology: Topology | None, order: str = "synchronous") -> list[str]:
+        """Warnings about this algorithm on ``topology`` (None for centralized) in the gossip
+        ``order``, before training (e.g. an unstable extrapolation)."""
         return []
 
     def order_error(self, order: str) -> str | None:
@@ -204,51 +212,34 @@ class Algorithm:
                 f"is not 'start from the mixed neighbours, then train' (use synchronous).")
 
     # -- a round -----------------------------------------------------------------------------
-    def init(self, x0: torch.Tensor) -> None:
-        """Allocate state from the initial client models ``x0`` ``[M, P]``."""
-        self.state = {"x": x0.clone()}
+    def init(self, x0: torch.Tensor) -> State:
+        """The state at the start, from the initial client models ``x0`` ``[M, P]``."""
+        return {"x": x0.clone()}
 
-    def begin_round(self, ctx: Context) -> Work:
+    def begin_round(self, ctx: Context, state: State) -> Work:
         """The round's working rows (default: a copy of every client's model)."""
-        return Work(self.state["x"].clone())
+        return Work(state["x"].clone())
 
-    def begin_phase(self, ctx: Context, work: Work) -> None:
-        """Called with all the round's rows before each phase's first step (``ctx`` holds the
-        phase and its optimizer): e.g. switch the rows to another iterate (Ditto)."""
-
-    def local_step(self, ctx: Context, work: Work, batch: Batch) -> torch.Tensor:
-        """One local iteration of ``work`` (in place); returns the per-row loss."""
-        loss, direction = self.direction(ctx, work, batch)
-        ctx.optimizer.step(work, direction)
-        return loss
-
-    def direction(self, ctx: Context, work: Work,
-                  batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Loss and local descent direction at ``work.y`` (SGD, or SAM when the phase's ρ > 0)."""
-        from gossipfl.algorithms.steps import local_direction
-
-        return local_direction(self.fed, work.y, batch, ctx)
-
-    def keep(self, ctx: Context, work: Work) -> None:
+    def keep(self, ctx: Context, state: State, work: Work) -> None:
         """What a client remembers of its round before communicating (per-client state rows
         only, e.g. its local result): called by ``end_round`` and, in the sequential order,
-        on the few clients of each wave (gossipfl.sequential)."""
+        on the few clients of each wave (gossipfl.schedules.sequential)."""
 
-    def end_round(self, ctx: Context, work: Work) -> None:
-        """Communicate (through the Federation, which counts the bytes)."""
+    def end_round(self, ctx: Context, state: State, work: Work) -> None:
+        """Communicate (through the Federation, which counts the bytes), updating ``state``."""
         raise NotImplementedError
 
     # -- what is evaluated -------------------------------------------------------------------
-    def client_models(self) -> torch.Tensor:
+    def client_models(self, state: State) -> torch.Tensor:
         """``[M, P]`` current local models (what local evaluation measures)."""
-        return self.state["x"]
+        return state["x"]
 
-    def personalized_models(self) -> torch.Tensor:
+    def personalized_models(self, state: State) -> torch.Tensor:
         """``[M, P]`` each client's own model, what the personalized protocol measures on its
         local test split (default: :meth:`client_models`)."""
-        return self.client_models()
+        return self.client_models(state)
 
-    def trained_models(self, work: Work) -> torch.Tensor:
+    def trained_models(self, state: State, work: Work) -> torch.Tensor:
         """``[M, P]`` each client's personalized model right after its local training, before
         communication (``eval.personalized_point: before_gossip``; decentralized algorithms,
         whose round trains every row): default ``work.y``."""
@@ -259,22 +250,23 @@ class Algorithm:
         personalized protocol measures them (FedBABU's fine-tuning); none by default."""
         return []
 
-    def global_model(self) -> torch.Tensor:
+    def global_model(self, state: State) -> torch.Tensor:
         """``[P]`` the model evaluated as "average model": mean of clients, or the server's."""
-        return self.fed.mean(self.state["x"])
+        return self.fed.mean(state["x"])
 
-    def server_model(self) -> torch.Tensor | None:
+    def server_model(self, state: State) -> torch.Tensor | None:
         return None
 
     # -- checkpointing: per-client and global state only --------------------------------------
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {k: self.state[k].clone() for k in (*self.client_state, *self.global_state)}
+    def checkpoint(self, state: State) -> State:
+        return {k: state[k].clone() for k in (*self.client_state, *self.global_state)}
 
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+    def restore(self, state: State, saved: State) -> State:
+        """``state`` (from :meth:`init`) with the checkpointed entries of ``saved``."""
         missing = set(self.client_state) | set(self.global_state)
-        missing -= set(state)
+        missing -= set(saved)
         if missing:
             raise GossipflError(f"checkpoint: algorithm {self.name} state lacks {sorted(missing)}.")
         for key in (*self.client_state, *self.global_state):
-            self.state[key] = state[key].to(self.state[key].device)
-
+            state[key] = saved[key].to(state[key].device)
+        return state

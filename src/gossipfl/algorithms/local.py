@@ -10,10 +10,14 @@ the start of every phase of every round):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from gossipfl.algorithms.base import Work
 from gossipfl.engine.groups import ParamGroup
+
+if TYPE_CHECKING:  # annotation only
+    from gossipfl.algorithms.base import Work
 
 
 class LocalOptimizer:

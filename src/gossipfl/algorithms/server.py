@@ -16,6 +16,7 @@ dict of tensors the algorithm keeps as global state (and checkpoints).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -52,9 +53,30 @@ class ServerMomentum(ServerOptimizer):
         return state["velocity"]
 
 
+def adagrad_moment(v: Tensor, square: Tensor, beta2: float) -> Tensor:
+    """v + Δ²"""
+    return v + square
+
+
+def adam_moment(v: Tensor, square: Tensor, beta2: float) -> Tensor:
+    """β₂ v + (1 − β₂) Δ²"""
+    return beta2 * v + (1 - beta2) * square
+
+
+def yogi_moment(v: Tensor, square: Tensor, beta2: float) -> Tensor:
+    """v − (1 − β₂) Δ² sign(v − Δ²)"""
+    return v - (1 - beta2) * square * torch.sign(v - square)
+
+
+#: The second-moment rules of the adaptive family, by name.
+SECOND_MOMENTS: dict[str, Callable[[Tensor, Tensor, float], Tensor]] = {
+    "adagrad": adagrad_moment, "adam": adam_moment, "yogi": yogi_moment}
+
+
 @dataclass(frozen=True)
 class ServerAdaptive(ServerOptimizer):
-    """The FedAdagrad / FedAdam / FedYogi family; ``second_moment`` names the v-rule."""
+    """The FedAdagrad / FedAdam / FedYogi family; ``second_moment`` names the v-rule
+    (:data:`SECOND_MOMENTS`)."""
 
     beta1: float = 0.9
     beta2: float = 0.99
@@ -62,31 +84,33 @@ class ServerAdaptive(ServerOptimizer):
     second_moment: str = "adam"
     state_names: tuple[str, ...] = ("m", "v")
 
+    def __post_init__(self):
+        if self.second_moment not in SECOND_MOMENTS:
+            raise unknown_choice("algorithm.server_optimizer", self.second_moment,
+                                 SECOND_MOMENTS)
+
     def init(self, x):
         return {"m": torch.zeros_like(x), "v": torch.full_like(x, self.tau ** 2)}
 
     def direction(self, delta, state):
-        m, v, square = state["m"], state["v"], delta * delta
+        m, square = state["m"], delta * delta
         state["m"] = m = self.beta1 * m + (1 - self.beta1) * delta
-        if self.second_moment == "adagrad":
-            state["v"] = v = v + square
-        elif self.second_moment == "adam":
-            state["v"] = v = self.beta2 * v + (1 - self.beta2) * square
-        else:  # yogi
-            state["v"] = v = v - (1 - self.beta2) * square * torch.sign(v - square)
+        state["v"] = v = SECOND_MOMENTS[self.second_moment](state["v"], square, self.beta2)
         return m / (v.sqrt() + self.tau)
 
 
-SERVER_OPTIMIZERS = ("sgd", "momentum", "adagrad", "adam", "yogi")
+#: Every server optimizer by name: a function of (lr, momentum, beta1, beta2, tau).
+SERVER_OPTIMIZERS: dict[str, Callable[..., ServerOptimizer]] = {
+    "sgd": lambda lr, **_: ServerOptimizer(lr),
+    "momentum": lambda lr, momentum, **_: ServerMomentum(lr, momentum=momentum),
+    **{name: (lambda lr, beta1, beta2, tau, name=name, **_: ServerAdaptive(
+        lr, beta1=beta1, beta2=beta2, tau=tau, second_moment=name)) for name in SECOND_MOMENTS},
+}
 
 
 def server_optimizer(name: str, lr: float, momentum: float = 0.9, beta1: float = 0.9,
                      beta2: float = 0.99, tau: float = 1e-3) -> ServerOptimizer:
-    """The server optimizer ``name`` with its hyperparameters."""
-    if name == "sgd":
-        return ServerOptimizer(lr)
-    if name == "momentum":
-        return ServerMomentum(lr, momentum=momentum)
-    if name in ("adagrad", "adam", "yogi"):
-        return ServerAdaptive(lr, beta1=beta1, beta2=beta2, tau=tau, second_moment=name)
-    raise unknown_choice("algorithm.server_optimizer", name, SERVER_OPTIMIZERS)
+    """The server optimizer ``name`` (:data:`SERVER_OPTIMIZERS`) with its hyperparameters."""
+    if name not in SERVER_OPTIMIZERS:
+        raise unknown_choice("algorithm.server_optimizer", name, SERVER_OPTIMIZERS)
+    return SERVER_OPTIMIZERS[name](lr, momentum=momentum, beta1=beta1, beta2=beta2, tau=tau)

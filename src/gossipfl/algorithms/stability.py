@@ -15,7 +15,7 @@ destabilize smaller β (docs/results/, OledFL at β = 0.9 on the random graph). 
 matrices contracts better than any one of them suggests), so the growth factor per round is
 measured instead by running the gradient-free recursion over the graph's own first rounds.
 
-**The order matters** (``topology.order``, gossipfl.sequential). The authors' code replaces
+**The order matters** (``topology.order``, gossipfl.schedules.sequential). The authors' code replaces
 each client's row in place while it loops over the clients, so Ole becomes the sweep
 z_i ← z_i + ω (Σ_j w_ij z_j − z_i) with ω = 1+β over the current rows: successive
 over-relaxation (SOR) of the Gauss–Seidel kind, which for a symmetric W (I − W positive
@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from gossipfl.sequential import schedule
+from gossipfl.schedules.sequential import schedule
 from gossipfl.topology.mixing import (
     _disagreement_eigenvalues,
     disagreement_radius,
     largest_safe_beta,
 )
 
-KINDS = ("ole", "catalyst")
 ORDERS = ("synchronous", "sequential")
 
 
@@ -149,12 +148,12 @@ def _safe_beta(topology, kind: str, order: str, rounds: int) -> float:
     return safe_beta(topology.matrix(0), kind, order=order)
 
 
-def stability_warning(topology, beta: float, kind: str, rounds: int = 60) -> str | None:
-    """A warning sentence when (topology, β) makes the extrapolation diverge in the order the
-    run uses (``topology.order``), else None."""
+def stability_warning(topology, beta: float, kind: str, order: str = "synchronous",
+                      rounds: int = 60) -> str | None:
+    """A warning sentence when (topology, β) makes the extrapolation diverge in the gossip
+    ``order`` the run uses (``topology.order``), else None."""
     if not beta:
         return None
-    order = getattr(topology, "order", "synchronous")
     factors = growth_factors(topology, beta, kind, rounds)
     if factors[order] < 1:
         return None
@@ -172,7 +171,8 @@ def stability_warning(topology, beta: float, kind: str, rounds: int = 60) -> str
             f"{advice}.")
 
 
-def stability_messages(topology, beta: float, kind: str) -> list[str]:
+def stability_messages(topology, beta: float, kind: str,
+                       order: str = "synchronous") -> list[str]:
     """:func:`stability_warning` as the list an :meth:`Algorithm.check` returns."""
-    message = stability_warning(topology, beta, kind)
+    message = stability_warning(topology, beta, kind, order)
     return [message] if message else []

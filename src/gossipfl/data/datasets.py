@@ -450,7 +450,7 @@ def _check_options(name: str, options: dict, allowed) -> None:
 
 def _typed_options(options: dict, hints: dict) -> dict:
     """``options`` checked against the type ``hints`` (finite numbers, lists, booleans)."""
-    from gossipfl.config import coerce
+    from gossipfl.validation import coerce
 
     return {key: coerce(f"data.options.{key}", value, hints.get(key, typing.Any))
             for key, value in options.items()}

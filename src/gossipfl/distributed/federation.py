@@ -142,8 +142,6 @@ class DistributedFederation(Federation):
         self.processes = processes
         self.lo, self.hi = processes.bounds(num_clients)
         self.traffic = BlockTraffic(self.hi - self.lo, processes, self.sample_sizes.device)
-        if getattr(self, "label_counts", None) is not None:  # [M, C] per-client data (issue
-            self.label_counts = self.block(self.label_counts)  # 13's Federation): the block
         self._plan: tuple[int | None, ExchangePlan] | None = None  # (round or None, plan)
 
     @property

@@ -63,7 +63,7 @@ def model_options(name: str) -> dict[str, object]:
 def check_options(name: str, options: dict[str, object]) -> dict[str, object]:
     """The model's options checked against its builder's signature: known names, values of
     the annotated types (``model.options.hidden`` must be a list of integers, ...)."""
-    from gossipfl.config import coerce
+    from gossipfl.validation import coerce
 
     if not isinstance(options, dict):
         raise GossipflError(f"model.options: must be a mapping, got {options!r}.")

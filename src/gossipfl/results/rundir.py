@@ -301,7 +301,7 @@ def is_personalized(algorithm: str | None) -> bool:
 
 def summarize_rows(rows: Sequence[dict], metric: str | None = None) -> dict:
     """Final and best ``metric``, round of the best, time per round and bytes sent."""
-    from gossipfl.api import Result
+    from gossipfl.result import Result
 
     metric = metric or primary_metric(rows)
     out = Result(config=None, metrics=list(rows), params=None).summary(metric)

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Work
+from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Phase, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
 from gossipfl.algorithms.server import server_optimizer
+from gossipfl.algorithms.terms import chain, gradient, prox, weight_decay
+from gossipfl.federation import Weighting
 
 
 @dataclass
@@ -39,21 +41,21 @@ class FedACG(ServerAlgorithm):
     name = "fedacg"
     paper = "Kim, Kim & Han 2024, Communication-Efficient FL with Accelerated Client Gradient"
     Params = FedACGParams
-    weighting = "uniform"
+    weighting = Weighting.UNIFORM
 
     def server_optimizer(self):
         return server_optimizer("momentum", self.params.global_lr, momentum=self.params.lam)
 
-    def begin_round(self, ctx):
+    def phases(self):
+        return [Phase(direction=chain(gradient(), weight_decay(), prox(self.params.prox)))]
+
+    def begin_round(self, ctx, state):
         clients = self.fed.sample(ctx.round, self.params.participation)
-        lookahead = self.state["server"] + self.params.lam * self.state["server_opt.velocity"]
+        velocity = self.optimizer_state(state, "velocity")
+        lookahead = state["server"] + self.params.lam * velocity
         start = self.fed.broadcast(lookahead, clients)
         return Work(start, clients, anchor=start.clone())
 
-    def direction(self, ctx, work, batch):
-        loss, direction = super().direction(ctx, work, batch)
-        return loss, direction + self.params.prox * (work.y - work["anchor"])
-
-    def end_round(self, ctx, work):
+    def end_round(self, ctx, state, work):
         delta = self.fed.aggregate(work.y - work["anchor"], work.clients, self.weighting)
-        self.server_step(delta)
+        self.server_step(state, delta)

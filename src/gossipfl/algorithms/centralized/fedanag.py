@@ -32,11 +32,11 @@ class FedANAG(GlobalMomentum):
              "Heterogeneous Data with Partial Client Participation (TPAMI)")
     Params = MomentumParams
 
-    def client_direction(self, work, gradient):
+    def client_direction(self, ctx, work, gradient):
         beta = self.params.beta
         return (1 + beta) * gradient + beta * beta * work["m"]
 
-    def next_momentum(self, ctx, work, delta):
-        beta, m = self.params.beta, self.state["momentum"]
+    def next_momentum(self, ctx, state, work, delta):
+        beta, m = self.params.beta, state["momentum"]
         average_gradient = (self.pseudo_gradient(ctx, work, delta) - beta * beta * m) / (1 + beta)
         return beta * m + average_gradient

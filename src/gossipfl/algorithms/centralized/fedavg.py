@@ -26,6 +26,7 @@ from gossipfl.algorithms.base import (
     Work,
 )
 from gossipfl.algorithms.server import ServerOptimizer
+from gossipfl.federation import Weighting
 
 
 @dataclass
@@ -48,7 +49,8 @@ class ServerAlgorithm(Algorithm):
     Subclasses change the local direction, the ``weighting`` of the aggregation, the
     ``server_optimizer`` (with its state kept under ``server_opt.<name>``) or the round, and
     declare their extra state: ``server_vectors`` (global ``[P]``) and ``client_state``
-    (``[M, P]``), all zero at the start.
+    (``[M, P]``), all zero at the start. The optimizer's state lives in the algorithm's
+    state under ``server_opt.<name>`` (read it with :meth:`optimizer_state`).
     """
 
     centralized = True
@@ -56,10 +58,10 @@ class ServerAlgorithm(Algorithm):
     client_state = ()
     server_vectors: ClassVar[tuple[str, ...]] = ()
     evaluations = ("average",)
-    weighting = "samples"
+    weighting: ClassVar[Weighting] = Weighting.SAMPLES
 
-    def __init__(self, params, fed):
-        super().__init__(params, fed)
+    def __init__(self, params, env, fed):
+        super().__init__(params, env, fed)
         self.optimizer = self.server_optimizer()
         self.global_state = ("server", *(f"server_opt.{k}" for k in self.optimizer.state_names),
                              *self.server_vectors)
@@ -68,38 +70,43 @@ class ServerAlgorithm(Algorithm):
         return ServerOptimizer(self.params.global_lr)
 
     def init(self, x0):
-        self.state = {"server": x0[0].clone()}
-        for key, value in self.optimizer.init(self.state["server"]).items():
-            self.state[f"server_opt.{key}"] = value
+        state = {"server": x0[0].clone()}
+        for key, value in self.optimizer.init(state["server"]).items():
+            state[f"server_opt.{key}"] = value
         for key in self.server_vectors:
-            self.state[key] = torch.zeros_like(x0[0])
+            state[key] = torch.zeros_like(x0[0])
         for key in self.client_state:
-            self.state[key] = torch.zeros_like(x0)
+            state[key] = torch.zeros_like(x0)
+        return state
 
-    def begin_round(self, ctx):
+    def optimizer_state(self, state, name: str) -> torch.Tensor:
+        """The server optimizer's state tensor ``name`` (e.g. its ``velocity``)."""
+        return state[f"server_opt.{name}"]
+
+    def begin_round(self, ctx, state):
         clients = self.fed.sample(ctx.round, self.params.participation)
-        return Work(self.fed.broadcast(self.state["server"], clients), clients)
+        return Work(self.fed.broadcast(state["server"], clients), clients)
 
-    def server_step(self, delta):
+    def server_step(self, state, delta):
         """x⁺ from the aggregated update Δ with the server optimizer (its state updated)."""
         names = self.optimizer.state_names
-        state = {k: self.state[f"server_opt.{k}"] for k in names}
-        self.state["server"] = self.optimizer.step(self.state["server"], delta, state)
+        moments = {k: state[f"server_opt.{k}"] for k in names}
+        state["server"] = self.optimizer.step(state["server"], delta, moments)
         for key in names:
-            self.state[f"server_opt.{key}"] = state[key]
+            state[f"server_opt.{key}"] = moments[key]
 
-    def end_round(self, ctx, work):
-        delta = self.fed.aggregate(work.y - self.state["server"], work.clients, self.weighting)
-        self.server_step(delta)
+    def end_round(self, ctx, state, work):
+        delta = self.fed.aggregate(work.y - state["server"], work.clients, self.weighting)
+        self.server_step(state, delta)
 
-    def client_models(self):
-        return self.fed.replicate(self.state["server"])
+    def client_models(self, state):
+        return self.fed.replicate(state["server"])
 
-    def global_model(self):
-        return self.state["server"]
+    def global_model(self, state):
+        return state["server"]
 
-    def server_model(self):
-        return self.state["server"]
+    def server_model(self, state):
+        return state["server"]
 
 
 @register

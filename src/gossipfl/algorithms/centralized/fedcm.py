@@ -42,9 +42,9 @@ class FedCM(GlobalMomentum):
     paper = "Xu et al. 2021, FedCM: Federated Learning with Client-level Momentum"
     Params = FedCMParams
 
-    def client_direction(self, work, gradient):
+    def client_direction(self, ctx, work, gradient):
         alpha = self.params.alpha
         return alpha * gradient + (1 - alpha) * work["m"]
 
-    def next_momentum(self, ctx, work, delta):
+    def next_momentum(self, ctx, state, work, delta):
         return self.pseudo_gradient(ctx, work, delta)

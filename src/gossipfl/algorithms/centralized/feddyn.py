@@ -28,10 +28,10 @@ from typing import ClassVar
 import torch
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import POSITIVE, Rule, Work
+from gossipfl.algorithms.base import BOOLEAN, POSITIVE, Phase
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
-
-BOOLEAN = Rule(lambda v: isinstance(v, bool), "true or false")
+from gossipfl.algorithms.terms import chain, gradient, prox, shift, weight_decay
+from gossipfl.federation import Weighting
 
 
 @dataclass
@@ -46,27 +46,26 @@ class FedDyn(ServerAlgorithm):
     name = "feddyn"
     paper = "Acar et al. 2021, Federated Learning Based on Dynamic Regularization (ICLR)"
     Params = FedDynParams
-    weighting = "uniform"
+    weighting = Weighting.UNIFORM
     client_state = ("h_clients",)
     server_vectors = ("h",)
 
-    def begin_round(self, ctx):
-        work = super().begin_round(ctx)
-        h_own = self.fed.rows(self.state["h_clients"], work.clients)  # each client's own h_i
-        return Work(work.y, work.clients, h_own=h_own)
+    def phases(self):
+        return [Phase(direction=chain(gradient(), weight_decay(), shift("h_own", -1.0),
+                                      prox(self.params.alpha)))]
 
-    def direction(self, ctx, work, batch):
-        loss, direction = super().direction(ctx, work, batch)
-        return loss, direction - work["h_own"] + self.params.alpha * (
-            work.y - self.state["server"])
+    def begin_round(self, ctx, state):
+        work = super().begin_round(ctx, state)
+        h_own = self.fed.rows(state["h_clients"], work.clients)  # each client's own h_i
+        return work.with_scratch(h_own=h_own, anchor=state["server"].expand(len(work), -1))
 
-    def end_round(self, ctx, work):
+    def end_round(self, ctx, state, work):
         fed, alpha, clients = self.fed, self.params.alpha, work.clients
-        updates = work.y - self.state["server"]
-        fed.set_rows(self.state["h_clients"], clients, work["h_own"] - alpha * updates)
+        updates = work.y - state["server"]
+        fed.set_rows(state["h_clients"], clients, work["h_own"] - alpha * updates)
         delta = fed.aggregate(updates, clients, self.weighting)
         sampled = fed.total(torch.tensor(float(len(clients)), device=delta.device))  # |S_t|
-        self.state["h"] = self.state["h"] - alpha * sampled / fed.num_clients * delta
-        self.server_step(delta)
+        state["h"] = state["h"] - alpha * sampled / fed.num_clients * delta
+        self.server_step(state, delta)
         if self.params.server_correction:
-            self.state["server"] = self.state["server"] - self.state["h"] / alpha
+            state["server"] = state["server"] - state["h"] / alpha

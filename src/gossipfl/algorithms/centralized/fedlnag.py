@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import Work, one_of
+from gossipfl.algorithms.base import one_of
 from gossipfl.algorithms.centralized.fedavg import MomentumParams
 from gossipfl.algorithms.centralized.global_momentum import OwnMomentum
-from gossipfl.algorithms.steps import local_direction
+from gossipfl.algorithms.terms import Direction, chain, default_direction, gradient, weight_decay
 
 
 @dataclass
@@ -50,20 +50,32 @@ class FedLNAG(OwnMomentum):
     Params = FedLNAGParams
     server_vectors = ("buffer",)  # the Nesterov buffer is the local momentum
 
-    def begin_round(self, ctx):
-        work = super().begin_round(ctx)
-        return Work(work.y, work.clients, u=self.fed.broadcast(self.state["buffer"], work.clients))
+    def begin_round(self, ctx, state):
+        work = super().begin_round(ctx, state)
+        return work.with_scratch(u=self.fed.broadcast(state["buffer"], work.clients))
 
-    def direction(self, ctx, work, batch):
-        beta, u = self.params.beta, work["u"]
+    def direction(self) -> Direction:
         if self.params.form == "lookahead":
-            loss, direction = local_direction(self.fed, work.y - ctx.lr * beta * u, batch, ctx)
-            u.mul_(beta).add_(direction, alpha=1 - beta)
-            return loss, u.clone()
-        loss, direction = super().direction(ctx, work, batch)
-        u.mul_(beta).add_(direction)
-        return loss, direction + beta * u
+            return chain(self.lookahead_gradient, self.damped_buffer)
+        return chain(gradient(), weight_decay(), self.nesterov)
 
-    def end_round(self, ctx, work):
-        self.state["buffer"] = self.fed.aggregate(work["u"], work.clients, self.weighting)
-        super().end_round(ctx, work)
+    def nesterov(self, ctx, work, direction):
+        """u ← β u + g;  the step g + β u."""
+        beta, u = self.params.beta, work["u"]
+        u.mul_(beta).add_(direction)
+        return direction + beta * u
+
+    def lookahead_gradient(self, ctx, work, batch):
+        """g = ∇F_i(y − η_l β u; ξ) + wd·(y − η_l β u)."""
+        point = work.y - ctx.lr * self.params.beta * work["u"]
+        return default_direction()(ctx, work.at(point), batch)
+
+    def damped_buffer(self, ctx, work, direction):
+        """u ← β u + (1 − β) g;  the step u."""
+        beta, u = self.params.beta, work["u"]
+        u.mul_(beta).add_(direction, alpha=1 - beta)
+        return u.clone()
+
+    def end_round(self, ctx, state, work):
+        state["buffer"] = self.fed.aggregate(work["u"], work.clients, self.weighting)
+        super().end_round(ctx, state, work)

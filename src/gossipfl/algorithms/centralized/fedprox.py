@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import NON_NEGATIVE
+from gossipfl.algorithms.base import NON_NEGATIVE, Phase
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
+from gossipfl.algorithms.terms import chain, gradient, prox, weight_decay
 
 
 @dataclass
@@ -29,6 +30,9 @@ class FedProx(ServerAlgorithm):
     paper = "Li et al. 2020, Federated Optimization in Heterogeneous Networks"
     Params = FedProxParams
 
-    def direction(self, ctx, work, batch):
-        loss, direction = super().direction(ctx, work, batch)
-        return loss, direction + self.params.mu * (work.y - self.state["server"])
+    def phases(self):
+        return [Phase(direction=chain(gradient(), weight_decay(), prox(self.params.mu)))]
+
+    def begin_round(self, ctx, state):
+        work = super().begin_round(ctx, state)  # the anchor: x^t, the round's server model
+        return work.with_scratch(anchor=state["server"].expand(len(work), -1))

@@ -34,7 +34,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL
 from gossipfl.algorithms.centralized.fedavg import ServerParams
 from gossipfl.algorithms.centralized.global_momentum import GlobalMomentum
-from gossipfl.algorithms.steps import gradient
+from gossipfl.algorithms.terms import chain, gradient
 
 
 @dataclass
@@ -52,24 +52,27 @@ class FedSAGD(GlobalMomentum):
              "Accelerated Client Gradient Descent")
     Params = FedSAGDParams
 
-    def check(self, topology):
-        wd, mu = self.fed.train.weight_decay, self.params.mu
-        warnings = super().check(topology)
+    def check(self, topology, order="synchronous"):
+        wd, mu = self.env.train.weight_decay, self.params.mu
+        warnings = super().check(topology, order)
         if wd and wd != mu:
             warnings.append(f"fedsagd ignores train.weight_decay = {wd}: its weight decay is "
                             + f"algorithm.mu = {mu}.")
         return warnings
 
-    def direction(self, ctx, work, batch):
-        loss, grad = gradient(self.fed, work.y, batch)  # no train.weight_decay: μ is it
-        return loss, self.client_direction(work, grad)
+    def direction(self):
+        return chain(gradient(), self.client_direction)  # no train.weight_decay: μ is it
 
-    def client_direction(self, work, gradient):
+    def begin_round(self, ctx, state):
+        work = super().begin_round(ctx, state)  # the anchor: x_t
+        return work.with_scratch(anchor=state["server"].expand(len(work), -1))
+
+    def client_direction(self, ctx, work, gradient):
         p = self.params
         return gradient + p.beta * work["m"] + (p.lam + p.mu) * work.y \
-            - p.lam * self.state["server"]
+            - p.lam * work["anchor"]
 
-    def next_momentum(self, ctx, work, delta):
+    def next_momentum(self, ctx, state, work, delta):
         beta = self.params.beta
-        v = self.state["momentum"]
+        v = state["momentum"]
         return (beta * v + self.pseudo_gradient(ctx, work, delta)) / (1 + beta)

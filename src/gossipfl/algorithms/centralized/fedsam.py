@@ -1,7 +1,7 @@
 """FedSAM — FedAvg with SAM as the local optimizer (Qu et al., ICML 2022; Caldarola et al.).
 
-As :mod:`fedavg`, with each local step the SAM step of :func:`~gossipfl.algorithms.steps.
-sam_direction`: g = ∇F_i(y; ξ), ỹ = y + ρ g/‖g‖, y ← y − η (∇F_i(ỹ; ξ) + wd·y).
+As :mod:`fedavg`, with each local step the SAM step of :func:`~gossipfl.algorithms.terms.
+sam_gradient`: g = ∇F_i(y; ξ), ỹ = y + ρ g/‖g‖, y ← y − η (∇F_i(ỹ; ξ) + wd·y).
 ρ = 0.1 (DFedCata paper's common setting; the DFedSAM paper gives none).
 """
 

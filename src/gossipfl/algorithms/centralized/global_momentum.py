@@ -24,19 +24,25 @@ import torch
 
 from gossipfl.algorithms.base import Phase, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
+from gossipfl.algorithms.terms import Direction, chain, gradient, weight_decay
+from gossipfl.federation import Weighting
 
 
 class OwnMomentum(ServerAlgorithm):
     """A server algorithm of the FedSAGD paper whose local steps use its own momentum only
     (``train.momentum`` is not used, with a warning); unweighted aggregation."""
 
-    weighting = "uniform"
+    weighting = Weighting.UNIFORM
+
+    def direction(self) -> Direction:
+        """The local direction (default: SGD with weight decay)."""
+        return chain(gradient(), weight_decay())
 
     def phases(self):
-        return [Phase(momentum=0.0)]
+        return [Phase(momentum=0.0, direction=self.direction())]
 
-    def check(self, topology):
-        momentum = self.fed.train.momentum
+    def check(self, topology, order="synchronous"):
+        momentum = self.env.train.momentum
         if not momentum:
             return []
         return [f"{self.name} ignores train.momentum = {momentum}: its local steps use its "
@@ -48,32 +54,27 @@ class GlobalMomentum(OwnMomentum):
 
     server_vectors = ("momentum",)
 
-    def begin_round(self, ctx):
-        work = super().begin_round(ctx)
-        received = self.fed.broadcast(self.state["momentum"], work.clients)
-        steps = torch.zeros(len(work), 1, dtype=work.y.dtype, device=work.y.device)
-        return Work(work.y, work.clients, m=received, steps=steps)
+    def begin_round(self, ctx, state):
+        work = super().begin_round(ctx, state)
+        return work.with_scratch(m=self.fed.broadcast(state["momentum"], work.clients))
 
-    def local_step(self, ctx, work, batch):
-        work["steps"].add_(1)
-        return super().local_step(ctx, work, batch)
+    def direction(self) -> Direction:
+        """SGD with weight decay, then :meth:`client_direction` with the received m_t."""
+        return chain(gradient(), weight_decay(), self.client_direction)
 
-    def direction(self, ctx, work, batch):
-        loss, gradient = super().direction(ctx, work, batch)
-        return loss, self.client_direction(work, gradient)
-
-    def client_direction(self, work: Work, gradient: torch.Tensor) -> torch.Tensor:
+    def client_direction(self, ctx, work: Work, gradient: torch.Tensor) -> torch.Tensor:
+        """The local direction from the gradient and the received ``work["m"]`` (a term)."""
         raise NotImplementedError
 
     def pseudo_gradient(self, ctx, work: Work, delta: torch.Tensor) -> torch.Tensor:
         """ĝ_t = −Δ_t / (K η_l), K the sampled clients' mean number of local steps."""
-        steps = self.fed.aggregate(work["steps"], work.clients, "uniform")
+        steps = self.fed.aggregate(work.steps, work.clients, Weighting.UNIFORM)
         return -delta / (steps.clamp_min(1) * ctx.lr)
 
-    def next_momentum(self, ctx, work: Work, delta: torch.Tensor) -> torch.Tensor:
+    def next_momentum(self, ctx, state, work: Work, delta: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def end_round(self, ctx, work):
-        delta = self.fed.aggregate(work.y - self.state["server"], work.clients, self.weighting)
-        self.state["momentum"] = self.next_momentum(ctx, work, delta)
-        self.server_step(delta)
+    def end_round(self, ctx, state, work):
+        delta = self.fed.aggregate(work.y - state["server"], work.clients, self.weighting)
+        state["momentum"] = self.next_momentum(ctx, state, work, delta)
+        self.server_step(state, delta)

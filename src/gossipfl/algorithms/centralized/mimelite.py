@@ -24,10 +24,11 @@ from __future__ import annotations
 import torch
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import Phase, Work
+from gossipfl.algorithms.base import Phase
 from gossipfl.algorithms.centralized.fedavg import MomentumParams
 from gossipfl.algorithms.centralized.global_momentum import GlobalMomentum
-from gossipfl.algorithms.steps import local_direction
+from gossipfl.algorithms.terms import phase_direction
+from gossipfl.federation import Weighting
 
 
 @register
@@ -37,29 +38,29 @@ class MimeLite(GlobalMomentum):
     Params = MomentumParams
 
     def phases(self):
-        return [Phase("gradient_at_server_model", epochs=1, momentum=0.0), Phase(momentum=0.0)]
+        return [Phase("gradient_at_server_model", epochs=1, momentum=0.0,
+                      update=self.accumulate_gradient),
+                *super().phases()]
 
-    def begin_round(self, ctx):
-        work = super().begin_round(ctx)
+    def begin_round(self, ctx, state):
+        work = super().begin_round(ctx, state)
         rows = torch.zeros(len(work), 1, dtype=work.y.dtype, device=work.y.device)
-        return Work(work.y, work.clients, **work.scratch, gradient_sum=torch.zeros_like(work.y),
-                    samples=rows)
+        return work.with_scratch(gradient_sum=torch.zeros_like(work.y), samples=rows)
 
-    def local_step(self, ctx, work, batch):
-        if ctx.phase_index > 0:
-            return super().local_step(ctx, work, batch)
-        loss, gradient = local_direction(self.fed, work.y, batch, ctx)  # at y = x_t
+    def accumulate_gradient(self, ctx, work, batch):
+        """Σ_b |b| ∇F_i(x_t; b) over one epoch (no step: y stays x_t)."""
+        loss, gradient = phase_direction(ctx, work, batch)
         samples = batch.mask.sum(dim=1, keepdim=True).to(gradient.dtype)
         work["gradient_sum"].add_(samples * gradient)
         work["samples"].add_(samples)
         return loss
 
-    def client_direction(self, work, gradient):
+    def client_direction(self, ctx, work, gradient):
         beta = self.params.beta
         return (1 - beta) * gradient + beta * work["m"]
 
-    def next_momentum(self, ctx, work, delta):
+    def next_momentum(self, ctx, state, work, delta):
         full_batch = work["gradient_sum"] / work["samples"].clamp_min(1)
-        average = self.fed.aggregate(full_batch, work.clients, "uniform")
+        average = self.fed.aggregate(full_batch, work.clients, Weighting.UNIFORM)
         beta = self.params.beta
-        return (1 - beta) * average + beta * self.state["momentum"]
+        return (1 - beta) * average + beta * state["momentum"]

@@ -13,40 +13,36 @@ Communication: model and control variate, down and up — twice FedAvg's bytes.
 
 from __future__ import annotations
 
-import torch
-
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import Work
+from gossipfl.algorithms.base import Phase
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
+from gossipfl.algorithms.terms import chain, gradient, shift, weight_decay
+from gossipfl.federation import Weighting
 
 
 @register
 class Scaffold(ServerAlgorithm):
     name = "scaffold"
     paper = "Karimireddy et al. 2020, SCAFFOLD: Stochastic Controlled Averaging for FL"
-    weighting = "uniform"
+    weighting = Weighting.UNIFORM
     client_state = ("c_clients",)
     server_vectors = ("c",)
 
-    def begin_round(self, ctx):
-        work = super().begin_round(ctx)
+    def phases(self):
+        return [Phase(direction=chain(gradient(), weight_decay(), shift("correction")))]
+
+    def begin_round(self, ctx, state):
+        work = super().begin_round(ctx, state)
         fed, clients = self.fed, work.clients
-        correction = fed.broadcast(self.state["c"], clients) - fed.rows(
-            self.state["c_clients"], clients)  # c − c_i
-        steps = torch.zeros(len(clients), 1, device=work.y.device)
-        return Work(work.y, clients, correction=correction, steps=steps)
+        correction = fed.broadcast(state["c"], clients) - fed.rows(
+            state["c_clients"], clients)  # c − c_i
+        return work.with_scratch(correction=correction)
 
-    def direction(self, ctx, work, batch):
-        loss, direction = super().direction(ctx, work, batch)
-        work["steps"].add_(1)
-        return loss, direction + work["correction"]
-
-    def end_round(self, ctx, work):
-        fed, server, clients = self.fed, self.state["server"], work.clients
-        c_old = fed.rows(self.state["c_clients"], clients)
-        c_new = c_old - self.state["c"] + (server - work.y) / (work["steps"] * ctx.lr).clamp_min(
-            1e-12)
-        fed.set_rows(self.state["c_clients"], clients, c_new)
-        self.state["c"] = self.state["c"] + fed.aggregate(c_new - c_old, clients,
-                                                          "sum") / fed.num_clients
-        super().end_round(ctx, work)
+    def end_round(self, ctx, state, work):
+        fed, server, clients = self.fed, state["server"], work.clients
+        c_old = fed.rows(state["c_clients"], clients)
+        c_new = c_old - state["c"] + (server - work.y) / (work.steps * ctx.lr).clamp_min(1e-12)
+        fed.set_rows(state["c_clients"], clients, c_new)
+        state["c"] = state["c"] + fed.aggregate(c_new - c_old, clients,
+                                                Weighting.SUM) / fed.num_clients
+        super().end_round(ctx, state, work)

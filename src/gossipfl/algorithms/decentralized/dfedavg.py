@@ -35,13 +35,17 @@ class DFedAvg(Algorithm):
     Params = GossipParams
     orders = ("synchronous", "sequential")
 
+    def gossip_steps(self) -> int:
+        """Q, the multiplications by the round's W after local training."""
+        return self.params.gossip_steps
+
     def order_error(self, order):
-        steps = getattr(self.params, "gossip_steps", 1)
+        steps = self.gossip_steps()
         if order == "sequential" and steps != 1:
             return (f"topology.order: sequential mixes each client's neighbours once, in place, "
                     f"so it needs algorithm.gossip_steps: 1, got {steps}.")
         return super().order_error(order)
 
-    def end_round(self, ctx, work):
-        self.keep(ctx, work)
-        self.state["x"] = self.fed.gossip(work.y, ctx.round, self.params.gossip_steps)
+    def end_round(self, ctx, state, work):
+        self.keep(ctx, state, work)
+        state["x"] = self.fed.gossip(work.y, ctx.round, self.gossip_steps())

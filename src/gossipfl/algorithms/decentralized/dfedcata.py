@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Work, one_of
+from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Phase, Work, one_of
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.algorithms.stability import stability_messages
-from gossipfl.algorithms.steps import extrapolate
+from gossipfl.algorithms.terms import chain, extrapolate, gradient, prox, weight_decay
 
 REFERENCES = ("prev_mixed", "own_local")
 
@@ -50,24 +50,24 @@ class DFedCata(DFedAvg):
     Params = CataParams
     client_state = ("x", "reference")
 
-    def check(self, topology):
+    def check(self, topology, order="synchronous"):
         own_local = self.params.extrapolation_ref == "own_local"
-        return stability_messages(topology, self.params.beta, "ole" if own_local else "catalyst")
+        return stability_messages(topology, self.params.beta,
+                                  "ole" if own_local else "catalyst", order)
+
+    def phases(self):
+        return [Phase(direction=chain(gradient(), weight_decay(),
+                                      prox(self.params.lam, "anchor", skip_zero=True)))]
 
     def init(self, x0):
-        super().init(x0)
-        self.state["reference"] = x0.clone()  # x_i^{-1} = x_i^0 (or x_{i,K}^{-1} = x_i^0)
+        state = super().init(x0)
+        state["reference"] = x0.clone()  # x_i^{-1} = x_i^0 (or x_{i,K}^{-1} = x_i^0)
+        return state
 
-    def begin_round(self, ctx):
-        anchor = extrapolate(self.state["x"], self.state["reference"], self.params.beta)
+    def begin_round(self, ctx, state):
+        anchor = extrapolate(state["x"], state["reference"], self.params.beta)
         return Work(anchor.clone(), anchor=anchor)
 
-    def direction(self, ctx, work, batch):
-        loss, direction = super().direction(ctx, work, batch)
-        if self.params.lam:
-            direction = direction + self.params.lam * (work.y - work["anchor"])
-        return loss, direction
-
-    def keep(self, ctx, work):
+    def keep(self, ctx, state, work):
         own_local = self.params.extrapolation_ref == "own_local"
-        self.state["reference"] = work.y.clone() if own_local else self.state["x"]
+        state["reference"] = work.y.clone() if own_local else state["x"]

@@ -24,6 +24,7 @@ import torch
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Hyperparams, Phase, Work, one_of
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg
+from gossipfl.algorithms.terms import phase_direction
 
 VARIANTS = ("lian", "local_epoch")
 
@@ -44,8 +45,13 @@ class DPSGD(DFedAvg):
     def lian(self) -> bool:
         return self.params.variant == "lian"
 
+    def gossip_steps(self):
+        return 1
+
     def phases(self):
-        return [Phase(steps=1)] if self.lian else [Phase(epochs=1)]
+        if self.lian:  # the step is taken after mixing the pre-step models
+            return [Phase(steps=1, update=self.gradient_step)]
+        return [Phase(epochs=1)]
 
     def order_error(self, order):
         if order == "sequential" and self.lian:
@@ -54,17 +60,16 @@ class DPSGD(DFedAvg):
                     "parallel with the gossip (variant: local_epoch is defined).")
         return super().order_error(order)
 
-    def begin_round(self, ctx):
-        x = self.state["x"]
+    def begin_round(self, ctx, state):
+        x = state["x"]
         return Work(x.clone(), step=torch.zeros_like(x)) if self.lian else Work(x.clone())
 
-    def local_step(self, ctx, work, batch):
-        if not self.lian:
-            return super().local_step(ctx, work, batch)
-        loss, direction = self.direction(ctx, work, batch)
-        work["step"].copy_(ctx.lr * direction)  # applied after mixing the pre-step models
+    def gradient_step(self, ctx, work, batch):
+        """η_t (∇F_i(x_i^t; ξ) + wd·x_i^t), kept for after the gossip; x stays."""
+        loss, direction = phase_direction(ctx, work, batch)
+        work["step"].copy_(ctx.lr * direction)
         return loss
 
-    def end_round(self, ctx, work):
+    def end_round(self, ctx, state, work):
         mixed = self.fed.gossip(work.y, ctx.round)
-        self.state["x"] = mixed - work["step"] if self.lian else mixed
+        state["x"] = mixed - work["step"] if self.lian else mixed

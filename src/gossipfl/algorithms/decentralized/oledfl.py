@@ -30,7 +30,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Phase, Work
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.algorithms.stability import stability_messages
-from gossipfl.algorithms.steps import extrapolate
+from gossipfl.algorithms.terms import extrapolate
 
 
 @dataclass
@@ -47,18 +47,19 @@ class OledFL(DFedAvg):
     Params = OledParams
     client_state = ("x", "last_local")
 
-    def check(self, topology):
-        return stability_messages(topology, self.params.beta, "ole")
+    def check(self, topology, order="synchronous"):
+        return stability_messages(topology, self.params.beta, "ole", order)
 
     def phases(self):
         return [Phase(rho=self.params.lam)]
 
     def init(self, x0):
-        super().init(x0)
-        self.state["last_local"] = x0.clone()  # x_{i,K}^{-1} = x_i^0
+        state = super().init(x0)
+        state["last_local"] = x0.clone()  # x_{i,K}^{-1} = x_i^0
+        return state
 
-    def begin_round(self, ctx):
-        return Work(extrapolate(self.state["x"], self.state["last_local"], self.params.beta))
+    def begin_round(self, ctx, state):
+        return Work(extrapolate(state["x"], state["last_local"], self.params.beta))
 
-    def keep(self, ctx, work):
-        self.state["last_local"] = work.y.clone()
+    def keep(self, ctx, state, work):
+        state["last_local"] = work.y.clone()

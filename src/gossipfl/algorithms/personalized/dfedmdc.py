@@ -77,9 +77,8 @@ class DFedMDC(Algorithm):
                       momentum=p.momentum, rho=self.rho("head")),
                 Phase("body", group="shared", momentum=p.momentum, rho=self.rho("body"))]
 
-    def end_round(self, ctx, work):
-        self.state["x"] = self.fed.gossip(work.y, ctx.round, self.params.gossip_steps,
-                                          group="shared")
+    def end_round(self, ctx, state, work):
+        state["x"] = self.fed.gossip(work.y, ctx.round, self.params.gossip_steps, group="shared")
 
 
 @register

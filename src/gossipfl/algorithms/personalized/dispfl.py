@@ -36,6 +36,7 @@ import torch
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import FRACTION, NON_NEGATIVE, Algorithm, Hyperparams, Phase, Work
+from gossipfl.algorithms.terms import chain, gradient, masked, weight_decay
 from gossipfl.rng import numpy_generator
 
 
@@ -81,40 +82,35 @@ class DisPFL(Algorithm):
     evaluations = ("average", "local", "personalized")
 
     def init(self, x0):
-        layout = self.fed.oracle.layout
+        layout = self.env.layout
         densities = erk_densities([tuple(s) or (1,) for s in layout.shapes],
                                   self.params.density, self.params.erk_power)
         mask = np.zeros((len(x0), layout.P), dtype=bool)
         for i, row in zip(self.fed.own_clients().tolist(), mask, strict=True):
-            rng = numpy_generator(self.fed.seed, "dispfl_mask", i)
+            rng = numpy_generator(self.env.seed, "dispfl_mask", i)
             for offset, numel, d in zip(layout.offsets, layout.numels, densities, strict=True):
                 row[offset + rng.permutation(numel)[: int(d * numel)]] = True
-        self.state = {"mask": torch.as_tensor(mask, device=x0.device)}
-        self.state["x"] = x0 * self.state["mask"]
+        state = {"mask": torch.as_tensor(mask, device=x0.device)}
+        state["x"] = x0 * state["mask"]
+        return state
 
     def phases(self):
-        return [Phase(), Phase("screen", steps=1, lr=0.0, momentum=0.0)]
+        return [Phase(direction=chain(gradient(), weight_decay(), masked("mask"))),
+                Phase("screen", steps=1, lr=0.0, momentum=0.0, update=self.screen)]
 
-    def begin_round(self, ctx):
-        return Work(self.state["x"].clone(), mask=self.state["mask"],
-                    score=torch.zeros_like(self.state["x"]))
+    def begin_round(self, ctx, state):
+        return Work(state["x"].clone(), mask=state["mask"], score=torch.zeros_like(state["x"]))
 
-    def local_step(self, ctx, work, batch):
-        if ctx.phase.name == "screen":  # the dense gradient, for regrowth; no step
-            loss, grad = self.fed.oracle.loss_and_grad(work.y, batch.inputs, batch.targets,
-                                                       batch.mask)
-            work["score"].copy_(grad.abs())
-            return loss
-        return super().local_step(ctx, work, batch)
+    def screen(self, ctx, work, batch):
+        """The dense gradient's magnitudes, the regrowth scores; no step."""
+        loss, grad = ctx.env.raw_gradient(work.y, batch)
+        work["score"].copy_(grad.abs())
+        return loss
 
-    def direction(self, ctx, work, batch):
-        loss, direction = super().direction(ctx, work, batch)
-        return loss, direction * work["mask"]
-
-    def end_round(self, ctx, work):
+    def end_round(self, ctx, state, work):
         trained = work["mask"]
         rate = self.params.anneal_factor / 2 * (1 + math.cos(math.pi * ctx.round / ctx.rounds))
-        layout = self.fed.oracle.layout
+        layout = self.env.layout
         mask = trained.clone()
         for offset, numel in zip(layout.offsets, layout.numels, strict=True):
             cols = slice(offset, offset + numel)
@@ -125,5 +121,5 @@ class DisPFL(Algorithm):
             grown = lowest(torch.where(kept, inf, -work["score"][:, cols]), count)
             mask[:, cols] = kept | grown
         mixed = self.fed.gossip(work.y, ctx.round, masks=trained)
-        self.state["mask"] = mask
-        self.state["x"] = mixed * mask
+        state["mask"] = mask
+        state["x"] = mixed * mask

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import AT_LEAST_ONE, NON_NEGATIVE, Phase, Rule, Work
+from gossipfl.algorithms.base import AT_LEAST_ONE, NON_NEGATIVE, Phase
 from gossipfl.algorithms.centralized.fedavg import ServerParams
 from gossipfl.algorithms.personalized.personal_server import PersonalServer
+from gossipfl.algorithms.terms import chain, gradient, prox, weight_decay
 
 
 @dataclass
@@ -29,8 +30,7 @@ class DittoParams(ServerParams):
     lam: float = 0.75  # λ
     personal_epochs: int | None = None  # K_v; None: train.local_epochs
     rules: ClassVar = {"lam": NON_NEGATIVE,
-                       "personal_epochs": Rule(lambda v: v is None or AT_LEAST_ONE.holds(v),
-                                               "an integer >= 1 or null")}
+                       "personal_epochs": AT_LEAST_ONE.or_none()}
 
 
 @register
@@ -40,25 +40,21 @@ class Ditto(PersonalServer):
     Params = DittoParams
 
     def phases(self):
-        return [Phase("global"), Phase("personal", epochs=self.params.personal_epochs)]
+        return [Phase("global"),
+                Phase("personal", epochs=self.params.personal_epochs, begin=self.swap,
+                      direction=chain(gradient(), weight_decay(), prox(self.params.lam)))]
 
-    def begin_round(self, ctx):
-        work = super().begin_round(ctx)  # y = w^t
-        own = self.fed.rows(self.state["own"], work.clients)
-        return Work(work.y, work.clients, anchor=work.y.clone(), other=own)
+    def begin_round(self, ctx, state):
+        work = super().begin_round(ctx, state)  # y = w^t
+        own = self.fed.rows(state["own"], work.clients)
+        return work.with_scratch(anchor=work.y.clone(), other=own)
 
-    def begin_phase(self, ctx, work):
-        if ctx.phase.name == "personal":  # "other": v_i before, then the trained w_i
-            trained = work.y.clone()
-            work.y.copy_(work["other"])
-            work["other"].copy_(trained)
+    def swap(self, ctx, work):
+        """Before the personal phase: the rows become v_i; "other" keeps the trained w_i."""
+        trained = work.y.clone()
+        work.y.copy_(work["other"])
+        work["other"].copy_(trained)
 
-    def direction(self, ctx, work, batch):
-        loss, direction = super().direction(ctx, work, batch)
-        if ctx.phase.name == "personal":
-            direction = direction + self.params.lam * (work.y - work["anchor"])
-        return loss, direction
-
-    def end_round(self, ctx, work):
-        self.fed.set_rows(self.state["own"], work.clients, work.y)  # v_i
-        self.upload(work["other"], work.clients)  # w_i
+    def end_round(self, ctx, state, work):
+        self.fed.set_rows(state["own"], work.clients, work.y)  # v_i
+        self.upload(state, work["other"], work.clients)  # w_i

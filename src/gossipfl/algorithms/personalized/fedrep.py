@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import AT_LEAST_ONE, Phase, Rule
+from gossipfl.algorithms.base import AT_LEAST_ONE, POSITIVE, Phase
 from gossipfl.algorithms.centralized.fedavg import ServerParams
 from gossipfl.algorithms.personalized.personal_server import PersonalServer
 
-POSITIVE_OR_NONE = Rule(lambda v: v is None or v > 0, "> 0 or null")
+POSITIVE_OR_NONE = POSITIVE.or_none()
 
 
 @dataclass

@@ -28,10 +28,9 @@ from __future__ import annotations
 import torch
 
 from gossipfl.algorithms import register
-from gossipfl.algorithms.base import Work
+from gossipfl.algorithms.base import Phase, Work
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.algorithms.personalized.personal_server import PersonalServer
-from gossipfl.algorithms.steps import gradient, with_weight_decay
 from gossipfl.engine.groups import ParamGroup
 from gossipfl.errors import GossipflError
 
@@ -43,59 +42,65 @@ class FedRoD(PersonalServer):
     kept = "personal"  # h^P_i
 
     def init(self, x0):
-        counts = self.fed.label_counts
+        counts = self.env.label_counts
         if counts is None:
             raise GossipflError("algorithm.name: fedrod needs class labels (its balanced "
                                 "softmax uses each client's class counts), got regression "
                                 "targets.")
         self.logit_bias = self.head_bias(counts.shape[1])
         self.log_prior = counts.clamp_min(1e-30).log()  # [M, C] log n_ic (−69: no sample)
-        super().init(x0)
+        return super().init(x0)
 
     def head_bias(self, classes: int) -> ParamGroup:
         """The columns of the head's bias (the logits' offsets)."""
-        layout = self.fed.oracle.layout
+        layout, groups = self.env.layout, self.env.groups
         for name, offset, shape in zip(layout.names, layout.offsets, layout.shapes,
                                        strict=True):
-            if name in self.fed.groups.personal_names and tuple(shape) == (classes,):
+            if name in groups.personal_names and tuple(shape) == (classes,):
                 return ParamGroup("logit_bias", ((offset, offset + classes),), layout.P)
         raise GossipflError(f"model.personal: fedrod needs a head bias of {classes} entries "
                             f"among the personal parameters, got "
-                            f"{', '.join(self.fed.groups.personal_names) or 'none'}.")
+                            f"{', '.join(groups.personal_names) or 'none'}.")
 
     def own_init(self, x0):
         return torch.zeros_like(super().own_init(x0))
 
     def personalize(self, x, own):
-        personal = self.fed.groups["personal"]
+        personal = self.env.groups["personal"]
         personal.assign(x, personal.select(x) + own)
 
-    def begin_round(self, ctx):
-        clients = self.fed.sample(ctx.round, self.params.participation)
-        return Work(self.fed.broadcast(self.state["server"], clients), clients,
-                    head=self.fed.rows(self.state["own"], clients))
+    def phases(self):
+        return [Phase(begin=self.head_optimizer_for_phase, update=self.two_heads_step)]
 
-    def begin_phase(self, ctx, work):
+    def begin_round(self, ctx, state):
+        clients = self.fed.sample(ctx.round, self.params.participation)
+        return Work(self.fed.broadcast(state["server"], clients), clients,
+                    head=self.fed.rows(state["own"], clients))
+
+    def head_optimizer_for_phase(self, ctx, work):
+        """The personal head's optimizer: the phase's learning rate and momentum."""
         size = work["head"].shape[1]
         self.head_optimizer = LocalOptimizer(ParamGroup("head", ((0, size),), size),
                                              ctx.optimizer.lr, ctx.optimizer.momentum,
                                              len(work), work.y)
 
-    def local_step(self, ctx, work, batch):
+    def two_heads_step(self, ctx, work, batch):
+        """The generic model on the balanced softmax, the personal head on the sum."""
+        env, decay = ctx.env, ctx.env.train.weight_decay
         shifted = work.y.clone()
         self.logit_bias.assign(shifted, self.logit_bias.select(work.y)
                                + self.fed.rows(self.log_prior, work.clients))
-        _, grad = gradient(self.fed, shifted, batch)
-        generic = with_weight_decay(self.fed, grad, work.y)
+        _, grad = env.gradient(shifted, batch)
+        generic = grad + decay * work.y if decay else grad
         combined = work.y.clone()
         self.personalize(combined, work["head"])
-        loss, grad = gradient(self.fed, combined, batch)
-        head = with_weight_decay(self.fed, self.fed.groups["personal"].select(grad),
-                                 work["head"])
+        loss, grad = env.gradient(combined, batch)
+        head = env.groups["personal"].select(grad)
+        head = head + decay * work["head"] if decay else head
         ctx.optimizer.step(work, generic)
         self.head_optimizer.step(Work(work["head"]), head)
         return loss
 
-    def end_round(self, ctx, work):
-        self.fed.set_rows(self.state["own"], work.clients, work["head"])
-        self.upload(work.y, work.clients)
+    def end_round(self, ctx, state, work):
+        self.fed.set_rows(state["own"], work.clients, work["head"])
+        self.upload(state, work.y, work.clients)

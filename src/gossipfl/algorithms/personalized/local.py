@@ -17,5 +17,5 @@ class Local(Algorithm):
     paper = "Local training without communication (baseline)"
     evaluations = ("average", "local", "personalized")
 
-    def end_round(self, ctx, work):
-        self.state["x"] = work.y
+    def end_round(self, ctx, state, work):
+        state["x"] = work.y

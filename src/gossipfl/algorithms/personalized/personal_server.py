@@ -32,40 +32,40 @@ class PersonalServer(ServerAlgorithm):
     kept = "all"  # the group each client keeps as its own
 
     def init(self, x0):
-        super().init(x0)
-        self.state["own"] = self.own_init(x0)
+        state = super().init(x0)
+        state["own"] = self.own_init(x0)
+        return state
 
     def own_init(self, x0: torch.Tensor) -> torch.Tensor:
         """o_i^0: the kept columns of X^0."""
-        return self.fed.groups[self.kept].select(x0).clone()
+        return self.env.groups[self.kept].select(x0).clone()
 
     def personalize(self, x: torch.Tensor, own: torch.Tensor) -> None:
         """Make the rows of ``x`` (copies of the server model) the clients' own models, in
         place: their kept columns are ``own``."""
-        self.fed.groups[self.kept].assign(x, own)
+        self.env.groups[self.kept].assign(x, own)
 
-    def begin_round(self, ctx):
+    def begin_round(self, ctx, state):
         clients = self.fed.sample(ctx.round, self.params.participation)
-        sent = self.fed.groups[self.exchanged]
-        y = self.fed.rows(self.fed.replicate(self.state["server"]), clients)
-        self.personalize(y, self.fed.rows(self.state["own"], clients))
-        sent.assign(y, self.fed.broadcast(sent.select(self.state["server"]), clients))
+        sent = self.env.groups[self.exchanged]
+        y = self.fed.rows(self.fed.replicate(state["server"]), clients)
+        self.personalize(y, self.fed.rows(state["own"], clients))
+        sent.assign(y, self.fed.broadcast(sent.select(state["server"]), clients))
         return Work(y, clients)
 
-    def end_round(self, ctx, work):
-        self.fed.set_rows(self.state["own"], work.clients,
-                          self.fed.groups[self.kept].select(work.y))
-        self.upload(work.y, work.clients)
+    def end_round(self, ctx, state, work):
+        self.fed.set_rows(state["own"], work.clients, self.env.groups[self.kept].select(work.y))
+        self.upload(state, work.y, work.clients)
 
-    def upload(self, trained: torch.Tensor, clients: torch.Tensor) -> None:
+    def upload(self, state, trained: torch.Tensor, clients: torch.Tensor) -> None:
         """The clients upload the exchanged columns of ``trained``; the server steps."""
-        sent, server = self.fed.groups[self.exchanged], self.state["server"]
+        sent, server = self.env.groups[self.exchanged], state["server"]
         delta = torch.zeros_like(server)
         sent.assign(delta, self.fed.aggregate(sent.select(trained) - sent.select(server),
                                               clients, self.weighting))
-        self.server_step(delta)
+        self.server_step(state, delta)
 
-    def personalized_models(self):
-        x = self.fed.replicate(self.state["server"]).clone()
-        self.personalize(x, self.state["own"])
+    def personalized_models(self, state):
+        x = self.fed.replicate(state["server"]).clone()
+        self.personalize(x, state["own"])
         return x

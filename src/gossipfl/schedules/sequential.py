@@ -11,7 +11,8 @@ matters for extrapolation.
 
 Here the rows of ``state["x"]`` hold the clients' last local results z_i (what a neighbour
 reads and what is evaluated, as in the authors' code). Client i's turn is the algorithm's own
-synchronous round restricted to i, with the gossip moved in front of it:
+synchronous round restricted to i (the schedule hands the algorithm the state rows of i's
+wave), with the gossip moved in front of it:
 
     x_i ← Σ_j w_ij z_j (current rows);   begin_round → local phases → keep;   z_i ← result
 
@@ -29,9 +30,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gossipfl.algorithms import Context
-
-ORDERS = ("synchronous", "sequential")
+from gossipfl.algorithms.base import Context, State
+from gossipfl.schedules import RoundOutcome, Schedule, register_schedule
 
 
 def wave_numbers(W: np.ndarray) -> np.ndarray:
@@ -58,42 +58,53 @@ def one_by_one(num_clients: int) -> list[np.ndarray]:
     return [np.array([i]) for i in range(num_clients)]
 
 
-def sequential_round(runner, ctx: Context,
-                     waves: list[np.ndarray] | None = None) -> tuple[torch.Tensor, int, int]:
-    """Round ``ctx.round`` of ``runner`` in the sequential order; returns the summed loss, the
-    number of client-steps and the number of waves. ``waves`` defaults to :func:`schedule`
-    of the round's W (any partition that respects the order gives the same result)."""
-    exp = runner.exp
-    algo, fed, t = exp.algorithm, exp.fed, ctx.round
-    if waves is None:
-        waves = schedule(fed.mixer.topology.matrix(t))
-    full = _unaliased(algo.state)
-    per_client = set(algo.client_state)
-    loss_sum = torch.zeros((), device=exp.device)
-    loss_count = 0
-    try:
+@register_schedule
+class Sequential(Schedule):
+    """``waves``: a function of round t's W giving the waves (default :func:`schedule`; any
+    partition that respects the order gives the same result, e.g. ``one_by_one(len(W))``)."""
+
+    name = "sequential"
+
+    def __init__(self, algorithm, trainer, fed, waves=None):
+        super().__init__(algorithm, trainer, fed)
+        self.waves = waves
+
+    @classmethod
+    def refusal(cls, algorithm, distributed_world):
+        if distributed_world is not None:
+            return (f"topology.order: sequential sweeps the clients one wave after another "
+                    f"through the whole [M, P] stack, which engine.backend: distributed splits "
+                    f"over {distributed_world} processes; run it with engine.backend: single.")
+        return super().refusal(algorithm, distributed_world)
+
+    def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
+        algo, fed, t = self.algorithm, self.fed, ctx.round
+        waves = (self.waves or schedule)(fed.matrix(t))
+        full = _unaliased(state)
+        per_client = set(algo.client_state)
+        loss_sum = torch.zeros((), device=full["x"].device)
+        loss_count = 0
         for wave in waves:
-            rows = torch.as_tensor(wave, device=exp.device)
-            algo.state = {key: value[rows] if key in per_client else value
-                          for key, value in full.items()}
-            algo.state["x"] = fed.gossip_rows(full["x"], t, rows)
-            work = algo.begin_round(ctx)
+            rows = torch.as_tensor(wave, device=full["x"].device)
+            part = {key: value[rows] if key in per_client else value
+                    for key, value in full.items()}
+            part["x"] = fed.gossip_rows(full["x"], t, rows)
+            work = algo.begin_round(ctx, part)
             work.clients = rows
-            wave_loss, wave_count = runner.train_work(t, work)
+            wave_loss, wave_count = self.trainer.train(t, work, algo.phases())
             loss_sum += wave_loss
             loss_count += wave_count
-            algo.keep(ctx, work)
-            algo.state["x"] = work.y
+            algo.keep(ctx, part, work)
+            part["x"] = work.y
             for key in per_client:
-                full[key][rows] = algo.state[key]
+                full[key][rows] = part[key]
             for key in set(full) - per_client:
-                full[key] = algo.state[key]
-    finally:
-        algo.state = full
-    return loss_sum, loss_count, len(waves)
+                full[key] = part[key]
+        state.update(full)
+        return RoundOutcome(loss_sum, loss_count, extra={"waves": len(waves)})
 
 
-def _unaliased(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _unaliased(state: State) -> State:
     """The state with no two entries sharing storage (rows are written in place)."""
     seen: set[int] = set()
     out = {}

@@ -1,0 +1,102 @@
+"""A refactor changes no number: every grid point of the committed studies, run for a few
+rounds, before and after.
+
+    python -m benchmarks.same_numbers record  before.json      # on the old code
+    python -m benchmarks.same_numbers compare before.json      # on the new code
+
+Each grid point of ``examples/studies/*.yaml`` (first seed) runs ``--rounds`` rounds (default
+2), evaluated every round, with ``--clients`` clients (default: the study's); the metrics of
+every round and the final models' per-client sums (float64) are recorded. ``compare`` prints
+the largest relative difference per point and exits 1 when one exceeds ``--rel`` (default
+1e-6); 0.0 everywhere means bit-identical metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+VOLATILE = ("seconds", "elapsed", "eval_seconds")
+
+
+def points(rounds: int, clients: int | None) -> dict[str, object]:
+    from gossipfl.sweep import expand, load_study
+
+    configs = {}
+    for path in sorted((ROOT / "examples" / "studies").glob("*.yaml")):
+        study = load_study(path)
+        study.seeds = study.seeds[:1]
+        overrides = [f"train.rounds={rounds}", "eval.every=1", "output.checkpoint_every=0"]
+        if clients is not None:
+            overrides.append(f"data.clients={clients}")
+        for variant in expand(study):
+            from gossipfl.config import load_config
+
+            configs[f"{path.stem}/{variant.dirname}"] = load_config(variant.config, overrides)
+    return configs
+
+
+def measure(config) -> dict:
+    from gossipfl.runner import Runner
+
+    result = Runner(config).run()
+    rows = [{k: v for k, v in row.items() if k not in VOLATILE} for row in result.metrics]
+    sums = result.params.double().sum(dim=1).tolist()
+    return {"rows": rows, "row_sums": sums}
+
+
+def largest_difference(old, new) -> float:
+    if isinstance(old, dict):
+        if set(old) != set(new):
+            return math.inf
+        return max((largest_difference(old[k], new[k]) for k in old), default=0.0)
+    if isinstance(old, list):
+        if len(old) != len(new):
+            return math.inf
+        return max((largest_difference(a, b) for a, b in zip(old, new)), default=0.0)
+    if isinstance(old, (int, float)) and isinstance(new, (int, float)):
+        if old == new or (math.isnan(old) and math.isnan(new)):
+            return 0.0
+        return abs(old - new) / max(abs(old), abs(new), 1e-12)
+    return 0.0 if old == new else math.inf
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["record", "compare"])
+    parser.add_argument("file")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--clients", type=int, default=None)
+    parser.add_argument("--rel", type=float, default=1e-6)
+    parser.add_argument("--only", default=None, help="substring of the point names to run")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    configs = points(args.rounds, args.clients)
+    if args.only:
+        configs = {k: v for k, v in configs.items() if args.only in k}
+    if args.mode == "record":
+        out = {name: measure(config) for name, config in configs.items()}
+        Path(args.file).write_text(json.dumps(out, indent=1))
+        print(f"recorded {len(out)} points in {args.file}")
+        return 0
+    before = json.loads(Path(args.file).read_text())
+    worst = 0.0
+    for name, config in configs.items():
+        if name not in before:
+            print(f"{name}: not recorded")
+            continue
+        diff = largest_difference(before[name], json.loads(json.dumps(measure(config))))
+        worst = max(worst, diff)
+        print(f"{name}: largest relative difference {diff:.3g}")
+    print(f"worst: {worst:.3g}")
+    return 0 if worst <= args.rel else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Local directions as a chain of small terms (in the manner of optax's ``chain``).
+
+A :class:`Direction` starts from a gradient ``source`` and passes the direction d through its
+``terms`` in order; each term is a function ``(ctx, work, d) -> d``. With ``Y`` ``[S, P]`` the
+working iterates of the S clients at work (``work.y``), η the learning rate, ``wd`` the
+coupled L2 weight decay of SGD (``train.weight_decay``) and ``c`` the optional per-client clip
+norm (``train.clip_norm``):
+
+=================================  ===========================================================
+:func:`gradient`                   g = ∇F_i(y; ξ) of the phase's group, clipped to c; with the
+                                   phase's ρ > 0, SAM (Foret et al. 2021): ∇F_i(y + ρ ĝ/‖ĝ‖; ξ)
+                                   with ĝ the unclipped gradient at y, on the same ξ
+:func:`weight_decay` (μ)           d + μ y   (μ = None: ``train.weight_decay``; 0: d)
+:func:`prox` (λ, anchor)           d + λ (y − a), a = ``work[anchor]`` (FedProx, Catalyst's
+                                   Moreau envelope, Ditto, FedACG, FedDyn's α term)
+:func:`shift` (key, κ)             d + κ ``work[key]`` (SCAFFOLD's c − c_i, FedDyn's −h_i)
+:func:`masked` (key)               d ⊙ ``work[key]`` (DisPFL's sparse models)
+=================================  ===========================================================
+
+An algorithm's own transformation is any function of the same shape. The default direction
+of a phase is ``chain(gradient(), weight_decay())``: SGD (SAM when the phase sets ρ) with
+weight decay, as ``torch.optim.SGD(weight_decay=wd)`` after ``clip_grad_norm_`` computes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from gossipfl.algorithms.base import Batch, Context, Work
+
+Term = Callable[[Context, Work, Tensor], Tensor]
+Source = Callable[[Context, Work, Batch], tuple[Tensor, Tensor]]
+
+
+@dataclass(frozen=True)
+class Direction:
+    """loss, d = source(ctx, work, batch); then d = term(ctx, work, d) for each term."""
+
+    source: Source
+    terms: tuple[Term, ...] = ()
+
+    def __call__(self, ctx: Context, work: Work, batch: Batch) -> tuple[Tensor, Tensor]:
+        loss, d = self.source(ctx, work, batch)
+        for term in self.terms:
+            d = term(ctx, work, d)
+        return loss, d
+
+
+def chain(source: Source, *terms: Term) -> Direction:
+    """The direction ``source`` followed by ``terms``, in order."""
+    return Direction(source, terms)
+
+
+def default_direction() -> Direction:
+    """SGD, or SAM with the phase's ρ, on the phase's group, plus ``train.weight_decay``."""
+    return _DEFAULT
+
+
+def phase_direction(ctx: Context, work: Work, batch: Batch) -> tuple[Tensor, Tensor]:
+    """Loss ``[S]`` and the descent direction of ``ctx.phase`` at ``work.y`` (its
+    ``direction``, or :func:`default_direction`)."""
+    direction = ctx.phase.direction
+    return (direction if direction is not None else _DEFAULT)(ctx, work, batch)
+
+
+def local_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
+    """One local iteration of ``ctx.phase`` on ``work`` (in place); the per-row loss. The
+    phase's ``update``, or its direction followed by its local optimizer's step."""
+    phase = ctx.phase
+    if phase.update is not None:
+        return phase.update(ctx, work, batch)
+    loss, direction = phase_direction(ctx, work, batch)
+    ctx.optimizer.step(work, direction)
+    return loss
+
+
+def sam_gradient(ctx: Context, y: Tensor, batch: Batch, rho: float,
+                 group: str) -> tuple[Tensor, Tensor]:
+    """Loss at ``y`` and the SAM gradient ∇F_i(y + ρ g/‖g‖₂; ξ), g = ∇F_i(y; ξ) unclipped,
+    ‖·‖ over the group (only its coordinates are perturbed; the perturbed gradient is clipped
+    as every gradient is). ρ = 0: the plain (clipped) gradient at y."""
+    env = ctx.env
+    if rho == 0:
+        return env.gradient(y, batch, group)
+    loss, grad = env.raw_gradient(y, batch, group)
+    norm = grad.norm(dim=1, keepdim=True).clamp_min(1e-12)  # the group's: the rest is 0
+    _, perturbed = env.gradient(y + rho * grad / norm, batch, group)
+    return loss, perturbed
+
+
+def gradient(at: Callable[[Context, Work], Tensor] | None = None,
+             rho: float | None = None) -> Source:
+    """The phase's gradient (SAM with ρ = ``rho``, None: the phase's ρ) on its group, at
+    ``work.y`` or at the point ``at(ctx, work)`` (a lookahead)."""
+
+    def source(ctx: Context, work: Work, batch: Batch) -> tuple[Tensor, Tensor]:
+        phase = ctx.phase
+        y = work.y if at is None else at(ctx, work)
+        return sam_gradient(ctx, y, batch, phase.rho if rho is None else rho, phase.group)
+
+    return source
+
+
+def weight_decay(coef: float | None = None, at: Callable[[Context, Work], Tensor] | None = None
+                 ) -> Term:
+    """d + μ y (μ = ``coef``, None: ``train.weight_decay``; nothing when μ = 0); ``at``: the
+    point whose decay is added (default ``work.y``)."""
+
+    def term(ctx: Context, work: Work, d: Tensor) -> Tensor:
+        mu = ctx.env.train.weight_decay if coef is None else coef
+        if not mu:
+            return d
+        return d + mu * (work.y if at is None else at(ctx, work))
+
+    return term
+
+
+def prox(coef: float, anchor: str = "anchor", skip_zero: bool = False) -> Term:
+    """d + λ (y − work[anchor]) (``skip_zero``: nothing when λ = 0)."""
+
+    def term(ctx: Context, work: Work, d: Tensor) -> Tensor:
+        if skip_zero and not coef:
+            return d
+        return d + coef * (work.y - work[anchor])
+
+    return term
+
+
+def shift(key: str, coef: float = 1.0) -> Term:
+    """d + κ work[key] (κ = −1: d − work[key])."""
+
+    def term(ctx: Context, work: Work, d: Tensor) -> Tensor:
+        if coef == 1.0:
+            return d + work[key]
+        if coef == -1.0:
+            return d - work[key]
+        return d + coef * work[key]
+
+    return term
+
+
+def masked(key: str) -> Term:
+    """d ⊙ work[key]."""
+
+    def term(ctx: Context, work: Work, d: Tensor) -> Tensor:
+        return d * work[key]
+
+    return term
+
+
+def extrapolate(x: Tensor, reference: Tensor, beta: float) -> Tensor:
+    """x + β (x − reference): Ole (reference = own last local model) or Catalyst/Nesterov
+    (reference = previous mixed model)."""
+    return x + beta * (x - reference) if beta else x.clone()
+
+
+_DEFAULT = chain(gradient(), weight_decay())
+
+__all__ = ["Direction", "Term", "chain", "default_direction", "extrapolate", "gradient",
+           "local_step", "masked", "phase_direction", "prox", "sam_gradient", "shift",
+           "weight_decay"]

@@ -1,0 +1,126 @@
+"""Evaluation of a run's models (docs/design.md, *Evaluation*): the average (or server) model
+on the test set, every local model, each client's personalized model on its own local test
+split, the consensus distance and the generalization gap."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from gossipfl.algorithms.base import Algorithm, State, Work
+from gossipfl.config import Config
+from gossipfl.data import Dataset
+from gossipfl.engine import evaluate_per_client, evaluate_stack
+from gossipfl.federation import Federation
+from gossipfl.training import LocalTrainer
+
+
+class Evaluator:
+    """Measures the algorithm's models in a state; ``eval_subset`` (test indices) restricts
+    the local models' evaluation; ``local_test_parts`` (per-client test indices) turns the
+    personalized protocol on."""
+
+    def __init__(self, config: Config, algorithm: Algorithm, fed: Federation, oracle,
+                 dataset: Dataset, trainer: LocalTrainer,
+                 eval_subset: torch.Tensor | None = None,
+                 local_test_parts: list[np.ndarray] | None = None):
+        self.config = config
+        self.algorithm = algorithm
+        self.fed = fed
+        self.oracle = oracle
+        self.dataset = dataset
+        self.trainer = trainer
+        self.eval_subset = eval_subset
+        self.local_test_parts = local_test_parts
+        self._train_subsets: dict[int, torch.Tensor] = {}  # the gap's train samples, by size
+
+    def measures_before_gossip(self) -> bool:
+        """Whether the personalized models are measured as they leave local training."""
+        return (self.local_test_parts is not None and not self.algorithm.centralized
+                and self.config.eval.personalized_point == "before_gossip")
+
+    def evaluate(self, state: State, t: int, trained: torch.Tensor | None = None) -> dict:
+        """All enabled evaluation protocols on the models of ``state`` after round ``t``;
+        ``trained``: the personalized models as they left round t's local training."""
+        ev, data, algo, fed = self.config.eval, self.dataset, self.algorithm, self.fed
+        start = time.perf_counter()
+        x = algo.client_models(state)  # the rows this process holds
+        row: dict = {"consensus": consensus_distance(x, fed)}
+        n_test = len(data.test_y)
+        if ev.average_model and n_test:
+            row["test_acc"], row["test_loss"] = self.global_fit(state, data.test_x,
+                                                                data.test_y)
+            if ev.generalization is not None:
+                row.update(self.generalization(state, ev.generalization, row["test_acc"],
+                                               row["test_loss"]))
+        if ev.local_models and n_test and "local" in algo.evaluations:
+            sub = self.eval_subset
+            inputs = data.test_x if sub is None else data.test_x[sub]
+            targets = data.test_y if sub is None else data.test_y[sub]
+            acc, _ = evaluate_stack(self.oracle, x, inputs, targets, batch_size=ev.batch_size)
+            acc = fed.gather(acc)
+            row["local_acc_mean"], row["local_acc_std"] = float(acc.mean()), float(acc.std())
+        if self.local_test_parts is not None:
+            acc, _ = evaluate_per_client(self.oracle, self.personalized_models(state, t, trained),
+                                         data.test_x, data.test_y,
+                                         fed.block(self.local_test_parts),
+                                         batch_size=ev.batch_size)
+            acc = fed.gather(acc)
+            row["personalized_acc"] = float(acc.mean())
+            row["personalized_acc_std"] = float(acc.std())
+        row["eval_seconds"] = time.perf_counter() - start
+        return row
+
+    def global_fit(self, state: State, inputs: torch.Tensor,
+                   targets: torch.Tensor) -> tuple[float, float]:
+        """Accuracy and mean loss of the algorithm's global model (the server model, or the
+        average of the clients) on ``inputs``/``targets``; each process takes its share."""
+        fed, n = self.fed, len(targets)
+        share = fed.share(n)
+        acc, loss = evaluate_stack(self.oracle,
+                                   self.algorithm.global_model(state).unsqueeze(0),
+                                   inputs[share], targets[share],
+                                   batch_size=self.config.eval.batch_size)
+        weight = (share.stop - share.start) / n
+        acc, loss = fed.total(torch.stack([acc[0], loss[0]]) * weight).tolist()
+        return acc, loss
+
+    def generalization(self, state: State, size: int, test_acc: float,
+                       test_loss: float) -> dict:
+        """The generalization-gap columns (gossipfl.analysis.columns.generalization_gap:
+        train minus test) of the global model, its train side measured on a fixed random
+        subset of ``size`` training samples (the same every round)."""
+        from gossipfl.analysis.columns import generalization_gap, train_subset
+
+        data = self.dataset
+        if size not in self._train_subsets:
+            pick = train_subset(len(data.train_y), size, self.config.seed)
+            self._train_subsets[size] = torch.as_tensor(pick, device=data.train_y.device)
+        sub = self._train_subsets[size]
+        train_acc, train_loss = self.global_fit(state, data.train_x[sub], data.train_y[sub])
+        return generalization_gap(train_acc, train_loss, test_acc, test_loss)
+
+    def personalized_models(self, state: State, t: int,
+                            trained: torch.Tensor | None = None) -> torch.Tensor:
+        """What the personalized protocol measures: the algorithm's personalized models, as
+        they left local training (``trained``) or now, after its fine-tuning phases
+        (FedBABU), if any, run in round ``t``'s ``finetune`` stream."""
+        algo = self.algorithm
+        models = algo.personalized_models(state) if trained is None else trained
+        phases = algo.finetune_phases()
+        if phases:
+            work = Work(models.clone())
+            self.trainer.train(t, work, phases, stream="finetune")
+            models = work.y
+        return models
+
+
+def consensus_distance(x: torch.Tensor, fed: Federation) -> float:
+    """(1/M) Σ_i ‖x_i − x̄‖² for the models ``x`` (the rows ``fed`` holds) and their mean;
+    exactly 0, without touching M·P values, when every row is one tensor (a server model
+    replicated to all clients: row stride 0)."""
+    if fed.total(torch.tensor(float(x.stride(0) != 0), device=x.device)) == 0:
+        return 0.0  # the same answer on every process (a block of one row may be a view)
+    return float(fed.mean((x - fed.mean(x)).pow(2).sum(dim=1)))

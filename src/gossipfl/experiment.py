@@ -1,0 +1,237 @@
+"""Building an experiment from a config: the data and its partition, the model and its
+parameter layout, the oracle, the topology, what the clients have (:class:`ClientEnv`), what
+crosses them (:class:`Federation`) and the algorithm. Data flows one way (docs/design.md):
+config → data + partition → model + parameter stack → algorithm."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import torch
+
+from gossipfl.algorithms import Algorithm, get_algorithm
+from gossipfl.clients import ClientEnv, LocalTraining
+from gossipfl.config import Config
+from gossipfl.data import (
+    ClientSampler,
+    Dataset,
+    build_partitioner,
+    from_tensors,
+    load_dataset,
+    local_test_split,
+    natural_split,
+    summarize_partition,
+)
+from gossipfl.distributed import start_processes
+from gossipfl.engine import ParamLayout, keep_freed_memory, make_oracle
+from gossipfl.engine.groups import ParamGroups
+from gossipfl.engine.memory import require_memory
+from gossipfl.errors import GossipflError
+from gossipfl.federation import Federation
+from gossipfl.models import build_model, head_names
+from gossipfl.rng import derive_seed, numpy_generator
+from gossipfl.schedules import get_schedule
+from gossipfl.topology import Mixer, Topology, build_topology
+
+
+class StabilityWarning(UserWarning):
+    """The chosen extrapolation coefficient diverges on the chosen topology."""
+
+
+@dataclass
+class Experiment:
+    """Everything a run needs, built once from a config."""
+
+    config: Config
+    device: torch.device
+    dataset: Dataset
+    parts: list[np.ndarray]
+    sampler: ClientSampler
+    model: torch.nn.Module
+    layout: ParamLayout
+    oracle: Any
+    topology: Topology | None
+    env: ClientEnv
+    fed: Federation
+    algorithm: Algorithm
+    x0: torch.Tensor
+    eval_subset: torch.Tensor | None = None
+    local_test_parts: list[np.ndarray] | None = None
+    info: dict = field(default_factory=dict)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise GossipflError(f"device: '{name}' was asked for but no CUDA device is available.")
+    return torch.device(name)
+
+
+def build_data(config: Config) -> tuple[Dataset, list[np.ndarray]]:
+    """The dataset and each client's train indices."""
+    data = config.data
+    given = data.tensors
+    if isinstance(given, dict) and "train" in given:
+        return _per_client_tensors(given, config)
+    if isinstance(given, Dataset):
+        dataset = given
+    elif given is not None:
+        raise GossipflError("data.tensors: expected a gossipfl Dataset or a dict with 'train' "
+                            "(a list of per-client (x, y)) and 'test' (x, y).")
+    else:
+        dataset = load_dataset(data.dataset, root=data.root, download=data.download,
+                               verify=data.verify, **data.options)
+    if data.clients > len(dataset.train_y):
+        raise GossipflError(f"data.clients: {data.clients} clients but the dataset has only "
+                            f"{len(dataset.train_y)} training samples.")
+    if data.partition == "natural":
+        return dataset, natural_split(dataset.train_users, len(dataset.users), data.clients,
+                                      dataset.name)
+    params = {"iid": {}, "dirichlet": {"alpha": data.alpha, "balanced": data.balanced,
+                                       "min_size": data.min_size},
+              "pathological": {"classes_per_client": data.classes_per_client}}[data.partition]
+    partitioner = build_partitioner(data.partition, **params)
+    labels = dataset.train_y.cpu().numpy()
+    parts = partitioner.split(labels, data.clients, numpy_generator(config.seed, "partition"))
+    return dataset, parts
+
+
+def _per_client_tensors(given: dict, config: Config) -> tuple[Dataset, list[np.ndarray]]:
+    train = given["train"]
+    if not train:
+        raise GossipflError("data.tensors: 'train' holds no clients.")
+    if len(train) != config.data.clients:
+        raise GossipflError(f"data.clients: {config.data.clients} but data.tensors holds "
+                            f"{len(train)} clients.")
+    xs = [torch.as_tensor(x) for x, _ in train]
+    ys = [torch.as_tensor(y) for _, y in train]
+    test_x, test_y = given.get("test", (xs[0][:0], ys[0][:0]))
+    dataset = from_tensors(torch.cat(xs), torch.cat(ys), torch.as_tensor(test_x),
+                           torch.as_tensor(test_y), num_classes=given.get("num_classes"))
+    bounds = np.cumsum([0] + [len(y) for y in ys])
+    parts = [np.arange(a, b) for a, b in pairwise(bounds)]
+    return dataset, parts
+
+
+def build_model_for(config: Config, dataset: Dataset) -> torch.nn.Module:
+    """The model, initialized from the seed without touching the global RNG."""
+    out_dim = dataset.num_classes or 1  # regression targets (num_classes 0): one output
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(config.seed, "init"))
+        if config.model.factory is not None:
+            model = config.model.factory(dataset.input_shape, out_dim)
+            if not isinstance(model, torch.nn.Module):
+                raise GossipflError("model.factory: must return a torch.nn.Module.")
+        else:
+            model = build_model(config.model.name, dataset.input_shape, out_dim,
+                                **config.model.options)
+    return model
+
+
+def initial_stack(config: Config, layout: ParamLayout, model: torch.nn.Module,
+                  device: torch.device) -> torch.Tensor:
+    """X^0 ``[M, P]``: the same initialization on every client, or the user's parameters
+    (a view: take the rows a process holds, then copy)."""
+    m = config.data.clients
+    given = config.init_params
+    if given is None:
+        return layout.flatten(model).detach().to(device).expand(m, -1)
+    x0 = torch.as_tensor(given, dtype=torch.float32, device=device)
+    if x0.shape == (layout.P,):
+        return x0.expand(m, -1)
+    if x0.shape == (m, layout.P):
+        return x0
+    raise GossipflError(f"init_params: expected shape [{layout.P}] or [{m}, {layout.P}], "
+                        f"got {list(x0.shape)}.")
+
+
+#: A change of the training data before anything is derived from it: ``(dataset, parts) ->
+#: dataset`` with the same sample count (gossipfl.stability_study's neighbouring datasets).
+Perturbation = Callable[[Dataset, list[np.ndarray]], Dataset]
+
+
+def build_experiment(config: Config, perturb: Perturbation | None = None) -> Experiment:
+    """Everything a run needs; ``perturb`` replaces the dataset right after the partition
+    (the clients keep their index sets, so sample sizes, minibatch streams and client
+    sampling are those of the unperturbed run)."""
+    processes = start_processes(config)  # torchrun's ranks when distributed, else one
+    device = processes.place(resolve_device(config.device))
+    if device.type == "cpu" and config.engine.keep_freed_memory:
+        keep_freed_memory()  # process-wide; see gossipfl.engine.memory
+    dataset, parts = build_data(config)
+    if perturb is not None:
+        dataset = perturb(dataset, parts)
+    dataset = dataset.to(device)
+    m = len(parts)
+    train = config.train
+    sampler = ClientSampler(parts, None if train.full_batch else train.batch_size,
+                            seed=derive_seed(config.seed, "sampler"), device=device)
+    model = build_model_for(config, dataset).to(device)
+    layout = ParamLayout.from_module(model)
+    require_memory(2 * 4 * m * layout.P, f"holding the [M, P] = [{m}, {layout.P}] parameter stacks "
+                   f"(X and X^0)", "data.clients", device)
+    oracle = make_oracle(config.engine.oracle, model, loss=train.loss,
+                         chunk_size=config.engine.chunk_size, device=device)
+    algo_cls = get_algorithm(config.algorithm.name)
+    topology = mixer = None
+    if not algo_cls.centralized:
+        topo = config.topology
+        options = {"k": topo.k, "p": topo.p, "path": topo.path, "array": topo.matrix}
+        topology = build_topology(topo.name, m, mixing=topo.mixing, seed=config.seed,
+                                  **options)
+        mixer = Mixer(topology, device=device, sparse=topo.sparse)
+    sizes = torch.as_tensor([len(p) for p in parts], dtype=torch.float32, device=device)
+    personal = config.model.personal
+    groups = ParamGroups.build(layout, head_names(model) if personal is None else personal)
+    fed = processes.federation(m, groups, sizes, seed=config.seed, mixer=mixer)
+    local = LocalTraining(weight_decay=train.weight_decay, momentum=train.momentum,
+                          clip_norm=train.clip_norm)
+    counts = label_counts(dataset, parts)
+    env = ClientEnv(oracle=oracle, layout=layout, groups=groups, sample_sizes=sizes,
+                    seed=config.seed, train=local,
+                    label_counts=None if counts is None else fed.block(counts))
+    algorithm = algo_cls(config.algorithm.params, env, fed)
+    order = get_schedule(config.topology.order)
+    refusal = order.refusal(algorithm, processes.world if processes.distributed else None)
+    if refusal:
+        raise GossipflError(refusal)
+    for message in algorithm.check(topology, config.topology.order):
+        warnings.warn(message, StabilityWarning, stacklevel=2)
+    x0 = fed.block(initial_stack(config, layout, model, device)).clone()
+    exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
+                     sampler=sampler, model=model, layout=layout, oracle=oracle,
+                     topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0)
+    n_test = len(dataset.test_y)
+    subset = config.eval.local_subset
+    if n_test and subset is not None and subset < n_test:
+        pick = np.sort(numpy_generator(config.seed, "eval_subset").choice(
+            n_test, size=subset, replace=False))
+        exp.eval_subset = torch.as_tensor(pick, device=device)
+    declared = "personalized" in algo_cls.evaluations and not dataset.train_y.is_floating_point()
+    if (config.eval.personalized or declared) and n_test:
+        exp.local_test_parts = local_test_split(
+            parts, dataset.train_y.cpu().numpy(), dataset.test_y.cpu().numpy(),
+            dataset.num_classes, numpy_generator(config.seed, "local_test"),
+            size=config.data.local_test_size)
+    if dataset.num_classes and dataset.train_y.dtype == torch.int64:
+        exp.info["partition"] = summarize_partition(parts, dataset.train_y.cpu().numpy(),
+                                                    dataset.num_classes)
+    exp.info["P"] = layout.P
+    return exp
+
+
+def label_counts(dataset: Dataset, parts: list[np.ndarray]) -> torch.Tensor | None:
+    """``[M, C]`` float: client i's number of training samples of class c (None for
+    regression targets)."""
+    labels = dataset.train_y
+    if not dataset.num_classes or labels.is_floating_point():
+        return None
+    return torch.stack([torch.bincount(labels[torch.as_tensor(p, device=labels.device)],
+                                       minlength=dataset.num_classes)[:dataset.num_classes]
+                        for p in parts]).float()

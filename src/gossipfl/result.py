@@ -1,0 +1,45 @@
+"""What a run produced: :class:`Result` (returned by ``gossipfl.run`` and read back from run
+directories by :mod:`gossipfl.results.rundir`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gossipfl.config import Config
+
+
+@dataclass
+class Result:
+    """What a run produced.
+
+    ``metrics``: one dict per evaluated round (``round``, ``test_acc`` of the average model,
+    ``local_acc_mean``/``local_acc_std`` of the local models, ``train_loss``, ``consensus``,
+    ``bytes_round``/``bytes_total``, ``seconds`` per round, ...). ``params``: the final
+    per-client parameters ``[M, P]``; ``server_params``: the server model ``[P]`` of a
+    centralized algorithm (None otherwise).
+    """
+
+    config: Config | None
+    metrics: list[dict]
+    params: torch.Tensor | None
+    server_params: torch.Tensor | None = None
+    layout: Any = None
+    info: dict = field(default_factory=dict)
+
+    def column(self, key: str) -> list:
+        """The values of one metric over the evaluated rounds (None where absent)."""
+        return [row.get(key) for row in self.metrics]
+
+    def summary(self, metric: str = "test_acc") -> dict:
+        """Final and best value of ``metric``, the round of the best, time and bytes."""
+        values = [(row[metric], row["round"]) for row in self.metrics if metric in row]
+        last = self.metrics[-1] if self.metrics else {}
+        best = max(values) if values else (None, None)
+        rounds = last.get("round", 0)
+        return {"metric": metric, "final": values[-1][0] if values else None,
+                "best": best[0], "best_round": best[1], "rounds": rounds,
+                "seconds_per_round": last.get("elapsed", 0.0) / max(rounds, 1),
+                "bytes_total": last.get("bytes_total", 0)}

@@ -1,0 +1,81 @@
+"""Schedules: the one place that decides which rows train, with which minibatches, and when
+they mix (``topology.order`` names one).
+
+A :class:`Schedule` owns nothing but the order of events: each round it asks the algorithm
+for the working rows of the clients it picks (``begin_round(ctx, state)``), has the
+:class:`~gossipfl.training.LocalTrainer` run the algorithm's phases on them, and lets the
+algorithm communicate (``keep`` / ``end_round``). It hands the algorithm the state rows it
+works on and never swaps the algorithm's state (the algorithm holds none).
+
+- :class:`~gossipfl.schedules.synchronous.Synchronous` — the papers' algorithm boxes: every
+  client trains from the same snapshot, then all communicate;
+- :class:`~gossipfl.schedules.sequential.Sequential` — the authors' in-place client loop,
+  computed exactly in waves of clients that share no edge.
+
+A new schedule (block-major local training, asynchronous pairwise events, per-round
+failures) is one module with a :func:`register_schedule` class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from gossipfl.algorithms.base import Algorithm, Context, State
+from gossipfl.errors import unknown_choice
+from gossipfl.federation import Federation
+from gossipfl.training import LocalTrainer
+
+
+@dataclass
+class RoundOutcome:
+    """What a round of a schedule measured: the summed per-row training loss, the
+    client-steps computed, extra metrics columns (e.g. ``waves``), and, when asked, each
+    client's personalized model as it left local training (before communication)."""
+
+    loss_sum: torch.Tensor
+    loss_count: int
+    extra: dict = field(default_factory=dict)
+    trained: torch.Tensor | None = None
+
+
+class Schedule:
+    """Base: ``run_round(ctx, state, keep_trained)`` trains and communicates round
+    ``ctx.round`` of ``algorithm``, updating ``state``."""
+
+    name: str = ""
+
+    def __init__(self, algorithm: Algorithm, trainer: LocalTrainer, fed: Federation):
+        self.algorithm = algorithm
+        self.trainer = trainer
+        self.fed = fed
+
+    @classmethod
+    def refusal(cls, algorithm: Algorithm, distributed_world: int | None) -> str | None:
+        """Why this schedule cannot run ``algorithm`` (None: it can); ``distributed_world``:
+        the number of processes when the rows are split over several."""
+        return algorithm.order_error(cls.name)
+
+    def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
+        raise NotImplementedError
+
+
+SCHEDULES: dict[str, type[Schedule]] = {}
+
+
+def register_schedule(cls: type[Schedule]) -> type[Schedule]:
+    """Class decorator: make ``cls`` available as ``topology.order: <cls.name>``."""
+    SCHEDULES[cls.name] = cls
+    return cls
+
+
+def get_schedule(name: str) -> type[Schedule]:
+    from gossipfl.schedules import sequential, synchronous  # noqa: F401  (registration)
+
+    if name not in SCHEDULES:
+        raise unknown_choice("topology.order", name, SCHEDULES)
+    return SCHEDULES[name]
+
+
+__all__ = ["SCHEDULES", "RoundOutcome", "Schedule", "get_schedule", "register_schedule"]

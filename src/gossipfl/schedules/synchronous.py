@@ -1,0 +1,22 @@
+"""The synchronous order (``topology.order: synchronous``, the default): the papers'
+algorithm boxes. Every client of the round (all, or the ones a server samples) starts from
+the same snapshot of the state, runs its local phases, and then all communicate at once.
+"""
+
+from __future__ import annotations
+
+from gossipfl.algorithms.base import Context, State
+from gossipfl.schedules import RoundOutcome, Schedule, register_schedule
+
+
+@register_schedule
+class Synchronous(Schedule):
+    name = "synchronous"
+
+    def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
+        algo = self.algorithm
+        work = algo.begin_round(ctx, state)
+        loss_sum, loss_count = self.trainer.train(ctx.round, work, algo.phases())
+        trained = algo.trained_models(state, work).clone() if keep_trained else None
+        algo.end_round(ctx, state, work)
+        return RoundOutcome(loss_sum, loss_count, trained=trained)

@@ -1,0 +1,131 @@
+"""The local loop: a round's phases on the rows at work, each client on its own minibatches.
+
+:meth:`LocalTrainer.train` runs the phases a schedule hands it on the rows of a
+:class:`~gossipfl.algorithms.base.Work`, in place. The rows are ordered by data size
+(largest first), so that at every local step the clients that still have a minibatch are a
+prefix of the rows: each step's phase update gets that prefix only (views), and clients whose
+data ran out (or that sit out the round) cost nothing. Minibatches and augmentation are drawn
+per client (hashed from the seed, round, phase and client id), so the rows of any subset of
+clients come out as they would with all the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from gossipfl.algorithms.base import Batch, Context, Phase, Work
+from gossipfl.algorithms.local import LocalOptimizer
+from gossipfl.algorithms.terms import local_step
+from gossipfl.clients import ClientEnv
+from gossipfl.config import TrainConfig
+from gossipfl.data import ClientSampler, Dataset, apply_crop_flip, hashed_crop_flip_params
+from gossipfl.federation import Federation
+from gossipfl.rng import client_keys
+
+
+class LocalTrainer:
+    """Local phases of any rows: learning rates per round and phase, minibatch streams,
+    augmentation, and the loss and client-steps they cost."""
+
+    def __init__(self, train: TrainConfig, env: ClientEnv, fed: Federation,
+                 sampler: ClientSampler, dataset: Dataset, augment: bool, seed: int):
+        self.train_config = train
+        self.env = env
+        self.fed = fed
+        self.sampler = sampler
+        self.dataset = dataset
+        self.augment = augment
+        self.seed = seed
+        self.local_step = local_step  # one phase step (an attribute: a profiler may wrap it)
+
+    def lr(self, t: int) -> float:
+        train = self.train_config
+        return train.lr * train.lr_decay ** t
+
+    def phase_lr(self, phase: Phase, t: int) -> float:
+        train = self.train_config
+        return (train.lr if phase.lr is None else phase.lr) * train.lr_decay ** t
+
+    def phase_batches(self, t: int, index: int, phase: Phase, rows: torch.Tensor,
+                      stream: str = "phase"):
+        """Index batches ``(idx [S, B], mask [S, B])`` of a phase of round t for the clients
+        ``rows`` (in that order), from the sampler's ``stream``."""
+        train = self.train_config
+        if phase.steps is not None or phase.epochs is not None:
+            kind, count = ("steps", phase.steps) if phase.steps is not None else \
+                ("epochs", phase.epochs)
+        elif train.local_steps:
+            kind, count = "steps", train.local_steps
+        else:
+            kind, count = "epochs", train.local_epochs
+        if train.full_batch:
+            return [self.sampler.full_batch(rows)] * count
+        if kind == "steps":
+            return self.sampler.steps(t, count, stream, index, clients=rows)
+        return [b for e in range(count)
+                for b in self.sampler.epoch(t, e, stream, index, clients=rows)]
+
+    def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,
+                   augment: tuple[torch.Tensor, torch.Tensor] | None) -> Batch:
+        """The minibatch of the rows ``idx [S, B]``. With ``augment = (keys [S], drawn [S])``
+        the image in column b of row s is cropped and flipped by the hash of (client s's key,
+        drawn[s] + b), where drawn[s] counts the samples client s has drawn this round."""
+        data = self.dataset
+        inputs = data.train_x[idx]
+        if augment is not None:
+            keys, drawn = augment
+            counters = drawn[:, None] + torch.arange(idx.shape[1], device=idx.device)
+            dy, dx, flip = hashed_crop_flip_params(keys, counters)
+            inputs = apply_crop_flip(inputs, dy, dx, flip)
+        return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask)
+
+    def augment_keys(self, t: int, rows: torch.Tensor) -> torch.Tensor | None:
+        if not self.augment:
+            return None
+        return client_keys(self.seed, rows.tolist(), "augment", t, device=rows.device)
+
+    def train(self, t: int, work: Work, phases: Sequence[Phase],
+              stream: str = "phase") -> tuple[torch.Tensor, int]:
+        """Round t's ``phases`` on the rows of ``work`` (in place), minibatches from the
+        sampler's ``stream``; returns the summed per-row loss and the number of client-steps
+        computed."""
+        clients = work.clients
+        ids = self.fed.own_clients(work.y.device) if clients is None else clients
+        order = torch.argsort(self.env.sample_sizes[ids], descending=True, stable=True)
+        permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
+        inner = work.take(order, None if clients is None else clients[order]) if permuted \
+            else work
+        rows = ids[order]
+        keys = self.augment_keys(t, rows)
+        drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
+        loss_sum = torch.zeros((), device=work.y.device)
+        loss_count = 0
+        momentum_default = self.train_config.momentum
+        for index, phase in enumerate(phases):
+            lr = self.phase_lr(phase, t)
+            momentum = momentum_default if phase.momentum is None else phase.momentum
+            optimizer = LocalOptimizer(self.env.groups[phase.group], lr, momentum, len(inner),
+                                       inner.y)
+            if phase.begin is not None:
+                phase.begin(Context(round=t, lr=lr, phase=phase, phase_index=index,
+                                    optimizer=optimizer, env=self.env), inner)
+            for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows,
+                                                                  stream)):
+                active = int(mask.any(dim=1).sum())
+                if active == 0:
+                    continue
+                augment = None if keys is None else (keys[:active], drawn[:active])
+                batch = self.make_batch(idx[:active], mask[:active], augment)
+                drawn[:active] += mask[:active].sum(dim=1)
+                step_ctx = Context(round=t, lr=lr, phase=phase, phase_index=index, step=step,
+                                   optimizer=optimizer, env=self.env)
+                rows_at_work = inner.head(active)
+                rows_at_work.steps.add_(1)
+                loss = self.local_step(step_ctx, rows_at_work, batch)
+                loss_sum += loss.sum()
+                loss_count += active
+        if permuted:
+            work.restore(inner, torch.argsort(order))
+        return loss_sum, loss_count

@@ -1,0 +1,152 @@
+"""The one validation vocabulary: a :class:`Rule` says what a value must be and the sentence
+it says when it is not, with the full key (``algorithm.beta``, ``train.lr``,
+``model.options.hidden``). Config sections, algorithm hyperparameters and the options of
+models, datasets and partitioners check their values with these rules; a closed set of names
+is :func:`one_of` (its error lists the valid names, from the registry that defines them).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import types
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gossipfl.errors import GossipflError, unknown_choice
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A constraint on one value: ``holds(value)``, and what it says when it fails."""
+
+    holds: Callable[[Any], bool]
+    words: str  # "must be <words>, got <value>."
+    choices: tuple[str, ...] = ()  # for a choice: the "unknown value ...; choose one of" error
+
+    def check(self, key: str, value: Any) -> None:
+        """Raise a one-sentence :class:`GossipflError` naming ``key`` unless ``value`` holds."""
+        if isinstance(value, float) and not math.isfinite(value):
+            raise GossipflError(f"{key}: must be a finite number, got {value}.")
+        try:
+            holds = self.holds(value)
+        except TypeError:
+            holds = False
+        if holds:
+            return
+        if self.choices:
+            raise unknown_choice(key, value, self.choices)
+        raise GossipflError(f"{key}: must be {self.words}, got {value}.")
+
+    def or_none(self) -> Rule:
+        """The same rule, or null (a setting that falls back to another one)."""
+        return Rule(lambda v: v is None or self.holds(v), f"{self.words} or null", self.choices)
+
+
+NON_NEGATIVE = Rule(lambda v: v >= 0, ">= 0")
+POSITIVE = Rule(lambda v: v > 0, "> 0")
+UNIT_INTERVAL = Rule(lambda v: 0 <= v < 1, "in [0, 1)")
+FRACTION = Rule(lambda v: 0 < v <= 1, "in (0, 1]")
+AT_LEAST_ONE = Rule(lambda v: v >= 1, "an integer >= 1")
+BOOLEAN = Rule(lambda v: isinstance(v, bool), "true or false")
+
+
+def one_of(*choices: str) -> Rule:
+    """A closed set of names (an error lists them all)."""
+    return Rule(lambda v: v in choices, "", tuple(choices))
+
+
+def check_all(prefix: str, values: dict[str, Any], rules: dict[str, Rule]) -> None:
+    """Check ``values[key]`` against ``rules[key]`` for every rule, naming ``prefix.key``."""
+    for key, rule in rules.items():
+        if key in values:
+            rule.check(f"{prefix}.{key}" if prefix else key, values[key])
+
+
+def choose(key: str, value: Any, choices: Iterable[str]) -> None:
+    """``value`` must be one of ``choices`` (e.g. a registry's names)."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise unknown_choice(key, value, choices)
+
+
+# -- values checked against a type hint (config fields, model and dataset options) ----------
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def check_finite(key: str, value: Any) -> None:
+    """Reject NaN and infinite numbers anywhere in ``value`` (nested mappings and lists)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise GossipflError(f"{key}: must be a finite number, got {value}.")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_finite(f"{key}.{k}", v)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_finite(f"{key}[{i}]", v)
+
+
+def coerce(key: str, value: Any, hint: Any) -> Any:
+    """Check ``value`` against a type hint (int, float, bool, str, X | None, unions, lists of
+    those); numbers must be finite. Returns the value converted (an integral float to int)."""
+    check_finite(key, value)
+    return _coerce(key, value, hint)
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    if hint is Any:
+        return value
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(key, value, option)
+            except GossipflError as exc:
+                errors.append(exc)
+        names = " or ".join(_type_name(o) for o in options)
+        raise GossipflError(f"{key}: must be {names}, got {value!r}.")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise GossipflError(f"{key}: must be true or false, got {value!r}.")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise GossipflError(f"{key}: must be an integer, got {value!r}.")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+            return float(value)  # a string "5e-4" from the Python API means the number
+        raise GossipflError(f"{key}: must be a number, got {value!r}.")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise GossipflError(f"{key}: must be a string, got {value!r}.")
+    if hint is dict or origin is dict:
+        if isinstance(value, dict):
+            return value
+        raise GossipflError(f"{key}: must be a mapping, got {value!r}.")
+    if origin in (list, tuple, Sequence) or hint in (list, tuple, Sequence):
+        if not isinstance(value, (list, tuple)):
+            raise GossipflError(f"{key}: must be a list, got {value!r}.")
+        args = typing.get_args(hint)
+        if len(args) == 1 or (len(args) == 2 and args[1] is Ellipsis):
+            return [_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value)]
+        return list(value)
+    return value
+
+
+def _type_name(hint: Any) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+            dict: "a mapping", type(None): "null"}.get(hint, getattr(hint, "__name__", str(hint)))
