@@ -14,6 +14,7 @@ import torch
 import gossipfl.algorithms
 from gossipfl.engine.groups import ParamGroups, group_from_mask
 from gossipfl.engine.params import ParamLayout
+from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation
 from gossipfl.topology import Mixer, build_topology
 from tests.lsq import random_doubly_stochastic
@@ -27,8 +28,9 @@ def federation(W: np.ndarray, personal=("1.*",)) -> Federation:
     groups = ParamGroups.build(layout, personal)
     topology = build_topology("custom", len(W), mixing="custom", array=W)
     sizes = torch.arange(1, len(W) + 1, dtype=torch.float32)
-    return Federation(len(W), None, groups, sizes, seed=0,
-                      mixer=Mixer(topology, sparse="dense"))
+    fed = Federation(len(W), groups, sizes, seed=0, mixer=Mixer(topology, sparse="dense"))
+    fed.P, fed.groups = layout.P, groups  # what these tests read beside the federation
+    return fed
 
 
 def messages_per_sender(W: np.ndarray) -> np.ndarray:
@@ -127,3 +129,26 @@ def test_no_algorithm_module_crosses_the_client_dimension():
     offending = [f"{p.name}: {line.strip()}" for p in modules
                  for line in p.read_text().splitlines() if CROSSING.search(line)]
     assert offending == []
+
+
+#: What an algorithm module must not do (issue 22): reach through the Federation for what a
+#: client has, probe attributes, or recognise a phase by its name or position.
+SIDE_CHANNELS = re.compile(r"fed\.(oracle|groups|train|label_counts|layout)\b|getattr\(|"
+                           r"hasattr\(|phase\.name|phase_index|self\.state\b")
+
+
+def test_no_algorithm_module_reaches_through_probes_or_dispatches_on_phases():
+    root = Path(gossipfl.algorithms.__file__).parent
+    modules = [p for family in ("decentralized", "centralized", "personalized")
+               for p in (root / family).glob("*.py")]
+    assert len(modules) >= 10
+    offending = [f"{p.name}: {line.strip()}" for p in modules
+                 for line in p.read_text().splitlines() if SIDE_CHANNELS.search(line)]
+    assert offending == []
+
+
+def test_an_unknown_weighting_is_one_sentence_naming_the_valid_ones():
+    fed = Federation(3, None, torch.ones(3), seed=0)
+    with pytest.raises(GossipflError, match="weighting: unknown value 'sample'.*samples, sum, "
+                                            "uniform"):
+        fed.aggregate(torch.ones(2, 4), torch.tensor([0, 1]), "sample")

@@ -274,19 +274,19 @@ def test_personalized_point_measures_the_models_as_they_leave_local_training():
     algorithm, trained = runner.exp.algorithm, []
     end_round = algorithm.end_round
 
-    def recording(ctx, work):
+    def recording(ctx, state, work):
         trained.append(work.y.clone())
-        end_round(ctx, work)
+        end_round(ctx, state, work)
 
     algorithm.end_round = recording
     result = runner.run()
     data = runner.exp.dataset
     before, _ = evaluate_per_client(runner.exp.oracle, trained[-1], data.test_x, data.test_y,
                                     runner.exp.local_test_parts)
-    after, _ = evaluate_per_client(runner.exp.oracle, algorithm.personalized_models(),
+    after, _ = evaluate_per_client(runner.exp.oracle, algorithm.personalized_models(runner.state),
                                    data.test_x, data.test_y, runner.exp.local_test_parts)
     assert result.metrics[-1]["personalized_acc"] == pytest.approx(float(before.mean()))
-    assert not torch.equal(trained[-1], algorithm.personalized_models())
+    assert not torch.equal(trained[-1], algorithm.personalized_models(runner.state))
     assert after.shape == before.shape
     with pytest.raises(Exception, match="eval.personalized_point: unknown value 'middle'"):
         load_config(synthetic({"name": "dfedmdc"}, personalized_point="middle"))
@@ -331,6 +331,6 @@ def test_resuming_from_a_checkpoint_repeats_the_run(name):
     resumed = Runner(load_config(config))
     resumed.load_state_dict(first.state_dict())
     resumed.run()
-    for key, value in whole.exp.algorithm.state_dict().items():
-        assert torch.equal(value, resumed.exp.algorithm.state_dict()[key]), key
+    for key, value in whole.state_dict()["algorithm"].items():
+        assert torch.equal(value, resumed.state_dict()["algorithm"][key]), key
     assert torch.equal(whole.personalized_models(), resumed.personalized_models())

@@ -10,8 +10,7 @@ import pytest
 
 import gossipfl
 from gossipfl.algorithms import ALGORITHMS, Phase
-from gossipfl.algorithms.base import Hyperparams
-from gossipfl.algorithms.decentralized.dfedavg import DFedAvg
+from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.rng import numpy_generator
 from tests.lsq import Problem, assert_close, random_doubly_stochastic
 
@@ -19,7 +18,7 @@ SEED = 3  # Problem.config's seed
 
 
 @dataclass
-class TwoPhaseParams(Hyperparams):
+class TwoPhaseParams(GossipParams):  # a DFedAvg subclass keeps DFedAvg's gossip_steps
     head_lr: float = 0.02
 
 

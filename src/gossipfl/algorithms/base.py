@@ -124,6 +124,11 @@ class Work:
         """This Work (same rows and clients) with more scratch tensors."""
         return Work(self.y, self.clients, **self.scratch, **scratch)
 
+    def replicated(self, x: torch.Tensor) -> torch.Tensor:
+        """``[S, P]``: the vector ``x [P]`` seen by every row (a read-only broadcast view, no
+        copy; e.g. the round's server model x_t that a client already received)."""
+        return x.expand(len(self), -1)
+
     def at(self, y: torch.Tensor) -> Work:
         """The same rows (clients, scratch) at other iterates ``y`` (e.g. a lookahead)."""
         return Work(y, self.clients, **self.scratch)

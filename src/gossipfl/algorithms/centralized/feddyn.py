@@ -57,7 +57,7 @@ class FedDyn(ServerAlgorithm):
     def begin_round(self, ctx, state):
         work = super().begin_round(ctx, state)
         h_own = self.fed.rows(state["h_clients"], work.clients)  # each client's own h_i
-        return work.with_scratch(h_own=h_own, anchor=state["server"].expand(len(work), -1))
+        return work.with_scratch(h_own=h_own, anchor=work.replicated(state["server"]))
 
     def end_round(self, ctx, state, work):
         fed, alpha, clients = self.fed, self.params.alpha, work.clients

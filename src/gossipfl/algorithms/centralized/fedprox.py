@@ -35,4 +35,4 @@ class FedProx(ServerAlgorithm):
 
     def begin_round(self, ctx, state):
         work = super().begin_round(ctx, state)  # the anchor: x^t, the round's server model
-        return work.with_scratch(anchor=state["server"].expand(len(work), -1))
+        return work.with_scratch(anchor=work.replicated(state["server"]))

@@ -65,7 +65,7 @@ class FedSAGD(GlobalMomentum):
 
     def begin_round(self, ctx, state):
         work = super().begin_round(ctx, state)  # the anchor: x_t
-        return work.with_scratch(anchor=state["server"].expand(len(work), -1))
+        return work.with_scratch(anchor=work.replicated(state["server"]))
 
     def client_direction(self, ctx, work, gradient):
         p = self.params
