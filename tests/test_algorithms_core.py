@@ -55,15 +55,19 @@ def test_dfedavgm_heavy_ball_reset_each_round():
     assert np.abs(expected - plain).max() > 1e-3
 
 
+def dpsgd_reference(p: Problem, W, rounds, lr, decay, wd=0.0):
+    """Lian et al.: X^{t+1} = W X^t − η_t (G(X^t) + wd X^t)."""
+    X = p.x0.copy()
+    for t in range(rounds):
+        X = W @ X - lr_at(lr, decay, t) * (p.grads(X) + wd * X)
+    return X
+
+
 def test_dpsgd_lian_gradient_at_pre_gossip_point():
     p = Problem(clients=6)
     W = random_doubly_stochastic(6)
     result = p.run({"name": "dpsgd"}, W=W, rounds=5, steps=7, wd=1e-2)  # steps ignored: one
-    X = p.x0.copy()
-    for t in range(5):
-        eta = lr_at(0.05, 0.9, t)
-        X = W @ X - eta * (p.grads(X) + 1e-2 * X)
-    assert_close(result.params, X)
+    assert_close(result.params, dpsgd_reference(p, W, 5, 0.05, 0.9, wd=1e-2))
 
 
 def test_dpsgd_local_epoch_variant_is_dfedavg_with_one_epoch():

@@ -49,7 +49,14 @@ def problem():
 
 
 # -- FedSAGD -----------------------------------------------------------------------------------
-def fedsagd_reference(p, participation, beta=0.9, lam=0.01, mu=0.001, global_lr=1.0):
+def fedsagd_reference(p, participation, **params):
+    """The server model x after ROUNDS rounds (:func:`fedsagd_states`)."""
+    return fedsagd_states(p, participation, **params)["server"]
+
+
+def fedsagd_states(p, participation, beta=0.9, lam=0.01, mu=0.001, global_lr=1.0):
+    """Algorithm 1: the server model ``server`` and the global momentum ``momentum``."""
+
     def direction(i, y, x, v):
         return p.grad(i, y) + beta * v + (lam + mu) * y - lam * x
 
@@ -59,7 +66,7 @@ def fedsagd_reference(p, participation, beta=0.9, lam=0.01, mu=0.001, global_lr=
         delta = (ys - x).mean(0)  # unweighted
         v = (beta * v - delta / (STEPS * eta)) / (1 + beta)
         x = x + global_lr * delta
-    return x
+    return {"server": x, "momentum": v}
 
 
 @pytest.mark.parametrize("participation", [0.6, 1.0])

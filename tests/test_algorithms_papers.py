@@ -26,9 +26,16 @@ def sam_grad(p: Problem, i: int, y: np.ndarray, rho: float) -> np.ndarray:
     return p.grad(i, y + rho * g / np.linalg.norm(g))
 
 
-def decentralized_reference(p: Problem, W, rounds, steps, *, rho=0.0, q=1, wd=0.0,
-                            ole_beta=0.0, cata_beta=0.0, lam_prox=0.0, own_local=False):
-    """One loop for the DFedAvg family, written from the papers' algorithm boxes."""
+def decentralized_reference(p: Problem, W, rounds, steps, **kwargs):
+    """The models X after ``rounds`` rounds of the DFedAvg family (:func:`decentralized_states`)."""
+    return decentralized_states(p, W, rounds, steps, **kwargs)["x"]
+
+
+def decentralized_states(p: Problem, W, rounds, steps, *, rho=0.0, q=1, wd=0.0,
+                         ole_beta=0.0, cata_beta=0.0, lam_prox=0.0, own_local=False):
+    """One loop for the DFedAvg family, written from the papers' algorithm boxes; the models
+    ``x``, each client's last local model ``last_local`` and its previous mixed model
+    ``prev_mixed``."""
     X = p.x0.copy()
     last_local = p.x0.copy()  # x_{i,K}^{-1} = x_i^0
     prev_mixed = p.x0.copy()  # x_i^{-1} = x_i^0
@@ -47,7 +54,7 @@ def decentralized_reference(p: Problem, W, rounds, steps, *, rho=0.0, q=1, wd=0.
             Y = Y - eta * (D + lam_prox * (Y - Y0))
         last_local, prev_mixed = Y.copy(), X.copy()
         X = np.linalg.matrix_power(W, q) @ Y
-    return X
+    return {"x": X, "last_local": last_local, "prev_mixed": prev_mixed}
 
 
 @pytest.fixture
@@ -153,8 +160,15 @@ def test_dfedcata_local_phase_closed_form():
     assert_close(result.params, np.repeat(np.mean(finals, 0)[None], 2, axis=0))
 
 
-def server_reference(p: Problem, rounds, steps, participation, *, rho=0.0, mu=0.0,
-                     scaffold=False, wd=0.0, global_lr=1.0, seed=3):
+def server_reference(p: Problem, rounds, steps, participation, **kwargs):
+    """The server model after ``rounds`` rounds (:func:`server_states`)."""
+    return server_states(p, rounds, steps, participation, **kwargs)["server"]
+
+
+def server_states(p: Problem, rounds, steps, participation, *, rho=0.0, mu=0.0,
+                  scaffold=False, wd=0.0, global_lr=1.0, seed=3):
+    """FedAvg, FedSAM (ρ), FedProx (μ) and SCAFFOLD (option II): the server model ``server``,
+    SCAFFOLD's control variates ``c`` and ``c_clients``."""
     x = p.x0[0].copy()
     c, c_i = np.zeros(p.d), np.zeros((p.M, p.d))
     count = max(1, round(participation * p.M))
@@ -179,7 +193,7 @@ def server_reference(p: Problem, rounds, steps, participation, *, rho=0.0, mu=0.
         else:
             w = p.n[chosen] / p.n[chosen].sum()
             x = x + global_lr * (w @ (ys - x))
-    return x
+    return {"server": x, "c": c, "c_clients": c_i}
 
 
 @pytest.mark.parametrize("algorithm, kwargs", [
