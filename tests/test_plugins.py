@@ -164,3 +164,127 @@ def test_design_example_personalized_keeps_the_head_home(tmp_path):
     assert not np.allclose(X[:, ~shared_cols], X[0, ~shared_cols])
     bytes_round = result.metrics[-1]["bytes_round"]
     assert bytes_round == 6 * 5 * 4 * int(shared_cols.sum())
+
+
+# -- one plugin file per kind of piece (docs/design.md, "Adding a piece") ----------------------
+PLUGINS = EXAMPLE.parent
+
+
+def test_plugin_local_term_matches_its_equation():
+    """y ← y − η (∇F_i(y) + wd·y + μ sign(y)), K steps; then X ← W Y (my_term.py)."""
+    p = Problem(clients=5)
+    W = random_doubly_stochastic(5)
+    config = p.config({"name": "dfedavg_l1", "l1": 0.02}, W=W, rounds=3, steps=2, wd=1e-2)
+    config["plugins"] = [str(PLUGINS / "my_term.py")]
+    result = gossipfl.run(config)
+    X = p.x0.copy()
+    for t in range(3):
+        for _ in range(2):
+            X = X - lr_at(0.05, 0.9, t) * (p.grads(X) + 1e-2 * X + 0.02 * np.sign(X))
+        X = W @ X
+    assert_close(result.params, X)
+
+
+def test_plugin_server_optimizer_is_named_like_gossipfls_own():
+    from gossipfl.algorithms.server import SERVER_OPTIMIZERS, server_optimizer
+
+    load_config({"plugins": [str(DESIGN)]})
+    assert "nesterov" in SERVER_OPTIMIZERS
+    opt = server_optimizer("nesterov", 0.5, momentum=0.25, beta1=0.1)
+    assert (opt.lr, opt.momentum) == (0.5, 0.25)
+    with pytest.raises(ValueError, match="gossipfl's own"):
+        from gossipfl.algorithms.server import ServerOptimizer, register_server_optimizer
+        register_server_optimizer("adam")(ServerOptimizer)
+
+
+def one_peer_mh(m, t):
+    """The one-peer exponential graph of round t with Metropolis–Hastings weights, by hand."""
+    hop = 2 ** (t % int(np.ceil(np.log2(m))))
+    A = np.zeros((m, m))
+    for i in range(m):
+        A[i, (i + hop) % m] = A[(i + hop) % m, i] = 1
+    d = A.sum(1)
+    W = np.where(A > 0, 1 / (1 + np.maximum(d[:, None], d[None, :])), 0.0)
+    return W + np.diag(1 - W.sum(1))
+
+
+def test_plugin_topology_mixes_with_its_round_matrices():
+    """DFedAvg on the time-varying one-peer exponential graph (my_topology.py): X ← W_t Y."""
+    p = Problem(clients=8)
+    config = p.config({"name": "dfedavg"}, rounds=4, steps=2,
+                      topology={"name": "one_peer_exp"})
+    config["plugins"] = [str(PLUGINS / "my_topology.py")]
+    result = gossipfl.run(config)
+    X = p.x0.copy()
+    for t in range(4):
+        for _ in range(2):
+            X = X - lr_at(0.05, 0.9, t) * p.grads(X)
+        X = one_peer_mh(8, t) @ X
+    assert_close(result.params, X)
+    # degree 2 (hops 1, 2), then 1 (hop 4 = −4): 4 bytes · P per message
+    sent = [row["bytes_round"] for row in result.metrics]
+    assert sent == [8 * 2 * 4 * 4, 8 * 2 * 4 * 4, 8 * 1 * 4 * 4, 8 * 2 * 4 * 4]
+
+
+def test_plugin_schedule_trains_half_the_clients():
+    """Round t: clients i ≡ t (mod 2) take K steps, the others keep x_i; X ← W Y
+    (my_schedule.py)."""
+    p = Problem(clients=5)
+    W = random_doubly_stochastic(5)
+    config = p.config({"name": "dfedavg"}, rounds=3, steps=2,
+                      topology={"name": "custom", "mixing": "custom", "matrix": W,
+                                "order": "alternating"})
+    config["plugins"] = [str(PLUGINS / "my_schedule.py")]
+    result = gossipfl.run(config)
+    X = p.x0.copy()
+    for t in range(3):
+        Y = X.copy()
+        train = np.arange(5) % 2 == t % 2
+        for _ in range(2):
+            Y[train] = Y[train] - lr_at(0.05, 0.9, t) * p.grads(Y)[train]
+        X = W @ Y
+    assert_close(result.params, X)
+    assert [row["trained_rows"] for row in result.metrics] == [3, 2, 3]
+
+
+def test_plugin_partitioner_skews_sizes_not_labels():
+    """quantity_skew (my_partitioner.py): disjoint parts, every client >= min_size, sizes
+    from Dir(α), through a run of the synthetic dataset."""
+    config = {"plugins": [str(PLUGINS / "my_partitioner.py")],
+              "data": {"dataset": "synthetic", "clients": 6, "partition": "quantity_skew",
+                       "alpha": 0.5, "min_size": 20,
+                       "options": {"num_classes": 3, "dim": 5, "train_size": 600}},
+              "model": {"name": "logistic"}, "topology": {"name": "ring"},
+              "algorithm": {"name": "dfedavg"},
+              "train": {"rounds": 1, "local_steps": 1, "batch_size": 16, "lr": 0.1}}
+    result = gossipfl.run(config)
+    sizes = result.info["partition"].samples
+    assert sizes.sum() == 600 and sizes.min() >= 20 and sizes.max() > 2 * sizes.min()
+    from gossipfl.experiment import build_data
+
+    _, parts = build_data(load_config(config))
+    assert [len(part) for part in parts] == list(sizes)
+    joined = np.concatenate(parts)
+    assert len(np.unique(joined)) == len(joined)
+
+
+def test_plugin_names_are_checked_and_listed(capsys):
+    """Plugin partitions, topologies and schedules pass config validation, show in `gossipfl
+    list`, and cannot take gossipfl's own names."""
+    specs = ["--plugin", str(PLUGINS / "my_partitioner.py"),
+             "--plugin", str(PLUGINS / "my_topology.py")]
+    assert main(["list", *specs]) == 0
+    out = capsys.readouterr().out
+    assert "quantity_skew" in out and "one_peer_exp" in out
+    with pytest.raises(GossipflError, match="topology.order"):
+        load_config({"topology": {"order": "no_such_order"}})
+    from gossipfl.data import Partitioner, register_partitioner
+    from gossipfl.schedules import Schedule, register_schedule
+    from gossipfl.topology import register_topology
+
+    with pytest.raises(ValueError, match="gossipfl's own"):
+        register_partitioner("dirichlet")(type("P", (Partitioner,), {}))
+    with pytest.raises(ValueError, match="gossipfl's own"):
+        register_topology("ring")(lambda m, mixing, seed, params: None)
+    with pytest.raises(ValueError, match="gossipfl's own"):
+        register_schedule(type("S", (Schedule,), {"name": "synchronous"}))

@@ -1,6 +1,10 @@
-"""The worked examples of docs/design.md: a centralized algorithm with its own server
-optimizer, and a personalized one with two local phases on the shared / personal groups.
-(The decentralized example is ``my_plugin.py``'s ``dfedavg_cta``.)"""
+"""The worked examples of docs/design.md: a server optimizer of one's own (``nesterov``,
+registered by name as gossipfl's ``sgd``, ``momentum``, ``adam`` ... are), a centralized
+algorithm that uses it, and a personalized one with two local phases on the shared /
+personal groups. (The decentralized example is ``my_plugin.py``'s ``dfedavg_cta``.)
+
+    gossipfl run --plugin examples/plugins/design_examples.py --set algorithm.name=fedavg_nesterov
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,14 @@ from gossipfl.algorithms.base import POSITIVE
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
 from gossipfl.algorithms.centralized.fedopt import ServerMomentumParams
 from gossipfl.algorithms.decentralized.dfedavg import GossipParams
-from gossipfl.algorithms.server import ServerOptimizer
+from gossipfl.algorithms.server import (
+    ServerOptimizer,
+    register_server_optimizer,
+    server_optimizer,
+)
 
 
+@register_server_optimizer("nesterov")
 @dataclass(frozen=True)
 class ServerNesterov(ServerOptimizer):
     """Nesterov momentum on the server: v⁺ = β v + Δ,  x⁺ = x + η (β v⁺ + Δ)."""
@@ -36,7 +45,8 @@ class FedAvgNesterov(ServerAlgorithm):
     Params = ServerMomentumParams  # participation, global_lr, server_momentum β
 
     def server_optimizer(self):
-        return ServerNesterov(self.params.global_lr, momentum=self.params.server_momentum)
+        return server_optimizer("nesterov", self.params.global_lr,
+                                momentum=self.params.server_momentum)
 
 
 @dataclass
@@ -66,4 +76,4 @@ class DFedRepExample(Algorithm):
 
     def end_round(self, ctx, state, work):
         state["x"] = self.fed.gossip(work.y, ctx.round, self.params.gossip_steps,
-                                          group="shared")
+                                     group="shared")

@@ -377,7 +377,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from gossipfl.algorithms import available_algorithms
     from gossipfl.data import PARTITIONERS, dataset_names
     from gossipfl.models import MODELS
-    from gossipfl.topology import MIXING_RULES, TOPOLOGIES
+    from gossipfl.topology import MIXING_RULES, topology_names
 
     algorithms = available_algorithms()
     width = max(len(n) for n in algorithms)
@@ -386,7 +386,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         kind = "centralized" if cls.centralized else "decentralized"
         print(f"  {name:<{width}}  {kind:<13}  {cls.paper}")
     for title, names in (("datasets", dataset_names()), ("partitions", (*PARTITIONERS, "natural")),
-                         ("models", MODELS), ("topologies", TOPOLOGIES),
+                         ("models", MODELS), ("topologies", topology_names()),
                          ("mixing rules", MIXING_RULES)):
         print(f"{title}: {', '.join(names)}")
     return 0

@@ -57,8 +57,9 @@ class DataConfig:
         _positive("data.classes_per_client", self.classes_per_client, integer=True)
         if self.min_size < 0:
             raise GossipflError(f"data.min_size: must be >= 0, got {self.min_size}.")
-        _choice("data.partition", self.partition,
-                ("iid", "dirichlet", "pathological", "natural"))
+        from gossipfl.data.partition import PARTITIONERS  # with the plugins' partitioners
+
+        _choice("data.partition", self.partition, (*PARTITIONERS, "natural"))
 
 
 @dataclass
@@ -87,7 +88,9 @@ class TopologyConfig:
     order: str = "synchronous"
 
     def validate(self) -> None:
-        _choice("topology.order", self.order, ("synchronous", "sequential"))
+        from gossipfl.schedules import schedule_names  # with the plugins' schedules
+
+        _choice("topology.order", self.order, schedule_names())
         _choice("topology.mixing", self.mixing,
                 ("metropolis_hastings", "uniform", "max_degree", "custom"))
         _choice("topology.sparse", self.sparse, ("auto", "dense", "sparse"))

@@ -25,6 +25,7 @@ from gossipfl.data import (
     load_dataset,
     local_test_split,
     natural_split,
+    partitioner_params,
     summarize_partition,
 )
 from gossipfl.distributed import start_processes
@@ -93,9 +94,7 @@ def build_data(config: Config) -> tuple[Dataset, list[np.ndarray]]:
     if data.partition == "natural":
         return dataset, natural_split(dataset.train_users, len(dataset.users), data.clients,
                                       dataset.name)
-    params = {"iid": {}, "dirichlet": {"alpha": data.alpha, "balanced": data.balanced,
-                                       "min_size": data.min_size},
-              "pathological": {"classes_per_client": data.classes_per_client}}[data.partition]
+    params = partitioner_params(data.partition, vars(data))
     partitioner = build_partitioner(data.partition, **params)
     labels = dataset.train_y.cpu().numpy()
     parts = partitioner.split(labels, data.clients, numpy_generator(config.seed, "partition"))

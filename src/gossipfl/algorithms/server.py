@@ -108,6 +108,29 @@ SERVER_OPTIMIZERS: dict[str, Callable[..., ServerOptimizer]] = {
 }
 
 
+def register_server_optimizer(name: str):
+    """Class decorator: make a :class:`ServerOptimizer` subclass available to
+    :func:`server_optimizer` as ``name``; it is built with ``lr`` and those of ``momentum``,
+    ``beta1``, ``beta2``, ``tau`` that are its fields."""
+    def decorate(cls: type[ServerOptimizer]) -> type[ServerOptimizer]:
+        from dataclasses import fields
+
+        from gossipfl.plugins import replaceable
+
+        existing = SERVER_OPTIMIZERS.get(name)
+        if existing is not None and not replaceable(getattr(existing, "cls", existing)):
+            raise ValueError(f"server optimizer name {name!r} is gossipfl's own; choose another")
+        own = {f.name for f in fields(cls)} - {"lr", "state_names"}
+
+        def build(lr, **hyper):
+            return cls(lr, **{k: v for k, v in hyper.items() if k in own})
+
+        build.cls = cls
+        SERVER_OPTIMIZERS[name] = build
+        return cls
+    return decorate
+
+
 def server_optimizer(name: str, lr: float, momentum: float = 0.9, beta1: float = 0.9,
                      beta2: float = 0.99, tau: float = 1e-3) -> ServerOptimizer:
     """The server optimizer ``name`` (:data:`SERVER_OPTIMIZERS`) with its hyperparameters."""

@@ -43,6 +43,8 @@ from gossipfl.data.partition import (
     build_partitioner,
     local_test_split,
     natural_split,
+    partitioner_params,
+    register_partitioner,
     summarize_partition,
 )
 from gossipfl.data.sampler import ClientSampler, shuffled_streams
@@ -73,10 +75,12 @@ __all__ = [
     "make_synthetic",
     "natural_split",
     "parse_idx",
+    "partitioner_params",
     "random_crop_flip",
     "read_cifar_batch",
     "read_idx",
     "register_dataset",
+    "register_partitioner",
     "shuffled_streams",
     "summarize_partition",
     "verify_checksum",

@@ -270,6 +270,30 @@ PARTITIONERS: dict[str, type[Partitioner]] = {
 }
 
 
+def register_partitioner(name: str):
+    """Class decorator: make a :class:`Partitioner` subclass available as ``data.partition:
+    name``. Its constructor's parameters are read from the ``data`` section by name
+    (``alpha``, ``balanced``, ``min_size``, ``classes_per_client``; see
+    :func:`partitioner_params`)."""
+    def decorate(cls: type[Partitioner]) -> type[Partitioner]:
+        from gossipfl.plugins import replaceable
+
+        if name == "natural" or not replaceable(PARTITIONERS.get(name, cls)):
+            raise ValueError(f"partition name {name!r} is gossipfl's own; choose another")
+        cls.name = name
+        PARTITIONERS[name] = cls
+        return cls
+    return decorate
+
+
+def partitioner_params(name: str, section: dict) -> dict:
+    """The values of ``section`` (the ``data`` config section as a dict) that partitioner
+    ``name``'s constructor takes, by parameter name."""
+    if name not in PARTITIONERS:
+        raise unknown_choice("data.partition", name, (*PARTITIONERS, "natural"))
+    return {key: section[key] for key in _init_parameters(PARTITIONERS[name]) if key in section}
+
+
 def build_partitioner(name: str, **params) -> Partitioner:
     """Build a partitioner by name; parameters given as ``None`` are ignored (defaults)."""
     if name not in PARTITIONERS:

@@ -66,16 +66,27 @@ SCHEDULES: dict[str, type[Schedule]] = {}
 
 def register_schedule(cls: type[Schedule]) -> type[Schedule]:
     """Class decorator: make ``cls`` available as ``topology.order: <cls.name>``."""
+    from gossipfl.plugins import replaceable
+
+    existing = SCHEDULES.get(cls.name, cls)
+    if existing is not cls and not replaceable(existing):
+        raise ValueError(f"schedule name {cls.name!r} is gossipfl's own; choose another")
     SCHEDULES[cls.name] = cls
     return cls
 
 
-def get_schedule(name: str) -> type[Schedule]:
+def schedule_names() -> tuple[str, ...]:
+    """Every ``topology.order``: the built-in schedules, then the plugins'."""
     from gossipfl.schedules import sequential, synchronous  # noqa: F401  (registration)
 
-    if name not in SCHEDULES:
+    return tuple(SCHEDULES)
+
+
+def get_schedule(name: str) -> type[Schedule]:
+    if name not in schedule_names():
         raise unknown_choice("topology.order", name, SCHEDULES)
     return SCHEDULES[name]
 
 
-__all__ = ["SCHEDULES", "RoundOutcome", "Schedule", "get_schedule", "register_schedule"]
+__all__ = ["SCHEDULES", "RoundOutcome", "Schedule", "get_schedule", "register_schedule",
+           "schedule_names"]

@@ -11,6 +11,8 @@ from gossipfl.topology.graphs import (
     build_topology,
     load_matrix,
     random_k_neighbours,
+    register_topology,
+    topology_names,
 )
 from gossipfl.topology.mixer import Mixer
 from gossipfl.topology.mixing import (
@@ -37,6 +39,8 @@ __all__ = [
     "load_matrix",
     "mixing_matrix",
     "random_k_neighbours",
+    "register_topology",
     "spectral_gap",
+    "topology_names",
     "validate_mixing",
 ]

@@ -153,8 +153,8 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
     Parameters a topology does not use are ignored (the config passes k and p always); a
     time-varying topology must be connected over the union of rounds 0..window−1.
     """
-    if name not in TOPOLOGIES:
-        raise unknown_choice("topology.name", name, TOPOLOGIES)
+    if name not in _BUILDERS:
+        raise unknown_choice("topology.name", name, topology_names())
     if mixing not in MIXING_RULES:
         raise unknown_choice("topology.mixing", mixing, MIXING_RULES)
     for key in params:
@@ -420,3 +420,23 @@ _BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
     "authors_random": _authors_random,
     "custom": _custom,
 }
+
+
+def register_topology(name: str) -> Callable:
+    """Decorator: make ``builder(num_clients, mixing, seed, params) -> Topology`` available as
+    ``topology.name: name`` (``params``: ``k``, ``p``, ``path``, ``array`` of the ``topology``
+    section). :func:`build_topology` validates what it returns as every topology's: each
+    round's W by its mixing rule, and connectivity."""
+    def decorate(builder: Callable[[int, str, int, dict], Topology]) -> Callable:
+        from gossipfl.plugins import replaceable
+
+        if not replaceable(_BUILDERS.get(name, builder)):
+            raise ValueError(f"topology name {name!r} is gossipfl's own; choose another")
+        _BUILDERS[name] = builder
+        return builder
+    return decorate
+
+
+def topology_names() -> tuple[str, ...]:
+    """Every topology name: the built-in ones, then the plugins'."""
+    return (*TOPOLOGIES, *(n for n in _BUILDERS if n not in TOPOLOGIES))
