@@ -157,7 +157,7 @@ def test_consensus_of_a_replicated_server_model_is_zero_without_work():
         def mean(self, _):
             raise AssertionError("the mean of a replicated model is not needed")
 
-    fed = Never(500, None, None, torch.ones(500), seed=0)
+    fed = Never(500, None, torch.ones(500), seed=0)
     server = torch.randn(7)
     assert consensus_distance(server.expand(500, -1), fed) == 0.0
     x = torch.randn(3, 7, generator=gen(6))

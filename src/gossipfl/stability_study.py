@@ -219,10 +219,11 @@ def _record(first: Any, second: Any, pair: PairResult, perturb: str, round_: int
            "distance": float((x - y).norm())}
     data = first.exp.dataset
     if len(data.test_y):
-        test_acc, test_loss = first.global_fit(data.test_x, data.test_y)
+        evaluator, state = first.evaluator, first.state
+        test_acc, test_loss = evaluator.global_fit(state, data.test_x, data.test_y)
         size = first.config.eval.generalization or DEFAULT_GAP_SAMPLES
         row.update(test_acc=test_acc, test_loss=test_loss,
-                   **first.generalization(size, test_acc, test_loss))
+                   **evaluator.generalization(state, size, test_acc, test_loss))
     return row
 
 

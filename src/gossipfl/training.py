@@ -102,15 +102,15 @@ class LocalTrainer:
         drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
         loss_sum = torch.zeros((), device=work.y.device)
         loss_count = 0
-        momentum_default = self.train_config.momentum
+        momentum_default, rounds = self.env.train.momentum, self.train_config.rounds
         for index, phase in enumerate(phases):
             lr = self.phase_lr(phase, t)
             momentum = momentum_default if phase.momentum is None else phase.momentum
             optimizer = LocalOptimizer(self.env.groups[phase.group], lr, momentum, len(inner),
                                        inner.y)
             if phase.begin is not None:
-                phase.begin(Context(round=t, lr=lr, phase=phase, phase_index=index,
-                                    optimizer=optimizer, env=self.env), inner)
+                phase.begin(Context(round=t, lr=lr, phase=phase, rounds=rounds,
+                                    phase_index=index, optimizer=optimizer, env=self.env), inner)
             for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows,
                                                                   stream)):
                 active = int(mask.any(dim=1).sum())
@@ -119,8 +119,8 @@ class LocalTrainer:
                 augment = None if keys is None else (keys[:active], drawn[:active])
                 batch = self.make_batch(idx[:active], mask[:active], augment)
                 drawn[:active] += mask[:active].sum(dim=1)
-                step_ctx = Context(round=t, lr=lr, phase=phase, phase_index=index, step=step,
-                                   optimizer=optimizer, env=self.env)
+                step_ctx = Context(round=t, lr=lr, phase=phase, rounds=rounds, phase_index=index,
+                                   step=step, optimizer=optimizer, env=self.env)
                 rows_at_work = inner.head(active)
                 rows_at_work.steps.add_(1)
                 loss = self.local_step(step_ctx, rows_at_work, batch)

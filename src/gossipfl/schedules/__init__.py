@@ -54,8 +54,11 @@ class Schedule:
     @classmethod
     def refusal(cls, algorithm: Algorithm, distributed_world: int | None) -> str | None:
         """Why this schedule cannot run ``algorithm`` (None: it can); ``distributed_world``:
-        the number of processes when the rows are split over several."""
-        return algorithm.order_error(cls.name)
+        the number of processes when the rows are split over several. A schedule that
+        changes what an algorithm's round means (the sequential order) asks the algorithm
+        (:meth:`~gossipfl.algorithms.base.Algorithm.order_error`); by default every algorithm
+        runs."""
+        return None
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         raise NotImplementedError

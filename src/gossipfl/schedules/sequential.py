@@ -75,7 +75,7 @@ class Sequential(Schedule):
             return (f"topology.order: sequential sweeps the clients one wave after another "
                     f"through the whole [M, P] stack, which engine.backend: distributed splits "
                     f"over {distributed_world} processes; run it with engine.backend: single.")
-        return super().refusal(algorithm, distributed_world)
+        return algorithm.order_error(cls.name)
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo, fed, t = self.algorithm, self.fed, ctx.round

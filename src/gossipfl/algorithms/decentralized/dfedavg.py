@@ -8,7 +8,7 @@ Round t, every client i (all in parallel), with y_i^{t,0} = x_i^t:
     x_i^{t+1} = Σ_l w_{il} z_l^t          (Q = ``gossip_steps`` times: X^{t+1} = W^Q Z^t)
 
 Synchronous train-then-gossip as in the papers' algorithm boxes. With
-``topology.order: sequential`` (the authors' in-place client loop, gossipfl.sequential) client
+``topology.order: sequential`` (the authors' in-place client loop, gossipfl.schedules.sequential) client
 i mixes the current rows Σ_l w_{il} z_l, already replaced for l < i, and then trains; defined
 for one gossip step only (Q = 1).
 """
