@@ -46,7 +46,7 @@ from gossipfl.engine.groups import ParamGroups
 from gossipfl.engine.memory import require_memory
 from gossipfl.errors import Diverged, GossipflError
 from gossipfl.federation import Federation, LocalTraining
-from gossipfl.models import build_model, head_names
+from gossipfl.models import build_model, check_model_fits, head_names
 from gossipfl.rng import client_keys, derive_seed, numpy_generator
 from gossipfl.sequential import sequential_round
 from gossipfl.topology import Mixer, build_topology
@@ -222,6 +222,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     sampler = ClientSampler(parts, None if train.full_batch else train.batch_size,
                             seed=derive_seed(config.seed, "sampler"), device=device)
     model = build_model_for(config, dataset).to(device)
+    check_model_fits(model, dataset)  # token ids, vocabulary, output size: one sentence
     layout = ParamLayout.from_module(model)
     require_memory(2 * 4 * m * layout.P, f"holding the [M, P] = [{m}, {layout.P}] parameter stacks "
                    f"(X and X^0)", "data.clients", device)
@@ -243,6 +244,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     fed = processes.federation(m, oracle, groups, sizes, seed=config.seed, train=local,
                                mixer=mixer, label_counts=label_counts(dataset, parts))
     algorithm = algo_cls(config.algorithm.params, fed)
+    groups.check_used(algorithm)  # a personalized split needs a shared and a personal part
     refusal = algorithm.order_error(config.topology.order)
     if config.topology.order == "sequential" and processes.distributed:
         refusal = (f"topology.order: sequential sweeps the clients one wave after another "
