@@ -34,7 +34,7 @@ from gossipfl.engine.groups import ParamGroups
 from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation
-from gossipfl.models import build_model, head_names
+from gossipfl.models import build_model, check_model_fits, head_names
 from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.schedules import get_schedule
 from gossipfl.topology import Mixer, Topology, build_topology
@@ -172,6 +172,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     sampler = ClientSampler(parts, None if train.full_batch else train.batch_size,
                             seed=derive_seed(config.seed, "sampler"), device=device)
     model = build_model_for(config, dataset).to(device)
+    check_model_fits(model, dataset)  # token ids, vocabulary, output size: one sentence
     layout = ParamLayout.from_module(model)
     require_memory(2 * 4 * m * layout.P, f"holding the [M, P] = [{m}, {layout.P}] parameter stacks "
                    f"(X and X^0)", "data.clients", device)
@@ -196,6 +197,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                     seed=config.seed, train=local,
                     label_counts=None if counts is None else fed.block(counts))
     algorithm = algo_cls(config.algorithm.params, env, fed)
+    groups.check_used(algorithm)  # a personalized split needs a shared and a personal part
     order = get_schedule(config.topology.order)
     refusal = order.refusal(algorithm, processes.world if processes.distributed else None)
     if refusal:

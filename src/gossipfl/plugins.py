@@ -22,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 import traceback
+import typing
 from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,9 +36,15 @@ _LOADED: dict[str, object] = {}  # plugin (absolute path or module name) -> modu
 _SESSION: list[str] = []  # plugins named on the command line: added to every config
 
 
-def is_file(spec: str) -> bool:
-    """Whether a plugin names a Python file (rather than a module)."""
-    return spec.endswith(".py") or "/" in spec or "\\" in spec
+def is_file(spec: str, folder: Path | None = None) -> bool:
+    """Whether a plugin names a file (rather than a module): a ``.py`` name, a path, or the
+    name of a file that exists (relative to ``folder``, else the working directory)."""
+    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+        return True
+    try:
+        return ((folder or Path.cwd()) / Path(spec).expanduser()).is_file()
+    except OSError:
+        return False
 
 
 def resolve(specs: object, folder: Path | None = None, key: str = "plugins") -> list[str]:
@@ -53,7 +61,7 @@ def resolve(specs: object, folder: Path | None = None, key: str = "plugins") -> 
     out = []
     for spec in specs:
         spec = spec.strip()
-        if is_file(spec):
+        if is_file(spec, folder):
             path = Path(spec).expanduser()
             if not path.is_absolute():
                 path = (folder or Path.cwd()) / path
@@ -100,8 +108,14 @@ def replaceable(existing: object) -> bool:
 def _import(spec: str, key: str):
     if is_file(spec):
         path = Path(spec)
+        if path.is_dir():
+            raise GossipflError(f"{key}: plugin '{path}' is a folder; name a Python file "
+                                "(.py) or an importable module.")
         if not path.is_file():
             raise GossipflError(f"{key}: plugin file '{path}' does not exist.")
+        if path.suffix != ".py":
+            raise GossipflError(f"{key}: plugin '{path}' is not a Python file; a plugin is a "
+                                "file ending in .py or the name of an importable module.")
         digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
         name = f"gossipfl_plugin_{path.stem}_{digest}"
         module_spec = importlib.util.spec_from_file_location(name, path)
@@ -111,20 +125,107 @@ def _import(spec: str, key: str):
         sys.modules[name] = module
         runner = lambda: module_spec.loader.exec_module(module)
     else:
-        if importlib.util.find_spec(spec) is None:
+        if not _module_exists(spec, key):
             raise GossipflError(f"{key}: no Python file or module named '{spec}'.")
         module = None
         runner = lambda: importlib.import_module(spec)
     try:
         loaded = runner()
-    except GossipflError:
-        raise
     except Exception as exc:  # noqa: BLE001 - the researcher's own code: say where, in one line
         if is_file(spec):
             sys.modules.pop(name, None)
-        frames = [f for f in traceback.extract_tb(exc.__traceback__)
-                  if not f.filename.startswith(str(Path(__file__).parent))]
-        where = f" (line {frames[-1].lineno} of {frames[-1].filename})" if frames else ""
-        raise GossipflError(f"{key}: plugin '{spec}' failed to load{where}: "
-                            f"{type(exc).__name__}: {exc}") from None
+        raise GossipflError(f"{key}: plugin '{spec}' failed to load{where(exc)}: "
+                            f"{describe(exc)}") from None
     return module if module is not None else loaded
+
+
+def _module_exists(spec: str, key: str) -> bool:
+    """Whether ``spec`` names an importable module (a dotted name whose parent package is
+    missing, or not a package, is not one)."""
+    try:
+        return importlib.util.find_spec(spec) is not None
+    except (ImportError, ValueError, AttributeError):
+        return False
+    except Exception as exc:  # noqa: BLE001 - a parent package of the researcher's that fails
+        raise GossipflError(f"{key}: plugin '{spec}' failed to load{where(exc)}: "
+                            f"{describe(exc)}") from None
+
+
+def where(exc: BaseException) -> str:
+    """`` (line N of FILE)`` for the innermost frame of ``exc``'s traceback outside gossipfl
+    (the researcher's code), or '' when there is none."""
+    package = str(Path(__file__).parent)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(package)]
+    libraries = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix})
+    own = [f for f in frames if not f.filename.startswith(("<", *libraries))]
+    frames = own or frames  # the researcher's file rather than torch's or importlib's
+    return f" (line {frames[-1].lineno} of {frames[-1].filename})" if frames else ""
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in one line: gossipfl's own sentences as they are, others with their
+    type (``RuntimeError: boom``)."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, GossipflError):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def origin(thing: object) -> str:
+    """Where a registered function or class comes from, for messages: ``name in FILE``."""
+    name = getattr(thing, "__qualname__", None) or getattr(thing, "__name__", None) \
+        or type(thing).__name__
+    try:
+        source = inspect.getsourcefile(thing) or inspect.getfile(thing)
+    except (TypeError, OSError):
+        source = getattr(thing, "__module__", None)
+    return f"{name} in {source}" if source else str(name)
+
+
+def check_signature(function: object, positional: tuple[str, ...], what: str) -> None:
+    """A builder or loader ``function`` must take ``positional`` arguments first (then its
+    options as keywords); one sentence naming ``what`` it is, else."""
+    if not callable(function):
+        raise GossipflError(f"{what} must be a function, got {type(function).__name__} "
+                            f"{function!r:.60}.")
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return  # a builtin or C function: nothing to check
+    try:
+        signature.bind(*positional)
+    except TypeError:
+        raise GossipflError(
+            f"{what} ({origin(function)}) must take ({', '.join(positional)}, **options) "
+            f"as its arguments; its signature is {signature}.") from None
+
+
+def option_hints(function: object) -> dict[str, object]:
+    """The types that ``function``'s options must have: its annotations (none when they do
+    not resolve, as in a plugin that annotates with names it does not import) and, for an
+    option without one, the type of its default (``hidden=32``: an integer; ``name="x"``: a
+    string; ``flag=False``: true or false)."""
+    try:
+        hints = dict(typing.get_type_hints(function))
+    except Exception:  # noqa: BLE001 - unresolvable annotations: the defaults' types only
+        hints = {}
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return hints
+    for parameter in parameters:
+        default = parameter.default
+        if parameter.name in hints or parameter.annotation is not inspect.Parameter.empty:
+            continue
+        if isinstance(default, bool):
+            hints[parameter.name] = bool
+        elif isinstance(default, int):
+            hints[parameter.name] = int
+        elif isinstance(default, float):
+            hints[parameter.name] = float
+        elif isinstance(default, str):
+            hints[parameter.name] = str
+        elif isinstance(default, list | tuple):
+            hints[parameter.name] = list
+    return hints

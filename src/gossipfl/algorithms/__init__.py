@@ -16,20 +16,34 @@ import importlib.util
 import pkgutil
 
 from gossipfl.algorithms.base import Algorithm, Batch, Context, Phase, Work
-from gossipfl.errors import unknown_choice
+from gossipfl.errors import GossipflError, unknown_choice
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
 FAMILIES = ("decentralized", "centralized", "personalized")
 
 
 def register(cls: type[Algorithm]) -> type[Algorithm]:
-    """Class decorator: make ``cls`` available under ``cls.name``."""
-    from gossipfl.plugins import replaceable
+    """Class decorator: make ``cls`` available under ``cls.name`` (an Algorithm subclass
+    with a name of its own; one sentence naming the class, else)."""
+    from gossipfl.plugins import origin, replaceable
 
-    existing = ALGORITHMS.get(cls.name, cls)
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise GossipflError(f"@register takes a subclass of gossipfl.algorithms.Algorithm, "
+                            f"got {origin(cls)}.")
+    name = cls.__dict__.get("name", cls.name)
+    if not isinstance(name, str) or not name or name.split() != [name]:
+        raise GossipflError(f"algorithm class {origin(cls)} has no name: give it one, "
+                            f"e.g. name = \"my_algorithm\" (the algorithm.name configs use; "
+                            f"got {name!r}).")
+    if "name" not in cls.__dict__ and ALGORITHMS.get(name) not in (None, cls):
+        raise GossipflError(f"algorithm class {origin(cls)} inherits the name {name!r} of "
+                            f"{origin(ALGORITHMS[name])}: give it one of its own, e.g. "
+                            f"name = \"my_algorithm\".")
+    existing = ALGORITHMS.get(name, cls)
     if existing is not cls and not replaceable(existing):
-        raise ValueError(f"algorithm name {cls.name!r} is gossipfl's own; choose another")
-    ALGORITHMS[cls.name] = cls
+        raise GossipflError(f"algorithm name {name!r} is gossipfl's own; choose another for "
+                            f"{origin(cls)}.")
+    ALGORITHMS[name] = cls
     return cls
 
 

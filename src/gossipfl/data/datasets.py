@@ -42,9 +42,18 @@ def register_dataset(name: str) -> Callable:
     """Decorator: make ``loader(root, download, **options) -> Dataset`` available as dataset
     ``name`` (``root`` is the data folder: ``data.root``, ``$GOSSIPFL_DATA`` or the cache;
     ``options`` are the config's ``data.options``)."""
+    from gossipfl.plugins import check_signature, origin
+
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        named = f" ({origin(name)})" if callable(name) else ""
+        raise GossipflError(f"register_dataset needs the dataset's name, as in "
+                            f"@register_dataset(\"my_data\"), got {name!r:.60}{named}.")
+
     def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
+        check_signature(loader, ("root", "download"), f"dataset '{name}'")
         if name in DATASETS:
-            raise ValueError(f"dataset name {name!r} is gossipfl's own; choose another")
+            raise GossipflError(f"dataset name {name!r} is gossipfl's own; choose another "
+                                f"for {origin(loader)}.")
         USER_DATASETS[name] = loader
         return loader
     return decorate
@@ -158,21 +167,90 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Tru
         return _user_dataset(name, root, download, options)
     if name in FILE_LOADERS:
         source = Source(data_root(root), root is not None, verify)
-        return _file_loaders()[name](source, download, **options)
+        return check_dataset(_file_loaders()[name](source, download, **options))
     if name == "synthetic":
-        return make_synthetic(**options)
+        return check_dataset(make_synthetic(**options))
     normalize, augment = _image_options(name, options)
     found = _load_arrays(name, Source(data_root(root), root is not None, verify), download)
-    return _image_dataset(name, found, normalize, augment)
+    return check_dataset(_image_dataset(name, found, normalize, augment))
+
+
+def check_dataset(dataset: Dataset, origin: str | None = None,
+                  name: str | None = None) -> Dataset:
+    """A loaded dataset checked for consistency before anything is built on it: a label per
+    sample, train and test samples of one shape, neither split empty, labels within
+    ``0..num_classes - 1``, inputs of floats or token ids (int64), and users (when given)
+    that own every training sample. One sentence naming the dataset and where it came from
+    (``name``, else its own; ``origin``, else the folder of its files), else."""
+    name = name or dataset.name
+    where = f" ({origin})" if origin else _files_folder(dataset)
+    what = f"{KEY}: {name}{where}"
+    for split in ("train", "test"):
+        x, y = getattr(dataset, f"{split}_x"), getattr(dataset, f"{split}_y")
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+            raise GossipflError(f"{what}: {split}_x and {split}_y must be tensors, got "
+                                f"{type(x).__name__} and {type(y).__name__}.")
+        if y.ndim != 1 or x.ndim < 2 or len(x) != len(y):
+            raise GossipflError(f"{what}: the {split} split needs one label per sample, got "
+                                f"inputs {list(x.shape)} and labels {list(y.shape)}.")
+        if not len(y):
+            raise GossipflError(f"{what}: the {split} split is empty, so there is nothing to "
+                                f"{'train on' if split == 'train' else 'measure accuracy on'}.")
+        if not (x.is_floating_point() or x.dtype == torch.int64):
+            raise GossipflError(f"{what}: {split} inputs must be floats or int64 token ids, "
+                                f"got {x.dtype}.")
+    if dataset.train_x.shape[1:] != dataset.test_x.shape[1:] \
+            or dataset.train_x.dtype != dataset.test_x.dtype:
+        raise GossipflError(
+            f"{what}: train and test samples differ ({dataset.train_x.dtype} "
+            f"{list(dataset.train_x.shape[1:])} vs {dataset.test_x.dtype} "
+            f"{list(dataset.test_x.shape[1:])}).")
+    classes = dataset.num_classes
+    if isinstance(classes, bool) or not isinstance(classes, int | np.integer) or classes < 0:
+        raise GossipflError(f"{what}: num_classes must be an integer >= 0, got {classes!r}.")
+    if classes:
+        for split in ("train", "test"):
+            y = getattr(dataset, f"{split}_y")
+            if y.is_floating_point():
+                raise GossipflError(f"{what}: {split} labels must be integer classes for "
+                                    f"{classes} classes, got {y.dtype}.")
+            low, high = int(y.min()), int(y.max())
+            if low < 0 or high >= classes:
+                raise GossipflError(f"{what}: {split} labels must lie in 0..{classes - 1} "
+                                    f"({classes} classes), found {low}..{high}.")
+    if dataset.train_users is not None:
+        owners = np.asarray(dataset.train_users)
+        users = len(dataset.users)
+        if owners.shape != (len(dataset.train_y),) or not users \
+                or owners.min() < 0 or owners.max() >= users:
+            raise GossipflError(f"{what}: train_users must give each of the "
+                                f"{len(dataset.train_y)} training samples one of the {users} "
+                                f"users.")
+        idle = np.flatnonzero(np.bincount(owners, minlength=users) == 0)
+        if len(idle):
+            raise GossipflError(f"{what}: user {dataset.users[idle[0]]!r} has no training "
+                                f"samples, so its client would have nothing to train on.")
+    return dataset
+
+
+def _files_folder(dataset: Dataset) -> str:
+    """`` (read from FOLDER)``: the folder holding the dataset's files, or ''."""
+    paths = [str(Path(f["path"]).parent) for f in dataset.files if "path" in f]
+    if not paths:
+        return ""
+    return f" (read from {os.path.commonpath(paths)})"
 
 
 def check_dataset_options(name: str, options: dict) -> dict:
     """``data.options`` checked against dataset ``name`` without reading or generating any
-    data: known option names, values of the annotated types, synthetic's ranges."""
+    data: known option names, values of the annotated types (a plugin's unannotated option:
+    its default's type), synthetic's ranges."""
+    from gossipfl.plugins import option_hints
+
     if name in USER_DATASETS:
         loader = USER_DATASETS[name]
         _check_options(name, options, list(inspect.signature(loader).parameters)[2:])
-        return options
+        return _typed_options(options, option_hints(loader))
     if name not in DATASETS:
         raise unknown_choice(KEY, name, dataset_names())
     if name in FILE_LOADERS:
@@ -199,12 +277,22 @@ def _file_loaders() -> dict[str, Callable[..., Dataset]]:
 
 
 def _user_dataset(name: str, root, download: bool, options: dict) -> Dataset:
+    """A plugin's dataset: its loader's failures and results are one sentence naming it."""
+    from gossipfl.plugins import describe, origin, where
+
     loader = USER_DATASETS[name]
-    dataset = loader(data_root(root), download, **options)
+    plugin = f"dataset '{name}' ({origin(loader)})"
+    try:
+        dataset = loader(data_root(root), download, **options)
+    except GossipflError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the researcher's loader: say where, in one line
+        raise GossipflError(f"{KEY}: {plugin} failed to load{where(exc)}: "
+                            f"{describe(exc)}") from None
     if not isinstance(dataset, Dataset):
-        raise GossipflError(f"{KEY}: the loader of '{name}' must return a gossipfl Dataset, "
-                            f"got {type(dataset).__name__}.")
-    return dataset
+        raise GossipflError(f"{KEY}: the loader of '{name}' ({origin(loader)}) must return "
+                            f"a gossipfl Dataset, got {type(dataset).__name__}.")
+    return check_dataset(dataset, origin=f"the plugin loader {origin(loader)}", name=name)
 
 
 def from_tensors(train_x, train_y, test_x, test_y, num_classes: int | None = None,

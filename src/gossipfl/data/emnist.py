@@ -117,6 +117,11 @@ def _read(paths: dict[str, Path], source: Source, normalize: bool) -> Dataset:
             raise GossipflError(f"{KEY}: {yp} has labels outside the letters' 1..26 "
                                 f"(found {int(y.min())}..{int(y.max())}).")
         keep = y <= LETTERS
+        if not keep.any():
+            found = f"only {int(y.min())}..{int(y.max())}" if y.size else "no labels"
+            raise GossipflError(
+                f"{KEY}: {yp} has no letters a–j (labels 1..{LETTERS}; it holds {found}), so "
+                f"{NAME}'s {part} split would be empty.")
         images = np.ascontiguousarray(x[keep].transpose(0, 2, 1))[:, None]  # upright
         split[part] = (images, y[keep] - 1)
     train_x, test_x = (torch.from_numpy(split[p][0]).float() for p in ("train", "test"))

@@ -86,13 +86,26 @@ def _read_splits(name: str, source: Source, users: int | None
         raise GossipflError(f"data.options.users: must be >= 1 or null, got {users}.")
     folder = _find_folder(name, source.root)
     train = _read_folder(folder / "train")
+    test = _read_folder(folder / "test")
+    trained = {user for user, _, _ in train}
+    for user, _, path in test:
+        if user not in trained:
+            raise GossipflError(
+                f"{KEY}: {path} has test user {user!r}, who is not a user of "
+                f"{folder / 'train'}, so {name}'s test split and its clients would not match; "
+                f"generate the data with LEAF's sample split (`{HOW[name]}`), which gives "
+                "every user training and test samples.")
     if users is not None:
         if users > len(train):
             raise GossipflError(f"data.options.users: {users} users asked for but "
                                 f"{folder / 'train'} has {len(train)}.")
         train = train[:users]
     kept = {user for user, _, _ in train}
-    test = [entry for entry in _read_folder(folder / "test") if entry[0] in kept]
+    test = [entry for entry in test if entry[0] in kept]
+    if not any(len(data["y"]) for _, data, _ in test):
+        raise GossipflError(f"{KEY}: {folder / 'test'} has no samples of the "
+                            f"{len(train)} training users kept, so {name}'s test split "
+                            "would be empty.")
     paths = sorted({p for _, _, p in train} | {p for _, _, p in test})
     files = [formats.check_file(p, name, source.verify) for p in paths]
     return train, test, files
@@ -117,6 +130,9 @@ def _read_folder(folder: Path) -> list[UserData]:
     out: list[UserData] = []
     for path in paths:
         out.extend(_read_file(path))
+    if not out:
+        raise GossipflError(f"{KEY}: the LEAF files in {folder} list no users (their "
+                            "'users' lists are empty).")
     seen: set[str] = set()
     for user, _, path in out:
         if user in seen:
@@ -193,9 +209,11 @@ def _dataset(name: str, train: list[UserData], test: list[UserData], files: list
              samples, num_classes: int) -> Dataset:
     train_parts = [samples(*entry) for entry in train]
     test_parts = [samples(*entry) for entry in test]
-    if not test_parts:
-        test_parts = [(train_parts[0][0][:0], train_parts[0][1][:0])]
     sizes = [len(y) for _, y in train_parts]
+    for (user, _, path), size in zip(train, sizes, strict=True):
+        if not size:
+            raise GossipflError(f"{KEY}: {path} gives user {user!r} no training samples, so "
+                                "its client would have nothing to train on.")
     owners = np.repeat(np.arange(len(train), dtype=np.int64), sizes)
     return Dataset(
         name, torch.cat([x for x, _ in train_parts]), torch.cat([y for _, y in train_parts]),

@@ -33,6 +33,7 @@ FOLDER = "tiny-imagenet-200"
 ARCHIVE = "tiny-imagenet-200.zip"
 CACHE = "gossipfl-cache.pt"
 SIDE = 64
+CLASSES = 200
 KEY = "data.dataset"
 REMOTE = formats.SOURCES["tiny_imagenet"][0]  # the archive, with its MD5
 
@@ -95,6 +96,9 @@ def read_wnids(path: Path) -> list[str]:
         raise GossipflError(f"{KEY}: cannot read {path} ({formats.error_reason(exc)}).") from exc
     if not wnids or len(set(wnids)) != len(wnids):
         raise GossipflError(f"{KEY}: {path} must list distinct class ids, one per line.")
+    if len(wnids) > CLASSES:
+        raise GossipflError(f"{KEY}: {path} lists {len(wnids)} classes; Tiny-ImageNet has "
+                            f"{CLASSES}.")
     return wnids
 
 
@@ -106,7 +110,11 @@ def train_files(folder: Path, wnids: list[str]) -> list[tuple[Path, int]]:
         if not images.is_dir():
             raise GossipflError(f"{KEY}: {images} is missing (class {wnid} of "
                                 f"{folder / 'wnids.txt'}).")
-        out += [(path, label) for path in sorted(images.glob("*.JPEG"))]
+        found = sorted(images.glob("*.JPEG"))
+        if not found:
+            raise GossipflError(f"{KEY}: {images} holds no .JPEG images, so class {wnid} of "
+                                f"{folder / 'wnids.txt'} would have no training samples.")
+        out += [(path, label) for path in found]
     return out
 
 

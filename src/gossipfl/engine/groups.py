@@ -116,6 +116,36 @@ class ParamGroups:
         return self.personal_names if name == "personal" else self.shared_names
 
     def __getitem__(self, name: str) -> ParamGroup:
+        """Group ``name``; an empty ``shared`` or ``personal`` group is refused (one sentence
+        about ``model.personal``): whatever asks for it would train or send nothing."""
         if name not in GROUPS:
             raise KeyError(f"no parameter group {name!r}; groups are {', '.join(GROUPS)}")
-        return getattr(self, name)
+        group = getattr(self, name)
+        if group.is_empty:
+            raise GossipflError(self.empty_message(name))
+        return group
+
+    def empty_message(self, name: str, user: str = "the algorithm") -> str:
+        """Why ``user`` cannot use the empty group ``name``, naming ``model.personal``."""
+        names = self.personal_names + self.shared_names
+        listed = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
+        if name == "personal":
+            return (f"model.personal: no parameter of the model is personal (model.personal "
+                    f"is empty, or unset and the model has no head: no nn.Linear layer), but "
+                    f"{user} keeps a personal part on each client; set model.personal to the "
+                    f"name patterns of the personal parameters (the model's are {listed}).")
+        return (f"model.personal: every parameter of the model is personal, so {user} would "
+                f"share nothing (0 bytes sent); leave the shared body out of model.personal "
+                f"(the model's parameters are {listed}).")
+
+    def check_used(self, algorithm: object) -> None:
+        """Before training: the groups ``algorithm`` trains or exchanges — its phases'
+        ``group`` and the ``exchanged`` / ``kept`` groups of a server that personalizes —
+        must not be empty (a personalized split needs both a shared body and a personal
+        head). One sentence naming ``model.personal``, else."""
+        used = [getattr(phase, "group", "all") for phase in algorithm.phases()]
+        used += [getattr(algorithm, attr, "all") for attr in ("exchanged", "kept")]
+        label = f"algorithm '{getattr(algorithm, 'name', type(algorithm).__name__)}'"
+        for name in ("personal", "shared"):
+            if name in used and getattr(self, name).is_empty:
+                raise GossipflError(self.empty_message(name, label))

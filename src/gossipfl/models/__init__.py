@@ -35,18 +35,25 @@ MODELS: dict[str, ModelBuilder] = {
     "lstm": lstm,
 }
 
-__all__ = ["MODELS", "build_model", "check_options", "head_names", "model_options",
-           "register_model"]
+__all__ = ["MODELS", "build_model", "check_model_fits", "check_options", "head_names",
+           "model_options", "register_model"]
 
 
 def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
     """Decorator: make ``builder(input_shape, num_classes, **options)`` available as model
     ``name`` (its keyword arguments after the first two are the model's options)."""
-    def decorate(builder: ModelBuilder) -> ModelBuilder:
-        from gossipfl.plugins import replaceable
+    from gossipfl.plugins import check_signature, origin, replaceable
 
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        named = f" ({origin(name)})" if callable(name) else ""
+        raise GossipflError(f"register_model needs the model's name, as in "
+                            f"@register_model(\"my_model\"), got {name!r:.60}{named}.")
+
+    def decorate(builder: ModelBuilder) -> ModelBuilder:
+        check_signature(builder, ("input_shape", "num_classes"), f"model '{name}'")
         if not replaceable(MODELS.get(name, builder)):
-            raise ValueError(f"model name {name!r} is gossipfl's own; choose another")
+            raise GossipflError(f"model name {name!r} is gossipfl's own; choose another "
+                                f"for {origin(builder)}.")
         MODELS[name] = builder
         return builder
     return decorate
@@ -63,6 +70,7 @@ def model_options(name: str) -> dict[str, object]:
 def check_options(name: str, options: dict[str, object]) -> dict[str, object]:
     """The model's options checked against its builder's signature: known names, values of
     the annotated types (``model.options.hidden`` must be a list of integers, ...)."""
+    from gossipfl.plugins import option_hints
     from gossipfl.validation import coerce
 
     if not isinstance(options, dict):
@@ -77,17 +85,9 @@ def check_options(name: str, options: dict[str, object]) -> dict[str, object]:
             raise GossipflError(
                 f"model.options.{key}: not an option of model '{name}'"
                 f"{did_you_mean(str(key), allowed)}; it takes {', '.join(allowed)}.")
-    hints = _option_hints(MODELS[name])
+    hints = option_hints(MODELS[name])
     return {key: coerce(f"model.options.{key}", value, hints.get(key, typing.Any))
             for key, value in options.items()}
-
-
-def _option_hints(builder: ModelBuilder) -> dict[str, object]:
-    """The builder's type annotations (none for a plugin whose annotations do not resolve)."""
-    try:
-        return typing.get_type_hints(builder)
-    except Exception:  # noqa: BLE001 - unresolvable annotations: the values go unchecked
-        return {}
 
 
 def head_names(model: nn.Module) -> tuple[str, ...]:
@@ -123,10 +123,100 @@ def build_model(
         raise GossipflError(f"model: num_classes must be a positive integer, got {num_classes}.")
     shape = tuple(int(d) for d in input_shape)
     if seed is None:
-        model = MODELS[name](shape, int(num_classes), **options)
+        model = _call_builder(name, shape, int(num_classes), options)
     else:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(seed, "model_init"))
-            model = MODELS[name](shape, int(num_classes), **options)
+            model = _call_builder(name, shape, int(num_classes), options)
     model.head_names = head_names(model)
+    model.model_name = name  # for messages (check_model_fits)
     return model
+
+
+def _call_builder(name: str, shape: tuple[int, ...], num_classes: int,
+                  options: dict) -> nn.Module:
+    """``MODELS[name](shape, num_classes, **options)``, which must be an ``nn.Module`` with
+    parameters. A plugin's builder that fails is one sentence naming it and the line."""
+    from gossipfl.plugins import check_signature, describe, origin, replaceable, where
+
+    builder = MODELS[name]
+    what = f"model.name: model '{name}'"
+    check_signature(builder, ("input_shape", "num_classes"), what)
+    if not replaceable(builder):
+        model = builder(shape, num_classes, **options)
+    else:
+        try:
+            model = builder(shape, num_classes, **options)
+        except GossipflError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the researcher's builder: say where, in one line
+            raise GossipflError(
+                f"{what} ({origin(builder)}) failed to build for input shape {shape} and "
+                f"{num_classes} classes{where(exc)}: {describe(exc)}") from None
+    if not isinstance(model, nn.Module):
+        raise GossipflError(f"{what} ({origin(builder)}) must return a torch.nn.Module, got "
+                            f"{'None' if model is None else type(model).__name__}.")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise GossipflError(f"{what} ({origin(builder)}) returned a module without trainable "
+                            "parameters.")
+    return model
+
+
+def check_model_fits(model: nn.Module, dataset) -> None:
+    """The model takes the dataset's samples and returns one output per class (one for
+    regression targets): token-id inputs need an embedding large enough for every id, and
+    a forward pass on two training samples must give ``[2, num_classes]``. One sentence
+    naming ``model.name`` (or ``model.options.vocab``) and the dataset, else; nothing is
+    trained and the model and the global RNG are left as they were."""
+    name = getattr(model, "model_name", None)
+    what = f"model '{name}'" if name else "the model of model.factory"
+    key = "model.name" if name else "model.factory"
+    data = f"{dataset.name}'s samples"
+    x = dataset.train_x[:2]
+    if not x.is_floating_point():
+        _check_token_ids(model, dataset, what, key, name)
+    outputs = dataset.num_classes or 1
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            out = model(x)
+    except GossipflError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure is the model not fitting the data
+        from gossipfl.plugins import describe
+
+        raise GossipflError(
+            f"{key}: {what} cannot take {data} ({_kind(x)} of shape "
+            f"{tuple(x.shape[1:])}): {describe(exc)}") from None
+    if not isinstance(out, torch.Tensor) or out.shape[:1] != x.shape[:1]:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise GossipflError(f"{key}: {what} must return one output row per sample, got "
+                            f"{shape} for a batch of {len(x)} of {data}.")
+    if dataset.num_classes and tuple(out.shape[1:]) != (outputs,):
+        raise GossipflError(
+            f"{key}: {what} outputs {tuple(out.shape[1:])} values per sample, but "
+            f"{dataset.name} has {outputs} classes; a model builder must return num_classes "
+            f"outputs.")
+
+
+def _kind(x: torch.Tensor) -> str:
+    return "token ids" if not x.is_floating_point() else f"{str(x.dtype).removeprefix('torch.')} values"
+
+
+def _check_token_ids(model: nn.Module, dataset, what: str, key: str, name: str | None) -> None:
+    """Integer inputs are token ids: the model must embed them, with a row for each id."""
+    embeddings = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    shape = tuple(dataset.train_x.shape[1:])
+    if not embeddings:
+        raise GossipflError(
+            f"{key}: {dataset.name}'s samples are token ids (integers, shape {shape}), which "
+            f"{what} does not take (it has no nn.Embedding); use a model for token "
+            f"sequences, such as 'lstm'.")
+    vocab = max(int(dataset.train_x.max()), int(dataset.test_x.max()) if len(dataset.test_x)
+                else 0) + 1
+    rows = embeddings[0].num_embeddings
+    if rows < vocab:
+        option = "model.options.vocab" if name and "vocab" in model_options(name) else key
+        raise GossipflError(
+            f"{option}: {what} embeds {rows} tokens, but {dataset.name}'s samples hold "
+            f"token ids up to {vocab - 1} (a vocabulary of {vocab}); give the model at least "
+            f"{vocab} tokens.")
