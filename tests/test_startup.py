@@ -35,8 +35,8 @@ ANALYSIS_ALLOWED = {"gossipfl.analysis", "gossipfl.analysis.command"}
 def imported(*argv: str, cwd: Path) -> tuple[int, set[str]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [SRC, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    proc = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", PROBE, *argv], check=False,
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     return result["code"], set(result["modules"])
@@ -79,6 +79,6 @@ import gossipfl
 assert callable(gossipfl.run) and gossipfl.Result.__name__ == "Result"
 """
     env = {**os.environ, "PYTHONPATH": SRC}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                          text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
