@@ -129,10 +129,10 @@ def format_summary(summary: dict, run_dir: Path) -> str:
 # gossipfl run
 # --------------------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
-    from gossipfl.results.lifecycle import prepare_resume
-    from gossipfl.results.rundir import RunDirectory
-
     if args.resume:
+        from gossipfl.results.lifecycle import prepare_resume
+        from gossipfl.results.rundir import RunDirectory
+
         if args.config or args.set or args.out or args.name:
             raise GossipflError("--resume: cannot be combined with a config, --set, --out or "
                                 "--name; the run's own config.yaml is used.")
@@ -151,8 +151,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _prepare_new(args: argparse.Namespace):
     from gossipfl.config import load_config
-    from gossipfl.results.lifecycle import prepare_fresh
-    from gossipfl.results.rundir import new_run_path
 
     overrides = list(args.set)
     if args.device:
@@ -160,6 +158,9 @@ def _prepare_new(args: argparse.Namespace):
     if args.name:
         overrides.append(f"name={args.name}")
     config = load_config(args.config if args.config else QUICKSTART, overrides)
+    from gossipfl.results.lifecycle import prepare_fresh  # after a config error: not imported
+    from gossipfl.results.rundir import new_run_path
+
     if args.out:
         return prepare_fresh(config, Path(args.out), key="--out")
     return prepare_fresh(config, new_run_path(config), unique=True)

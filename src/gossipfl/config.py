@@ -430,8 +430,6 @@ def check_exclusive(raw: dict, where: str = "", typed: bool = False) -> None:
 
 
 def _parse_config(raw: dict) -> Config:
-    from gossipfl.algorithms import get_algorithm
-
     raw = dict(raw)
     raw["plugins"] = plugins.resolve([*plugins.resolve(raw.get("plugins")),
                                       *plugins.session_plugins()])
@@ -444,6 +442,8 @@ def _parse_config(raw: dict) -> Config:
     config = _build(Config, raw, "")
     algo_raw = dict(algo_raw)
     name = str(algo_raw.pop("name", "dfedavg"))
+    from gossipfl.algorithms import get_algorithm  # torch: not needed for a key error above
+
     algo_cls = get_algorithm(name)
     params = _build(algo_cls.Params, algo_raw, "algorithm.")
     config.algorithm = AlgorithmConfig(name=name, params=params)

@@ -8,23 +8,41 @@
 - :func:`analysis_columns` (study-table columns) and :func:`generalization_gap`.
 """
 
-from gossipfl.analysis.analyze import analyze
-from gossipfl.analysis.columns import (
-    COLUMNS,
-    analysis_columns,
-    generalization_gap,
-    train_subset,
-)
-from gossipfl.analysis.hessian import Eigenvalues, Trace, hutchinson_trace, top_eigenvalues
-from gossipfl.analysis.landscape import (
-    Landscape,
-    filter_normalized,
-    interpolation,
-    make_evaluator,
-    random_directions,
-    surface,
-)
-from gossipfl.analysis.models import RunModels, load_run_models
+import sys
+import types
+
+# Imported on first use (the CLI starts without torch or matplotlib): name -> submodule.
+_LAZY = {
+    "analyze": "analyze",
+    **dict.fromkeys(("COLUMNS", "analysis_columns", "generalization_gap", "train_subset"),
+                    "columns"),
+    **dict.fromkeys(("Eigenvalues", "Trace", "hutchinson_trace", "top_eigenvalues"), "hessian"),
+    **dict.fromkeys(("Landscape", "filter_normalized", "interpolation", "make_evaluator",
+                     "random_directions", "surface"), "landscape"),
+    **dict.fromkeys(("RunModels", "load_run_models"), "models"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    """Importing the submodule ``analyze`` must not hide the function ``analyze``."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "COLUMNS",

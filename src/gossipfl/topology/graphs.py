@@ -34,9 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from gossipfl.engine.memory import require_memory
@@ -52,6 +51,9 @@ from gossipfl.topology.mixing import (
     spectral_gap,
     validate_mixing,
 )
+
+if TYPE_CHECKING:  # networkx is imported where a graph is built (a faster start-up)
+    import networkx as nx
 
 TOPOLOGIES = ("ring", "grid", "exponential", "full", "star", "erdos_renyi", "k_regular",
               "random_k", "authors_random", "custom")
@@ -94,6 +96,8 @@ class Topology:
 
     def graph(self, round: int) -> nx.Graph | nx.DiGraph:
         """The round's graph; a DiGraph edge (i, j) means client i receives j's model."""
+        import networkx as nx
+
         kind = nx.DiGraph if self.directed else nx.Graph
         return nx.from_numpy_array(self.adjacency(round).astype(np.int8), create_using=kind)
 
@@ -199,16 +203,22 @@ def _check_k(k: Any, m: int, name: str) -> int:
 def _static(name: str, m: int, mixing: str, graph: nx.Graph,
             params: dict[str, Any] | None = None) -> Topology:
     """A topology with one undirected graph for all rounds (nodes 0..M−1)."""
+    import networkx as nx
+
     A = nx.to_numpy_array(graph, nodelist=range(m), dtype=np.float64, weight=None)
     np.fill_diagonal(A, 0.0)
     return Topology(name, m, mixing, lambda _round: A, params=params)
 
 
 def _ring(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    import networkx as nx
+
     return _static("ring", m, mixing, nx.cycle_graph(m))
 
 
 def _grid(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    import networkx as nx
+
     rows = max(d for d in range(1, int(np.sqrt(m)) + 1) if m % d == 0)
     if rows == 1:
         raise GossipflError(
@@ -234,20 +244,28 @@ def _nearest_composites(m: int) -> str:
 
 
 def _exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    import networkx as nx
+
     offsets = [2**k for k in range((m - 1).bit_length())]  # k = 0..⌊log₂(M−1)⌋
     return _static("exponential", m, mixing, nx.circulant_graph(m, offsets))
 
 
 def _full(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    import networkx as nx
+
     return _static("full", m, mixing, nx.complete_graph(m))
 
 
 def _star(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    import networkx as nx
+
     return _static("star", m, mixing, nx.star_graph(m - 1))
 
 
 def _connected_draw(draw: Callable[[int], nx.Graph], key: str, failure: str) -> nx.Graph:
     """The first connected graph among ``draw(0)``, ``draw(1)``, ... (MAX_DRAWS tries)."""
+    import networkx as nx
+
     for attempt in range(MAX_DRAWS):
         graph = draw(attempt)
         if nx.is_connected(graph):
@@ -257,6 +275,8 @@ def _connected_draw(draw: Callable[[int], nx.Graph], key: str, failure: str) -> 
 
 
 def _erdos_renyi(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    import networkx as nx
+
     p = params.get("p")
     if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
         raise GossipflError(f"topology.p: erdos_renyi needs an edge probability in (0, 1], "
@@ -271,6 +291,8 @@ def _erdos_renyi(m: int, mixing: str, seed: int, params: dict) -> Topology:
 
 
 def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    import networkx as nx
+
     k = _check_k(params.get("k"), m, "k_regular")
     if k * m % 2:
         raise GossipflError(f"topology.k: k_regular needs k × clients even, got k={k} with "

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from gossipfl.errors import GossipflError, unknown_choice
@@ -137,6 +136,8 @@ def check_connected(topology: Topology, window: int = 10) -> None:
     connected over the union of its graphs in rounds 0..window−1 (the B-connectivity that
     consensus over time-varying graphs needs).
     """
+    import networkx as nx
+
     rounds = range(window if topology.time_varying else 1)
     union = np.add.reduce([topology.adjacency(t) for t in rounds]) > 0
     directed = not np.array_equal(union, union.T)
