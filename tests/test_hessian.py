@@ -8,6 +8,8 @@ import torch
 
 from gossipfl.analysis import hutchinson_trace, top_eigenvalues
 from gossipfl.engine.hvp import HessianOperator
+from gossipfl.engine.params import ParamLayout
+from gossipfl.errors import GossipflError
 from gossipfl.models import build_model
 
 
@@ -184,3 +186,28 @@ def test_small_eigengap_converges_by_residual_and_sorts_by_magnitude():
     distance = np.abs(values[..., None] - truth).min(-1)
     assert np.all(distance <= tol * np.abs(values))
     np.testing.assert_allclose(values[:, 2], 0.5, rtol=1e-4)
+
+
+def test_recurrent_model_products_by_reverse_over_reverse_equal_double_backward():
+    """An LSTM has no forward-mode rule for its fused kernel: H·v is taken as vjp(grad(L))
+    in a loop over models, and equals autograd's double backward."""
+    model = build_model("lstm", (6,), 80, seed=0, hidden=5, embed=3, layers=1)
+    layout = ParamLayout.from_module(model)
+    gen = torch.Generator().manual_seed(0)
+    X = layout.flatten(model).detach().expand(2, -1).clone()
+    X[1] += 0.1 * torch.randn(layout.P, generator=gen)
+    V = torch.randn(X.shape, generator=gen)
+    inputs = torch.randint(0, 80, (3, 6), generator=gen)
+    targets = torch.randint(0, 80, (3,), generator=gen)
+    op = HessianOperator(model, inputs, targets, mode="auto")
+    assert op.mode == "loop"
+    with pytest.raises(GossipflError, match="mode: 'batched' cannot run a model with recurrent"):
+        HessianOperator(model, inputs, targets, mode="batched")
+    expected = []
+    for x, v in zip(X, V):
+        x = x.clone().requires_grad_(True)
+        out = torch.func.functional_call(model, layout.views(x), (inputs,))
+        loss = torch.nn.functional.cross_entropy(out, targets)
+        (g,) = torch.autograd.grad(loss, x, create_graph=True)
+        expected.append(torch.autograd.grad(g, x, grad_outputs=v)[0])
+    torch.testing.assert_close(op.hvp(X, V), torch.stack(expected), rtol=1e-4, atol=1e-6)

@@ -339,7 +339,12 @@ def _study_targets(paths: Sequence[str]) -> list[float] | None:
         targets = yaml.safe_load((Path(paths[0]) / STUDY_FILE).read_text()).get("targets")
     except (OSError, yaml.YAMLError, AttributeError):
         return None
-    return [float(t) for t in targets] if isinstance(targets, list) else None
+    if not isinstance(targets, list):
+        return None
+    try:
+        return [parse_target(str(t)) for t in targets]
+    except GossipflError:
+        return None  # the study's own check names it when the study runs
 
 
 def _print_report(result: Any, out: Path) -> None:

@@ -159,8 +159,11 @@ def check_request(perturb: str, client: int | None = None, every: int | None = N
 
 def check_config(config: Config, client: int | None, where: str = "") -> None:
     """What refuses a config before its data are loaded: the distributed backend (both runs
-    live in one process) and a ``client`` out of range."""
+    live in one process), a device this machine lacks and a ``client`` out of range."""
     from gossipfl.distributed.launch import resolve_backend
+    from gossipfl.runner import resolve_device
+
+    resolve_device(config.device)
 
     backend = config.engine.backend
     if backend == "distributed" or resolve_backend(backend) == "distributed":

@@ -58,9 +58,6 @@ from gossipfl.results.reporting import Report, config_labels, flatten, load_run,
 from gossipfl.results.rundir import RunDirectory, comparable_config, is_vacant, slug
 
 STUDY_KEYS = ("name", "out", "base", "grid", "seeds", "targets", "metric", "analysis")
-#: What a study's ``analysis`` section may set (the options of gossipfl.analysis.analyze).
-ANALYSIS_KEYS = ("top_k", "trace", "models", "data", "samples", "seed", "tol", "max_iter",
-                 "trace_tol", "trace_max_iter", "batch_size")
 STUDY_FILE = "study.yaml"
 DONE = ("finished", "diverged")  # statuses a study does not run again
 
@@ -184,18 +181,11 @@ def _target_list(value: Any) -> list[float]:
 
 
 def _analysis(value: Any) -> dict | None:
-    """The study's ``analysis`` options (checked again, value by value, by ``analyze``)."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise GossipflError(f"study.analysis: must map analysis options ({', '.join(ANALYSIS_KEYS)}) "
-                            f"to values, got {value!r}.")
-    for key in value:
-        if key not in ANALYSIS_KEYS:
-            raise GossipflError(f"study.analysis.{key}: unknown option"
-                                f"{did_you_mean(str(key), ANALYSIS_KEYS)}; choose from "
-                                f"{', '.join(ANALYSIS_KEYS)}.")
-    return dict(value)
+    """The study's ``analysis`` options, every one checked now, before any run
+    (``study.analysis.<key>``; :func:`gossipfl.analysis.options.check_study_analysis`)."""
+    from gossipfl.analysis.options import check_study_analysis
+
+    return check_study_analysis(value)
 
 
 def analyze_run(path: Path, options: dict, log: Callable[[str], None]) -> None:

@@ -20,6 +20,7 @@ the clients' models (the server model for a centralized run).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +36,21 @@ from gossipfl.analysis.landscape import (
     random_directions,
     surface,
 )
-from gossipfl.analysis.models import RunModels, analysis_samples, load_run_models
+from gossipfl.analysis.models import (
+    CONFIG_FILE,
+    RunModels,
+    analysis_samples,
+    load_run_models,
+)
+from gossipfl.analysis.options import check_device, check_options
 from gossipfl.engine import ParamLayout, make_oracle
 from gossipfl.engine.hvp import HessianOperator
-from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.errors import GossipflError
+from gossipfl.io import check_writable
 from gossipfl.rng import torch_generator
 
-MODEL_CHOICES = ("average", "local", "all")
-LANDSCAPES = ("1d", "2d")
+#: A file to write once everything is computed: returns its path.
+Pending = Callable[[], Path]
 
 
 @dataclass
@@ -51,29 +59,6 @@ class Selection:
 
     labels: list[str]
     X: Tensor
-
-
-def _positive(flag: str, value: object, allow_zero: bool = False) -> None:
-    low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        kind = "a non-negative" if allow_zero else "a positive"
-        raise GossipflError(f"{flag}: must be {kind} integer, got {value!r}.")
-
-
-def _check(top_k: int, landscape: str | None, models: str, samples: int | None,
-           grid: int, span: float) -> None:
-    _positive("--top-k", top_k)
-    if samples is not None:
-        _positive("--samples", samples)
-    _positive("--grid", grid)
-    if grid < 2:
-        raise GossipflError(f"--grid: needs at least 2 points per axis, got {grid}.")
-    if not isinstance(span, (int, float)) or not span > 0:
-        raise GossipflError(f"--span: must be a positive number, got {span!r}.")
-    if landscape is not None and landscape not in LANDSCAPES:
-        raise unknown_choice("--landscape", landscape, LANDSCAPES)
-    if models not in MODEL_CHOICES:
-        raise unknown_choice("--models", models, MODEL_CHOICES)
 
 
 def select_models(run: RunModels, models: str) -> Selection:
@@ -148,6 +133,10 @@ def hessian_rows(report: dict) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 # Landscapes
 # --------------------------------------------------------------------------------------------
+NO_END = ("--landscape: '1d' interpolates from the average model to another model; add "
+          "--models local or --other RUN_DIR.")
+
+
 def interpolation_ends(run: RunModels, sel: Selection, other: RunModels | None
                        ) -> Selection:
     """The far ends of the 1-D interpolations from the average model: the selected local
@@ -162,14 +151,14 @@ def interpolation_ends(run: RunModels, sel: Selection, other: RunModels | None
         labels.append(f"other:{other.path.name}")
         rows.append(other.average)
     if not rows:
-        raise GossipflError("--landscape: '1d' interpolates from the average model to "
-                            "another model; add --models local or --other RUN_DIR.")
+        raise GossipflError(NO_END)
     return Selection(labels, torch.stack(rows))
 
 
-def landscape_1d(evaluate, run: RunModels, sel: Selection, other: RunModels | None,
-                 grid: int, span: float, out: Path) -> dict:
-    ends = interpolation_ends(run, sel, other)
+def landscape_1d(evaluate, run: RunModels, ends: Selection, grid: int, span: float,
+                 out: Path) -> tuple[dict, list[Pending]]:
+    """The interpolations from the average model to ``ends`` (:func:`interpolation_ends`);
+    the files are returned to be written, not written."""
     alphas = np.linspace(-span / 2, 1 + span / 2, grid)
     start = time.perf_counter()
     line = interpolation(evaluate, run.average.expand(len(ends.labels), -1), ends.X, alphas)
@@ -177,18 +166,19 @@ def landscape_1d(evaluate, run: RunModels, sel: Selection, other: RunModels | No
     rows = [{"end": label, "alpha": float(a), "loss": float(line.loss[i, j]),
              "accuracy": float(line.accuracy[i, j])}
             for i, label in enumerate(ends.labels) for j, a in enumerate(alphas)]
-    files = [write.write_csv(out / "landscape1d.csv", rows),
-             write.line_plot(out / "landscape1d.png", alphas,
-                             {f"average → {lbl}": line.loss[i]
-                              for i, lbl in enumerate(ends.labels)},
-                             xlabel="α  (0: average model, 1: the other end)",
-                             title=f"{run.path.name}: linear interpolation")]
+    files: list[Pending] = [
+        lambda: write.write_csv(out / "landscape1d.csv", rows),
+        lambda: write.line_plot(out / "landscape1d.png", alphas,
+                                {f"average → {lbl}": line.loss[i]
+                                 for i, lbl in enumerate(ends.labels)},
+                                xlabel="α  (0: average model, 1: the other end)",
+                                title=f"{run.path.name}: linear interpolation")]
     return {"ends": ends.labels, "points": len(alphas), "seconds": seconds,
-            "seconds_per_line": seconds / len(ends.labels), "files": files}
+            "seconds_per_line": seconds / len(ends.labels)}, files
 
 
 def landscape_2d(evaluate, run: RunModels, sel: Selection, grid: int, span: float,
-                 seed: int, out: Path) -> dict:
+                 seed: int, out: Path) -> tuple[dict, list[Pending]]:
     layout = ParamLayout.from_module(run.model)
     d1, d2 = random_directions(layout, sel.X, 2, torch_generator(seed, "landscape_directions"))
     coords = np.linspace(-span, span, grid)
@@ -200,14 +190,14 @@ def landscape_2d(evaluate, run: RunModels, sel: Selection, grid: int, span: floa
              "accuracy": float(grid_values.accuracy[m, i, j])}
             for m, label in enumerate(sel.labels)
             for i, a in enumerate(coords) for j, b in enumerate(coords)]
-    files = [write.write_csv(out / "landscape2d.csv", rows)]
+    files: list[Pending] = [lambda: write.write_csv(out / "landscape2d.csv", rows)]
     for m, label in enumerate(sel.labels):
-        files.append(write.surface_plot(
+        files.append(lambda m=m, label=label: write.surface_plot(
             out / f"landscape2d_{label}.png", coords, grid_values.loss[m],
             title=f"{run.path.name}, {label} model: loss along two filter-normalized "
                   f"directions"))
     return {"models": sel.labels, "points": grid * grid, "seconds": seconds,
-            "seconds_per_grid": seconds / len(sel.labels), "files": files}
+            "seconds_per_grid": seconds / len(sel.labels)}, files
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,22 +216,45 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
     computed. ``grid`` points per axis: 2-D coordinates span [−span, span]; the 1-D α runs
     over [−span/2, 1 + span/2]. ``samples=None`` uses the whole split. ``mode`` is the HVP
     batching: "auto", "batched" (vmap over models) or "loop".
+
+    Every option, the device, the run directory, the output folder's writability and
+    ``top_k`` against the model's size are checked before anything is computed; the files
+    are written only once everything is computed, so an error leaves the previous analysis
+    as it was.
     """
-    _check(top_k, landscape, models, samples, grid, span)
+    check_options({"hessian": hessian, "top_k": top_k, "trace": trace,
+                   "landscape": landscape, "models": models, "data": data,
+                   "samples": samples, "round": round, "grid": grid, "span": span,
+                   "seed": seed, "tol": tol, "max_iter": max_iter, "trace_tol": trace_tol,
+                   "trace_max_iter": trace_max_iter, "batch_size": batch_size})
     if other is not None and landscape != "1d":
         raise GossipflError("--other: the other run's model is an end of the 1-D "
                             "interpolation; use it with --landscape 1d.")
+    if landscape == "1d" and models == "average" and other is None:
+        raise GossipflError(NO_END)
     if not (hessian or trace or landscape):
         hessian = True
+    dev = check_device(device)
+    path = Path(run_dir)
+    out = path / write.ANALYSIS_DIR
+    if path.is_dir() and (path / CONFIG_FILE).is_file():
+        check_writable(out, "RUN_DIR")  # before the data are loaded (load_run_models)
     run = load_run_models(run_dir, round)
+    P = run.average.shape[0]
+    if hessian and top_k > P:
+        raise GossipflError(f"--top-k: must be at most P = {P} (the model's parameters), "
+                            f"got {top_k}.")
     other_run = load_run_models(other) if other is not None else None
     sel = select_models(run, models)
+    ends = interpolation_ends(run, sel, other_run) if landscape == "1d" else None
+    if hessian or trace:
+        HessianOperator.check_model(run.model, mode)
     inputs, targets = analysis_samples(run.dataset, data, samples, seed)
-    config, dev = run.config, torch.device(device)
-    out = run.path / write.ANALYSIS_DIR
+    config = run.config
     result: dict = {"run": str(run.path), "round": run.round, "algorithm": run.algorithm,
                     "data": data, "samples": len(targets), "seed": seed,
                     "models": sel.labels, "files": []}
+    pending: list[Pending] = []
     sel.X = sel.X.to(dev)
     if hessian or trace:
         op = HessianOperator(run.model.to(dev), inputs, targets, loss=config.train.loss,
@@ -251,21 +264,21 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
         report.update({k: result[k] for k in ("run", "round", "algorithm", "data", "samples",
                                              "seed")}, hvp_mode=op.mode)
         result["hessian"] = report
-        result["files"] += [write.write_json(out / "hessian.json", report),
-                            write.write_csv(out / "hessian.csv", hessian_rows(report))]
+        pending += [lambda: write.write_json(out / "hessian.json", report),
+                    lambda: write.write_csv(out / "hessian.csv", hessian_rows(report))]
     if landscape:
         oracle = make_oracle(config.engine.oracle, run.model, loss=config.train.loss,
                              chunk_size=config.engine.chunk_size, device=dev)
         evaluate = make_evaluator(oracle, inputs, targets, batch_size=batch_size)
-        if other_run is not None:
-            other_run.average = other_run.average.to(dev)
         run.average = run.average.to(dev)
-        info = (landscape_1d(evaluate, run, sel, other_run, grid, span, out)
-                if landscape == "1d" else landscape_2d(evaluate, run, sel, grid, span, seed,
-                                                       out))
-        files = info.pop("files")
+        if ends is not None:
+            ends.X = ends.X.to(dev)
+            info, files = landscape_1d(evaluate, run, ends, grid, span, out)
+        else:
+            info, files = landscape_2d(evaluate, run, sel, grid, span, seed, out)
         info.update({k: result[k] for k in ("run", "round", "algorithm", "data", "samples",
                                            "seed")}, grid=grid, span=span)
-        result["files"] += [*files, write.write_json(out / f"landscape{landscape}.json", info)]
+        pending += [*files, lambda: write.write_json(out / f"landscape{landscape}.json", info)]
         result[f"landscape{landscape}"] = info
+    result["files"] = [write_file() for write_file in pending]
     return result

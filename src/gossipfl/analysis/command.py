@@ -3,7 +3,10 @@
     gossipfl analyze RUN_DIR [--hessian] [--top-k K] [--trace] [--landscape 1d|2d]
                      [--models average|local|all] [--data train|test] [--samples N]
                      [--round R] [--other RUN_DIR] [--grid N] [--span S] [--seed S]
-                     [--device cpu|cuda]
+                     [--tol T] [--max-iter N] [--trace-tol T] [--trace-max-iter N]
+                     [--batch-size B] [--device cpu|cuda]
+
+Every option is checked (:mod:`gossipfl.analysis.options`) before the run is loaded.
 
 Nothing here imports torch until the command runs (the CLI starts fast).
 """
@@ -37,7 +40,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--span", type=float, default=1.0,
                    help="2d: coordinates in [-S, S]; 1d: alpha in [-S/2, 1+S/2]")
     p.add_argument("--seed", type=int, default=0, help="samples, directions, probe vectors")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--tol", type=float, default=1e-2, metavar="T",
+                   help="eigenvalues: relative residual to stop at, in (0, 1) (default 0.01)")
+    p.add_argument("--max-iter", type=int, default=100, metavar="N",
+                   help="eigenvalues: most Hessian-vector products each (default 100)")
+    p.add_argument("--trace-tol", type=float, default=1e-2, metavar="T",
+                   help="trace: relative standard error to stop at, in (0, 1) (default 0.01)")
+    p.add_argument("--trace-max-iter", type=int, default=100, metavar="N",
+                   help="trace: most probe vectors (default 100)")
+    p.add_argument("--batch-size", type=int, default=1000, metavar="B",
+                   help="samples per forward pass (default 1000)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.set_defaults(func=run_command)
 
 
@@ -48,7 +61,10 @@ def run_command(args: argparse.Namespace) -> int:
                      top_k=1 if args.top_k is None else args.top_k, trace=args.trace,
                      landscape=args.landscape, models=args.models, data=args.data,
                      samples=args.samples, round=args.round, other=args.other,
-                     grid=args.grid, span=args.span, seed=args.seed, device=args.device)
+                     grid=args.grid, span=args.span, seed=args.seed, tol=args.tol,
+                     max_iter=args.max_iter, trace_tol=args.trace_tol,
+                     trace_max_iter=args.trace_max_iter, batch_size=args.batch_size,
+                     device=args.device)
     print(format_result(result))
     return 0
 

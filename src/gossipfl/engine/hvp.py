@@ -8,7 +8,11 @@ H(x)·v is forward-over-reverse differentiation, ``jvp(grad(L), (x,), (v,))`` wi
 All M models at once: the product of one model is ``vmap``-ped over the client dimension of
 the flat ``[M, P]`` stack, as :class:`~gossipfl.engine.VmapOracle` batches gradients
 (``functional_call`` on named views of the flat vector). Models vmap cannot batch (BatchNorm)
-use the same function in a loop over models. ``mode="auto"`` also loops over models for
+use the same function in a loop over models. Recurrent models (LSTM) loop too, and take the
+product as reverse-over-reverse differentiation, ``vjp(grad(L), x)(v)`` (= H·v, H being
+symmetric): torch has no forward-mode rule for the fused LSTM kernels (``mkldnn_rnn_layer``
+on the CPU; cuDNN's RNN, which is also not twice differentiable, is switched off for the
+product). ``mode="auto"`` also loops over models for
 convolutional models on the CPU, where vmap's batched convolutions made H·v 2.5× slower
 than the loop (``benchmarks/hessian.py``, docs/benchmarks.md); fully connected models gain
 1.2–1.3× from batching there.
@@ -20,9 +24,15 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call, grad, jvp, vmap
+from torch.func import functional_call, grad, jvp, vjp, vmap
 
-from gossipfl.engine.oracle import check_loss, client_blocks, has_batchnorm, per_sample_loss
+from gossipfl.engine.oracle import (
+    check_loss,
+    client_blocks,
+    has_batchnorm,
+    has_rnn,
+    per_sample_loss,
+)
 from gossipfl.engine.params import ParamLayout
 from gossipfl.errors import GossipflError
 
@@ -41,9 +51,7 @@ class HessianOperator:
     def __init__(self, model: nn.Module, inputs: Tensor, targets: Tensor,
                  loss: str = "cross_entropy", batch_size: int = 1000,
                  chunk_size: int | None = None, mode: str = "auto"):
-        if mode not in MODES:
-            raise GossipflError(f"mode: unknown value '{mode}'; choose one of: "
-                                f"{', '.join(MODES)}.")
+        self.check_model(model, mode)
         if len(targets) == 0:
             raise GossipflError("data: the analysis needs at least one sample, got none.")
         self.model = model.eval()
@@ -53,14 +61,28 @@ class HessianOperator:
         self.batch_size = max(1, int(batch_size))
         self.chunk_size = chunk_size
         self.mode = auto_mode(model) if mode == "auto" else mode
+        self.recurrent = has_rnn(model)
         self.products = 0  # Hessian-vector products computed (one per model per call)
-        one_hvp, one_loss = self._one_hvp, self._one_loss
+        one_hvp = self._one_hvp_reverse if self.recurrent else self._one_hvp
+        one_loss = self._one_loss
         if self.mode == "batched":
             self._hvp = vmap(one_hvp, in_dims=(0, 0, None, None))
             self._loss = vmap(one_loss, in_dims=(0, None, None))
         else:
             self._hvp = _looped(one_hvp)
             self._loss = _looped(one_loss)
+
+    @staticmethod
+    def check_model(model: nn.Module, mode: str) -> None:
+        """Refuse, in one sentence, a ``mode`` that does not exist or cannot run ``model``
+        (called before any work)."""
+        if mode not in MODES:
+            raise GossipflError(f"mode: unknown value '{mode}'; choose one of: "
+                                f"{', '.join(MODES)}.")
+        if mode == "batched" and (has_rnn(model) or has_batchnorm(model)):
+            what = "recurrent layers" if has_rnn(model) else "BatchNorm"
+            raise GossipflError(f"mode: 'batched' cannot run a model with {what} (vmap has no "
+                                f"rule for it); use 'loop' or 'auto'.")
 
     # -- one model ----------------------------------------------------------------------
     def _batch_loss(self, x: Tensor, inputs: Tensor, targets: Tensor) -> Tensor:
@@ -72,6 +94,12 @@ class HessianOperator:
 
     def _one_hvp(self, x: Tensor, v: Tensor, inputs: Tensor, targets: Tensor) -> Tensor:
         return jvp(grad(lambda p: self._batch_loss(p, inputs, targets)), (x,), (v,))[1]
+
+    def _one_hvp_reverse(self, x: Tensor, v: Tensor, inputs: Tensor, targets: Tensor
+                         ) -> Tensor:
+        """H·v as the vector-Jacobian product of the gradient (H is symmetric)."""
+        _, pullback = vjp(grad(lambda p: self._batch_loss(p, inputs, targets)), x)
+        return pullback(v)[0]
 
     def _one_loss(self, x: Tensor, inputs: Tensor, targets: Tensor) -> Tensor:
         return self._batch_loss(x, inputs, targets)
@@ -90,7 +118,7 @@ class HessianOperator:
 
     def _accumulate(self, fn: Callable[..., Tensor], X: Tensor, *rows: Tensor) -> Tensor:
         out = None
-        with torch.enable_grad():
+        with torch.enable_grad(), torch.backends.cudnn.flags(enabled=not self.recurrent):
             for inputs, targets in self._batches(X.dtype, X.device):
                 parts = [fn(X[a:b], *(r[a:b] for r in rows), inputs, targets).detach()
                          for a, b in client_blocks(X.shape[0], self.chunk_size)]
@@ -112,9 +140,9 @@ class HessianOperator:
 
 
 def auto_mode(model: nn.Module) -> str:
-    """"loop" for BatchNorm models, and for convolutional models on the CPU; else
-    "batched"."""
-    if has_batchnorm(model):
+    """"loop" for BatchNorm and recurrent models, and for convolutional models on the CPU;
+    else "batched"."""
+    if has_batchnorm(model) or has_rnn(model):
         return "loop"
     on_cpu = all(p.device.type == "cpu" for p in model.parameters())
     has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())

@@ -28,6 +28,7 @@ from gossipfl.results.rundir import (
     METRIC_LABELS,
     METRICS_FILE,
     NON_RESULT_KEYS,
+    SUMMARY_FILE,
     RunDirectory,
     is_personalized,
     metrics_from_csv,
@@ -61,13 +62,39 @@ class Run:
 
 
 def load_run(path: str | Path) -> Run:
+    """The run in ``path``; a damaged ``config.yaml`` or ``summary.json`` (or ``metrics.csv``)
+    makes it a run with a ``problem``, which a report leaves out naming the file."""
     run_dir = RunDirectory(path)
     if not run_dir.is_run():
         raise GossipflError(f"report: '{run_dir.path}' is not a run directory "
                             f"(it has no {CONFIG_FILE}).")
+    try:
+        config = run_dir.read_config_dict()
+    except GossipflError:
+        return Run(run_dir.path, {}, [], {},
+                   f"{run_dir.file(CONFIG_FILE)} cannot be read or is not a gossipfl config")
+    summary, problem = read_summary_checked(run_dir)
+    if problem is not None:
+        return Run(run_dir.path, config, [], {}, problem)
     metrics, problem = read_metrics_checked(run_dir)
-    return Run(run_dir.path, run_dir.read_config_dict(), metrics, run_dir.read_summary(),
-               problem)
+    return Run(run_dir.path, config, metrics, summary, problem)
+
+
+def read_summary_checked(run_dir: RunDirectory) -> tuple[dict, str | None]:
+    """``summary.json`` as a dict ({} when there is none yet), or {} and why it cannot be
+    used (a run whose status is unknown must not be counted as finished)."""
+    path = run_dir.file(SUMMARY_FILE)
+    if not path.exists():
+        return {}, None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, f"{path} cannot be read ({type(exc).__name__})"
+    except ValueError:
+        return {}, f"{path} is damaged (not JSON)"
+    if not isinstance(data, dict) or not isinstance(data.get("status", ""), str):
+        return {}, f"{path} is damaged (not a gossipfl summary)"
+    return data, None
 
 
 def read_metrics_checked(run_dir: RunDirectory) -> tuple[list[dict], str | None]:
@@ -94,21 +121,34 @@ def read_metrics_checked(run_dir: RunDirectory) -> tuple[list[dict], str | None]
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Run]:
-    """Runs in ``paths``: each a run directory or a folder (e.g. a study) holding some."""
-    runs: list[Run] = []
+    """Runs in ``paths``: each a run directory or a folder (e.g. a study) holding some. A
+    run found twice (a study folder and one of its runs, or two spellings of one path) is
+    counted once: runs are told apart by their resolved directory."""
+    found: dict[Path, Path] = {}  # resolved → as given (first spelling)
     for given in paths:
         path = Path(given)
         if not path.is_dir():
             raise GossipflError(f"report: '{path}' is not a directory.")
-        if RunDirectory(path).is_run():
-            runs.append(load_run(path))
-            continue
+        for run_path in _run_dirs(path):
+            found.setdefault(run_path.resolve(), run_path)
+    return [load_run(p) for p in found.values()]
+
+
+def _run_dirs(path: Path) -> list[Path]:
+    """``path`` itself when it is a run directory, else the run directories under it."""
+    if RunDirectory(path).is_run():
+        return [path]
+    try:
         found = sorted(p.parent for p in path.rglob(CONFIG_FILE))
         if not found:
-            raise GossipflError(f"report: no run directories (folders with {CONFIG_FILE}) "
-                                f"under '{path}'.")
-        runs.extend(load_run(p) for p in found)
-    return runs
+            list(path.iterdir())  # an unreadable folder lists nothing: say so, not "no runs"
+    except OSError as exc:
+        raise GossipflError(f"report: cannot read the folder '{path}' "
+                            f"({exc.strerror or type(exc).__name__}).") from None
+    if not found:
+        raise GossipflError(f"report: no run directories (folders with {CONFIG_FILE}) "
+                            f"under '{path}'.")
+    return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,6 +269,8 @@ class TableRow:
     consensus: Stat | None = None  # final consensus distance (1/M) Σ‖x_i − x̄‖²
     diverged: int = 0  # of the failed: runs that diverged
     flatness: dict[str, Stat] = field(default_factory=dict)  # analysis COLUMNS → stat
+    metric: str = "test_acc"  # the accuracy this row reports
+    held: bool = True  # whether its runs record ``metric`` at all (False: --metric forced it)
 
 
 def rounds_to_target(rows: Sequence[dict], metric: str, target: float) -> int | None:
@@ -239,12 +281,31 @@ def rounds_to_target(rows: Sequence[dict], metric: str, target: float) -> int | 
     return None
 
 
-def default_target(groups: dict[str, list[Run]], metric: str) -> float | None:
-    """The lowest mean final accuracy over the configurations, floored to 0.05: the level
-    every configuration reaches, so rounds-to-target compares them all."""
+def metric_of(metric: str | dict[str, str], label: str) -> str:
+    return metric if isinstance(metric, str) else metric[label]
+
+
+def group_metrics(groups: dict[str, list[Run]]) -> dict[str, str]:
+    """Each configuration's own accuracy: ``personalized_acc`` where its algorithm reports
+    it, else the first of ``test_acc``, ``local_acc_mean`` its runs hold
+    (:func:`~gossipfl.results.rundir.primary_metric`)."""
+    out = {}
+    for label, runs in groups.items():
+        personalized = any(is_personalized(r.config.get("algorithm", {}).get("name"))
+                           for r in runs)
+        out[label] = primary_metric([row for r in runs for row in r.metrics], personalized)
+    return out
+
+
+def default_target(groups: dict[str, list[Run]], metric: str | dict[str, str]
+                   ) -> float | None:
+    """The lowest mean final accuracy over the configurations (each in its own metric when
+    ``metric`` maps labels to metrics), floored to 0.05: the level every configuration
+    reaches, so rounds-to-target compares them all."""
     finals = []
-    for runs in groups.values():
-        values = [r.metrics[-1][metric] for r in runs if r.metrics and metric in r.metrics[-1]]
+    for label, runs in groups.items():
+        m = metric_of(metric, label)
+        values = [r.metrics[-1][m] for r in runs if r.metrics and m in r.metrics[-1]]
         if values:
             finals.append(float(np.mean(values)))
     if not finals:
@@ -252,32 +313,40 @@ def default_target(groups: dict[str, list[Run]], metric: str) -> float | None:
     return math.floor(min(finals) * 20 + 1e-9) / 20
 
 
-def comparison_table(groups: dict[str, list[Run]], metric: str,
+def comparison_table(groups: dict[str, list[Run]], metric: str | dict[str, str],
                      targets: Sequence[float]) -> list[TableRow]:
-    """Mean ± std over seeds of final and best ``metric`` and rounds to each target."""
+    """Mean ± std over seeds of final and best ``metric`` (one for all configurations, or
+    one per label) and rounds to each target."""
     table = []
     for label, runs in groups.items():
+        metric_ = metric_of(metric, label)
         ok = [r for r in runs if r.metrics and r.status not in ("failed", "diverged")]
-        finals = [r.metrics[-1][metric] for r in ok if metric in r.metrics[-1]]
-        bests = [max(v for v in r.column(metric) if v is not None) for r in ok
-                 if any(v is not None for v in r.column(metric))]
-        to_target = {}
-        for target in targets:
-            reached = [n for r in ok if (n := rounds_to_target(r.metrics, metric, target))]
-            to_target[float(target)] = (Stat.of(reached), len(reached))
-        last = [r.metrics[-1] for r in ok]
-        per_round = [row["elapsed"] / row["round"] for row in last
-                     if row.get("elapsed") is not None and row.get("round")]
-        sent = [row["bytes_total"] for row in last if row.get("bytes_total") is not None]
-        consensus = [row["consensus"] for row in last if row.get("consensus") is not None]
-        table.append(TableRow(label=label, runs=len(ok), seeds=[r.seed for r in runs],
-                              final=Stat.of(finals), best=Stat.of(bests), to_target=to_target,
-                              seconds_per_round=float(np.mean(per_round)) if per_round else None,
-                              bytes_total=float(np.mean(sent)) if sent else None,
-                              failed=len(runs) - len(ok), consensus=Stat.of(consensus),
-                              diverged=sum(r.status == "diverged" for r in runs),
-                              flatness=flatness_stats(ok)))
+        table.append(_table_row(label, runs, ok, metric_, targets))
     return table
+
+
+def _table_row(label: str, runs: list[Run], ok: list[Run], metric: str,
+           targets: Sequence[float]) -> TableRow:
+    finals = [r.metrics[-1][metric] for r in ok if metric in r.metrics[-1]]
+    bests = [max(v for v in r.column(metric) if v is not None) for r in ok
+             if any(v is not None for v in r.column(metric))]
+    to_target = {}
+    for target in targets:
+        reached = [n for r in ok if (n := rounds_to_target(r.metrics, metric, target))]
+        to_target[float(target)] = (Stat.of(reached), len(reached))
+    last = [r.metrics[-1] for r in ok]
+    per_round = [row["elapsed"] / row["round"] for row in last
+                 if row.get("elapsed") is not None and row.get("round")]
+    sent = [row["bytes_total"] for row in last if row.get("bytes_total") is not None]
+    consensus = [row["consensus"] for row in last if row.get("consensus") is not None]
+    return TableRow(label=label, runs=len(ok), seeds=[r.seed for r in runs],
+                    final=Stat.of(finals), best=Stat.of(bests), to_target=to_target,
+                    seconds_per_round=float(np.mean(per_round)) if per_round else None,
+                    bytes_total=float(np.mean(sent)) if sent else None,
+                    failed=len(runs) - len(ok), consensus=Stat.of(consensus),
+                    diverged=sum(r.status == "diverged" for r in runs),
+                    flatness=flatness_stats(ok), metric=metric,
+                    held=any(metric in row for r in runs for row in r.metrics))
 
 
 def flatness_stats(runs: Sequence[Run]) -> dict[str, Stat]:
@@ -306,8 +375,10 @@ def _scientific(stat: Stat | None) -> str:
     return f"{stat.mean:.3g}" if stat.n == 1 else f"{stat.mean:.3g} ± {stat.std:.2g}"
 
 
-def _rounds(entry: tuple[Stat | None, int], runs: int) -> str:
+def _rounds(entry: tuple[Stat | None, int], runs: int, row: TableRow | None = None) -> str:
     stat, reached = entry
+    if row is not None and not row.held:
+        return f"no {row.metric}"  # not recorded, which is not "never reached"
     if stat is None:
         return "never"
     text = f"{stat.mean:.1f} ± {stat.std:.1f}" if stat.n > 1 else f"{stat.mean:.0f}"
@@ -330,17 +401,29 @@ def _lost(row: TableRow) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def table_markdown(table: Sequence[TableRow], metric: str) -> str:
-    """The table as GitHub markdown (accuracies in %, mean ± std over seeds)."""
+def _shared_metric(table: Sequence[TableRow]) -> str | None:
+    """The metric of every row, or None when rows report different ones."""
+    metrics = {row.metric for row in table}
+    return metrics.pop() if len(metrics) == 1 else None
+
+
+def table_markdown(table: Sequence[TableRow], metric: str | None = None) -> str:
+    """The table as GitHub markdown (accuracies in %, mean ± std over seeds). When the rows
+    report different accuracies (personalized_acc for some), a ``metric`` column names each
+    row's. (``metric`` is unused: each row knows its own.)"""
     targets = list(table[0].to_target) if table else []
-    head = ["configuration", "runs", f"final {metric} (%)", f"best {metric} (%)",
+    shared = _shared_metric(table)
+    what = shared if shared is not None else "accuracy"
+    head = ["configuration", "runs", *([] if shared is not None else ["metric"]),
+            f"final {what} (%)", f"best {what} (%)",
             *[f"rounds to {100 * t:g}%" for t in targets], "final consensus distance",
             *[FLATNESS_COLUMNS[k] for k in _flatness_keys(table)], "s/round", "sent"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for row in table:
         seeds = str(row.runs) + _lost(row)
-        cells = [row.label, seeds, _pct(row.final), _pct(row.best),
-                 *[_rounds(row.to_target[t], row.runs) for t in targets],
+        cells = [row.label, seeds, *([] if shared is not None else [row.metric]),
+                 _pct(row.final), _pct(row.best),
+                 *[_rounds(row.to_target[t], row.runs, row) for t in targets],
                  _scientific(row.consensus),
                  *[_scientific(row.flatness.get(k)) for k in _flatness_keys(table)],
                  "—" if row.seconds_per_round is None else f"{row.seconds_per_round:.2f}",
@@ -349,8 +432,9 @@ def table_markdown(table: Sequence[TableRow], metric: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def table_csv(table: Sequence[TableRow], metric: str) -> str:
-    """The table as CSV with raw numbers (accuracies as fractions)."""
+def table_csv(table: Sequence[TableRow], metric: str | None = None) -> str:
+    """The table as CSV with raw numbers (accuracies as fractions); the ``metric`` column is
+    each row's accuracy."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     targets = list(table[0].to_target) if table else []
@@ -363,7 +447,7 @@ def table_csv(table: Sequence[TableRow], metric: str) -> str:
                             *[f"{k}_{s}" for k in flat for s in ("mean", "std")],
                             "seconds_per_round", "bytes_total"])
     for row in table:
-        cells: list[Any] = [row.label, row.runs, row.failed, metric,
+        cells: list[Any] = [row.label, row.runs, row.failed, row.metric,
                             *_stat_cells(row.final), *_stat_cells(row.best)]
         for t in targets:
             stat, reached = row.to_target[t]
@@ -383,7 +467,7 @@ def _stat_cells(stat: Stat | None) -> list:
 # --------------------------------------------------------------------------------------------
 @dataclass
 class Report:
-    metric: str
+    metric: str  # the accuracy of every row, or "per configuration" (see table[i].metric)
     targets: list[float]
     table: list[TableRow]
     markdown: str
@@ -406,25 +490,28 @@ def report(runs: Sequence[Run], out_dir: str | Path, metric: str | None = None,
         raise GossipflError(f"report: no run has metrics to report ({left_out[0]}).")
     out = Path(out_dir)
     groups = group_runs(runs)
-    metric = check_metric(runs, metric, metric_key)
+    check_metric(runs, metric, metric_key)
+    metrics: str | dict[str, str] = metric if metric is not None else group_metrics(groups)
+    if isinstance(metrics, dict) and len(set(metrics.values())) == 1:
+        metrics = next(iter(metrics.values()))
     if targets is None:
-        target = default_target(groups, metric)
+        target = default_target(groups, metrics)
         targets = [] if target is None or target <= 0 else [target]
-    table = comparison_table(groups, metric, targets)
-    markdown = table_markdown(table, metric)
+    table = comparison_table(groups, metrics, targets)
+    markdown = table_markdown(table)
     atomic_write_text(out / "table.md", markdown)
-    atomic_write_text(out / "table.csv", table_csv(table, metric))
-    files = [out / "table.md", out / "table.csv", *write_figures(groups, out, metric)]
-    return Report(metric, list(targets), table, markdown, files, left_out)
+    atomic_write_text(out / "table.csv", table_csv(table))
+    files = [out / "table.md", out / "table.csv", *write_figures(groups, out, metrics)]
+    name = metrics if isinstance(metrics, str) else "per configuration"
+    return Report(name, list(targets), table, markdown, files, left_out)
 
 
-def check_metric(runs: Sequence[Run], metric: str | None, key: str) -> str:
-    """``metric`` (default: the first accuracy the runs hold), one of those they hold."""
+def check_metric(runs: Sequence[Run], metric: str | None, key: str) -> str | None:
+    """``metric`` when some run holds it (None: each configuration's own, see
+    :func:`group_metrics`)."""
     rows = [row for r in runs for row in r.metrics]
     if metric is None:
-        personalized = any(is_personalized(r.config.get("algorithm", {}).get("name"))
-                           for r in runs)
-        return primary_metric(rows, personalized)
+        return None
     held = [m for m in ACCURACY_METRICS if any(m in row for row in rows)]
     if metric not in held:
         raise unknown_choice(key, metric, held or ACCURACY_METRICS)
@@ -461,8 +548,11 @@ def mean_over_rounds(row_lists: Sequence[Sequence[dict]], x_key: str, y_key: str
     return xs.mean(axis=0), ys.mean(axis=0), ys.std(axis=0)
 
 
-def write_figures(groups: dict[str, list[Run]], out_dir: str | Path, metric: str) -> list[Path]:
-    """accuracy.png (vs round), accuracy_vs_bytes.png, consensus.png: one curve per group."""
+def write_figures(groups: dict[str, list[Run]], out_dir: str | Path,
+                  metric: str | dict[str, str]) -> list[Path]:
+    """accuracy.png (vs round), accuracy_vs_bytes.png, consensus.png: one curve per group
+    (each in its own accuracy when ``metric`` maps labels to metrics; the curve's label
+    then names it)."""
     from gossipfl import plots
 
     out = Path(out_dir)
@@ -474,30 +564,33 @@ def write_figures(groups: dict[str, list[Run]], out_dir: str | Path, metric: str
              ("consensus.png", "round", "consensus", "communication round", True)]
     files = []
     for name, x_key, y_key, x_label, log_y in specs:
-        curves = _curves(groups, x_key, y_key)
+        curves = _curves(groups, x_key, y_key, mixed=isinstance(y_key, dict))
         if single is not None and y_key == metric and metric != "local_acc_mean":
             if metric == "test_acc" and curves:
                 curves[0].label = "average model"
             curves += _local_curve(single, x_key)
         if not curves:
             continue
-        scale = 100.0 if y_key in ACCURACY_METRICS else 1.0
+        scale = 100.0 if isinstance(y_key, dict) or y_key in ACCURACY_METRICS else 1.0
         y_label = "test accuracy" if len(curves) > 1 and single is not None and \
-            y_key == "test_acc" else METRIC_LABELS.get(y_key, y_key)
+            y_key == "test_acc" else "accuracy (each configuration's metric)" \
+            if isinstance(y_key, dict) else METRIC_LABELS.get(y_key, y_key)
         files.append(plots.line_figure(
             curves, out / name, xlabel=x_label, ylabel=y_label,
             title=title, y_scale=scale, log_y=log_y, bytes_x=x_key == "bytes_total"))
     return files
 
 
-def _curves(groups: dict[str, list[Run]], x_key: str, y_key: str) -> list:
+def _curves(groups: dict[str, list[Run]], x_key: str, y_key: str | dict[str, str],
+            mixed: bool = False) -> list:
     from gossipfl.plots import Curve
 
     curves = []
     for label, runs in groups.items():
-        stats = mean_curve(runs, x_key, y_key)
+        y = metric_of(y_key, label)
+        stats = mean_curve(runs, x_key, y)
         if stats is not None:
-            curves.append(Curve(label, *stats))
+            curves.append(Curve(f"{label} ({y})" if mixed else label, *stats))
     return curves
 
 

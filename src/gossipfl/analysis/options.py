@@ -1,0 +1,147 @@
+"""Every option of an analysis, checked in one place before anything is loaded or computed.
+
+The same rules serve ``gossipfl analyze`` (an error names the flag, ``--top-k``), the Python
+function :func:`gossipfl.analysis.analyze` (the same names) and a study's ``analysis:``
+section (the study key, ``study.analysis.top_k``), so a value refused by one is refused by
+all, in one sentence, before any work. Out of range means: not an integer where one is
+needed, NaN or infinite, zero or negative where it must be positive, or beyond the bound
+that keeps the computation finite (grid points).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from gossipfl.errors import GossipflError, unknown_choice
+
+MODEL_CHOICES = ("average", "local", "all")
+LANDSCAPES = ("1d", "2d")
+SPLITS = ("train", "test")
+#: Points per axis of a landscape: at most this many on a line, and on each axis of a
+#: surface (a 2-D grid of N×N models; 201 is already 40 401 models to evaluate).
+MAX_GRID = {"1d": 1001, "2d": 201}
+
+#: The options a study's ``analysis`` section may set (the Hessian part of ``analyze``).
+STUDY_KEYS = ("top_k", "trace", "models", "data", "samples", "seed", "tol", "max_iter",
+              "trace_tol", "trace_max_iter", "batch_size")
+
+
+def _integer(low: int, optional: bool = False) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            return "must be an integer" + (f" >= {low}" if low > -(2**63) else "")
+        return None
+    return check
+
+
+def _fraction(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not 0 < value < 1:
+        return "must be a number in (0, 1)"
+    return None
+
+
+def _positive_number(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not value > 0:
+        return "must be a finite positive number"
+    return None
+
+
+def _flag(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "must be true or false"
+
+
+def _choice(choices: tuple[str, ...], optional: bool = False):
+    def check(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        return None if value in choices else f"choices:{','.join(choices)}"
+    return check
+
+
+#: option → its rule (a function returning what is wrong, or None).
+RULES: dict[str, Callable[[Any], str | None]] = {
+    "hessian": _flag,
+    "top_k": _integer(1),
+    "trace": _flag,
+    "landscape": _choice(LANDSCAPES, optional=True),
+    "models": _choice(MODEL_CHOICES),
+    "data": _choice(SPLITS),
+    "samples": _integer(1, optional=True),
+    "round": _integer(0, optional=True),
+    "grid": _integer(2),
+    "span": _positive_number,
+    "seed": _integer(-(2**63)),
+    "tol": _fraction,
+    "max_iter": _integer(1),
+    "trace_tol": _fraction,
+    "trace_max_iter": _integer(1),
+    "batch_size": _integer(1),
+}
+
+
+def flag(option: str) -> str:
+    """``top_k`` → ``--top-k`` (the CLI's name)."""
+    return "--" + option.replace("_", "-")
+
+
+def check_options(values: dict[str, Any], name: Callable[[str], str] = flag) -> None:
+    """Refuse, in one sentence naming ``name(option)`` and the value, the first option of
+    ``values`` that is out of range."""
+    for option, value in values.items():
+        problem = RULES[option](value)
+        if problem is None:
+            continue
+        if problem.startswith("choices:"):
+            raise unknown_choice(name(option), value, problem.split(":", 1)[1].split(","))
+        raise GossipflError(f"{name(option)}: {problem}, got {value!r}.")
+    grid, landscape = values.get("grid"), values.get("landscape")
+    if landscape is not None and grid is not None and grid > MAX_GRID[landscape]:
+        raise GossipflError(f"{name('grid')}: must be at most {MAX_GRID[landscape]} points "
+                            f"per axis for a {landscape} landscape, got {grid}.")
+
+
+def check_study_analysis(value: Any) -> dict | None:
+    """A study's ``analysis`` section, every option checked (``study.analysis.<key>``)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise GossipflError(f"study.analysis: must map analysis options "
+                            f"({', '.join(STUDY_KEYS)}) to values, got {value!r}.")
+    from gossipfl.errors import did_you_mean
+
+    for key in value:
+        if key not in STUDY_KEYS:
+            raise GossipflError(f"study.analysis.{key}: unknown option"
+                                f"{did_you_mean(str(key), STUDY_KEYS)}; choose from "
+                                f"{', '.join(STUDY_KEYS)}.")
+    check_options(dict(value), name=lambda option: f"study.analysis.{option}")
+    return dict(value)
+
+
+def check_device(device: Any, key: str = "--device") -> Any:
+    """The torch device ``device`` names (cpu, cuda, cuda:N or auto), refused in one
+    sentence when it is malformed or not on this machine (as ``gossipfl run`` does,
+    :func:`gossipfl.runner.resolve_device`)."""
+    import torch
+
+    from gossipfl.runner import resolve_device
+
+    if not isinstance(device, str) or not (
+            device in ("cpu", "auto", "cuda") or (device.startswith("cuda:")
+                                                   and device[5:].isdigit())):
+        raise GossipflError(f"{key}: must be cpu, cuda, cuda:N or auto, got {device!r}.")
+    try:
+        resolved = resolve_device(device)
+    except GossipflError as exc:
+        raise GossipflError(f"{key}: {str(exc).split(': ', 1)[-1]}") from None
+    if resolved.type == "cuda" and resolved.index is not None \
+            and resolved.index >= torch.cuda.device_count():
+        raise GossipflError(f"{key}: '{device}' was asked for but this machine has "
+                            f"{torch.cuda.device_count()} CUDA device(s).")
+    return resolved
