@@ -156,10 +156,17 @@ def test_the_mixer_checks_its_device_copy(monkeypatch):
      ("error: model.options: model 'mlp' (hidden=[100000000]) with P = 1000000003 parameters "
      "needs at least 7.5 GiB, but only 1.0 GiB")),
     (["data.options.dim=1000000000"],
-     ("error: data.options.dim: synthetic data of 160 samples × 1000000000 features needs at "
-     "least")),
+     ("error: data.options.dim: synthetic data of 160 samples × 1000000000 features "
+      "(3 classes) needs at least 1.8 TiB")),
     (["data.options.train_size=1000000000"],
-     "error: data.options.train_size: synthetic data of 1000000040 samples × 6 features"),
+     ("error: data.options.train_size: synthetic data of 1000000040 samples × 6 features "
+      "(3 classes)")),
+    (["data.options.num_classes=1000000000"],
+     ("error: data.options.num_classes: synthetic data of 160 samples × 6 features "
+     "(1000000000 classes) needs at least")),
+    (["data.local_test_size=1000000000", "eval.personalized=true"],
+     ("error: data.local_test_size: local test splits of 1000000000 samples for each of 4 "
+     "clients needs at least 59.6 GiB")),
     (["train.batch_size=1000000000"],
      ("error: train.batch_size: drawing 2 minibatch(es) of 1000000000 samples for each of 4 "
      "clients needs at least")),

@@ -133,10 +133,12 @@ def check_synthetic_size(options: dict) -> None:
 
     args = {name: p.default for name, p in inspect.signature(make_synthetic).parameters.items()}
     args.update(options)
-    n, dim = args["train_size"] + args["test_size"], args["dim"]
-    key = "data.options.dim" if dim >= args["train_size"] else "data.options.train_size"
-    require_memory((8 * (args["num_classes"] + n) + 4 * n) * dim,
-                   f"synthetic data of {n} samples × {dim} features", key)
+    n, dim, classes = args["train_size"] + args["test_size"], args["dim"], args["num_classes"]
+    largest = max(("dim", dim), ("num_classes", classes), ("train_size", args["train_size"]),
+                  ("test_size", args["test_size"]), key=lambda item: item[1])
+    require_memory((8 * (classes + n) + 4 * n) * dim,
+                   f"synthetic data of {n} samples × {dim} features ({classes} classes)",
+                   f"data.options.{largest[0]}")
 
 
 def count_parameters(config: Config, dataset: Dataset) -> int | None:
@@ -293,6 +295,10 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
         exp.eval_subset = torch.as_tensor(pick, device=device)
     declared = "personalized" in algo_cls.evaluations and not dataset.train_y.is_floating_point()
     if (config.eval.personalized or declared) and n_test:
+        size = config.data.local_test_size
+        if size is not None:  # each client's label-matched test indices (int64, two copies)
+            require_memory(2 * 8 * m * size, f"local test splits of {size} samples for each "
+                           f"of {m} clients", "data.local_test_size")
         exp.local_test_parts = local_test_split(
             parts, dataset.train_y.cpu().numpy(), dataset.test_y.cpu().numpy(),
             dataset.num_classes, numpy_generator(config.seed, "local_test"),
