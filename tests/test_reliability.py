@@ -568,11 +568,12 @@ def test_report_target_as_a_percentage(two_runs, capsys):
 def test_a_dense_mixing_matrix_that_cannot_fit_is_refused(capsys):
     err = one_sentence(capsys, "topology", "ring", "--clients", "3000000")
     assert "data.clients: a dense 3000000×3000000 mixing matrix (ring) needs at least " \
-           "65.5 TiB, but only " in err
+           "131.0 TiB, but only " in err
 
 
 def test_parameter_stacks_that_cannot_fit_are_refused(work, capsys, monkeypatch):
     monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 200)
+    monkeypatch.setattr("gossipfl.experiment.check_synthetic_size", lambda options: None)
     err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big")
     assert err == ("error: data.clients: holding the [M, P] = [4, 21] parameter stacks (X and X^0) "
                    "needs at least 672 B, but only 200 B of memory is available on cpu.\n")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,20 @@ import yaml
 
 from gossipfl import plugins
 from gossipfl.errors import GossipflError, did_you_mean
-from gossipfl.validation import check_finite, coerce  # noqa: F401  (re-exported)
+from gossipfl.validation import (  # noqa: F401  (check_finite and coerce re-exported)
+    BOOLEAN,
+    COUNT,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    UNIT_INTERVAL,
+    Rule,
+    check_all,
+    check_finite,
+    choose,
+    coerce,
+    one_of,
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -51,15 +65,12 @@ class DataConfig:
     tensors: Any = None
 
     def validate(self) -> None:
-        _positive("data.clients", self.clients, integer=True)
-        if self.alpha <= 0:
-            raise GossipflError(f"data.alpha: must be > 0, got {self.alpha}.")
-        _positive("data.classes_per_client", self.classes_per_client, integer=True)
-        if self.min_size < 0:
-            raise GossipflError(f"data.min_size: must be >= 0, got {self.min_size}.")
-        from gossipfl.data.partition import PARTITIONERS  # with the plugins' partitioners
+        from gossipfl.data.partition import PARTITIONERS
 
-        _choice("data.partition", self.partition, (*PARTITIONERS, "natural"))
+        _check_section("data", self, {
+            "clients": COUNT, "alpha": POSITIVE, "classes_per_client": COUNT,
+            "min_size": NON_NEGATIVE, "partition": one_of(*PARTITIONERS, "natural"),
+            "local_test_size": COUNT.or_none()})
 
 
 @dataclass
@@ -88,14 +99,16 @@ class TopologyConfig:
     order: str = "synchronous"
 
     def validate(self) -> None:
-        from gossipfl.schedules import schedule_names  # with the plugins' schedules
+        """Every key, also where the algorithm ignores the graph (centralized)."""
+        from gossipfl.schedules import get_schedule
+        from gossipfl.topology.graphs import topology_names  # with the plugins' topologies
+        from gossipfl.topology.mixer import SPARSE_MODES
+        from gossipfl.topology.mixing import MIXING_RULES
 
-        _choice("topology.order", self.order, schedule_names())
-        _choice("topology.mixing", self.mixing,
-                ("metropolis_hastings", "uniform", "max_degree", "custom"))
-        _choice("topology.sparse", self.sparse, ("auto", "dense", "sparse"))
-        if not 0 < self.p <= 1:
-            raise GossipflError(f"topology.p: must be in (0, 1], got {self.p}.")
+        get_schedule(self.order)  # its registry's names
+        _check_section("topology", self, {
+            "name": one_of(*topology_names()), "mixing": one_of(*MIXING_RULES),
+            "sparse": one_of(*SPARSE_MODES), "p": FRACTION, "k": COUNT})
 
 
 @dataclass
@@ -116,35 +129,23 @@ class TrainConfig:
     max_consensus: float | None = 1.0e6
 
     def validate(self) -> None:
-        _positive("train.rounds", self.rounds, integer=True)
-        _positive("train.local_epochs", self.local_epochs, integer=True)
-        if self.local_steps is not None:
-            _positive("train.local_steps", self.local_steps, integer=True)
-        if isinstance(self.batch_size, str):
-            if self.batch_size != "full":
-                raise GossipflError(
-                    f"train.batch_size: must be a positive integer or 'full', "
-                    f"got '{self.batch_size}'.")
-        else:
-            _positive("train.batch_size", self.batch_size, integer=True)
-        if self.lr < 0:
-            raise GossipflError(f"train.lr: must be >= 0, got {self.lr}.")
-        if not 0 < self.lr_decay <= 1:
-            raise GossipflError(f"train.lr_decay: must be in (0, 1], got {self.lr_decay}.")
-        if self.weight_decay < 0:
-            raise GossipflError(f"train.weight_decay: must be >= 0, got {self.weight_decay}.")
-        if not 0 <= self.momentum < 1:
-            raise GossipflError(f"train.momentum: must be in [0, 1), got {self.momentum}.")
-        if self.clip_norm is not None and not self.clip_norm > 0:
-            raise GossipflError(f"train.clip_norm: must be > 0 or null, got {self.clip_norm}.")
-        _choice("train.loss", self.loss, ("cross_entropy", "mse"))
-        if self.max_consensus is not None and not self.max_consensus > 0:
-            raise GossipflError(f"train.max_consensus: must be > 0 or null, "
-                                f"got {self.max_consensus}.")
+        from gossipfl.engine.oracle import LOSSES
+
+        _check_section("train", self, {
+            "rounds": COUNT, "local_epochs": COUNT, "local_steps": COUNT.or_none(),
+            "batch_size": Rule(lambda v: v == "full" or COUNT.holds(v),
+                               "a positive integer or 'full'"),
+            "lr": NON_NEGATIVE, "lr_decay": FRACTION, "weight_decay": NON_NEGATIVE,
+            "momentum": UNIT_INTERVAL, "clip_norm": POSITIVE.or_none(),
+            "loss": one_of(*LOSSES), "max_consensus": POSITIVE.or_none()})
 
     @property
     def full_batch(self) -> bool:
         return self.batch_size == "full"
+
+
+#: eval.personalized_point: the models right after gossip, or right after training.
+PERSONALIZED_POINTS = ("after_gossip", "before_gossip")
 
 
 @dataclass
@@ -164,14 +165,10 @@ class EvalConfig:
     generalization: int | None = None
 
     def validate(self) -> None:
-        _choice("eval.personalized_point", self.personalized_point,
-                ("after_gossip", "before_gossip"))
-        _positive("eval.every", self.every, integer=True)
-        _positive("eval.batch_size", self.batch_size, integer=True)
-        if self.local_subset is not None:
-            _positive("eval.local_subset", self.local_subset, integer=True)
-        if self.generalization is not None:
-            _positive("eval.generalization", self.generalization, integer=True)
+        _check_section("eval", self, {
+            "personalized_point": one_of(*PERSONALIZED_POINTS), "every": COUNT,
+            "batch_size": COUNT, "local_subset": COUNT.or_none(),
+            "generalization": COUNT.or_none()})
 
 
 @dataclass
@@ -187,12 +184,12 @@ class EngineConfig:
     timeout: float = 300.0  # seconds a rank waits for the others before the job ends
 
     def validate(self) -> None:
-        _choice("engine.oracle", self.oracle, ("auto", "stacked", "vmap", "loop"))
-        _choice("engine.backend", self.backend, ("auto", "single", "distributed"))
-        if not self.timeout > 0:
-            raise GossipflError(f"engine.timeout: must be > 0 seconds, got {self.timeout}.")
-        if self.chunk_size is not None:
-            _positive("engine.chunk_size", self.chunk_size, integer=True)
+        from gossipfl.distributed.launch import BACKENDS
+        from gossipfl.engine.oracle import ORACLES
+
+        _check_section("engine", self, {
+            "oracle": one_of(*ORACLES), "backend": one_of(*BACKENDS),
+            "timeout": Rule(lambda v: v > 0, "> 0 seconds"), "chunk_size": COUNT.or_none()})
 
 
 @dataclass
@@ -204,9 +201,7 @@ class OutputConfig:
     tensorboard: bool = False  # also log to TensorBoard when the package is installed
 
     def validate(self) -> None:
-        if self.checkpoint_every < 0:
-            raise GossipflError(
-                f"output.checkpoint_every: must be >= 0, got {self.checkpoint_every}.")
+        _check_section("output", self, {"checkpoint_every": NON_NEGATIVE})
 
 
 @dataclass
@@ -496,21 +491,71 @@ def _validate(config: Config) -> None:
         section.validate()
     if config.algorithm.params is not None and hasattr(config.algorithm.params, "validate"):
         config.algorithm.params.validate()
+    _warn_ignored(config)
     if not isinstance(config.device, str) or not (
             config.device in ("cpu", "auto") or config.device.startswith("cuda")):
         raise GossipflError(f"device: must be cpu, cuda, cuda:N or auto, got {config.device!r}.")
 
 
-def _positive(key: str, value: Any, integer: bool = False) -> None:
-    if value is None or value < 1 or (integer and int(value) != value):
-        kind = "an integer >= 1" if integer else "> 0"
-        raise GossipflError(f"{key}: must be {kind}, got {value!r}.")
+#: Topology keys a centralized algorithm ignores (it has no communication graph; the order
+#: is not among them: a schedule decides who trains for every algorithm).
+GRAPH_KEYS = ("name", "mixing", "k", "p", "path", "sparse", "matrix")
+
+#: Keys only some choices use: (section, key, the choice's key, the choices that use it).
+USED_BY = (("topology", "k", "name", ("random_k", "k_regular", "authors_random")),
+           ("topology", "p", "name", ("erdos_renyi",)),
+           ("topology", "path", "name", ("custom",)),
+           ("data", "alpha", "partition", ("dirichlet",)),
+           ("data", "balanced", "partition", ("dirichlet",)),
+           ("data", "min_size", "partition", ("dirichlet",)),
+           ("data", "classes_per_client", "partition", ("pathological",)))
 
 
-def _choice(key: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise GossipflError(f"{key}: unknown value '{value}'{did_you_mean(value, choices)}; "
-                            f"choose one of: {', '.join(choices)}.")
+def _warn_ignored(config: Config) -> None:
+    """One warning naming the settings the run ignores (they are checked all the same): the
+    topology of a centralized algorithm, the parameters of other topologies and partitions."""
+    from gossipfl.algorithms import get_algorithm
+
+    centralized = get_algorithm(config.algorithm.name).centralized
+    changed = []
+    for section, key, choice, users in USED_BY:
+        if centralized and section == "topology":
+            continue
+        node = getattr(config, section)
+        if getattr(node, choice) not in users and _changed(node, key):
+            changed.append(f"{section}.{key}")
+    if changed:
+        warnings.warn(f"{', '.join(changed)}: ignored, because "
+                      f"{_choices(config, changed)}.", stacklevel=3)
+    graph = [f"topology.{key}" for key in GRAPH_KEYS if _changed(config.topology, key)]
+    if centralized and graph:
+        warnings.warn(f"{', '.join(graph)}: ignored, because {config.algorithm.name} is a "
+                      f"centralized algorithm and has no communication graph.", stacklevel=3)
+
+
+def _choices(config: Config, keys: list[str]) -> str:
+    said = []
+    for section, choice in (("topology", "name"), ("data", "partition")):
+        if any(k.startswith(f"{section}.") for k in keys):
+            said.append(f"{section}.{choice} is {getattr(getattr(config, section), choice)}")
+    return " and ".join(said)
+
+
+def _changed(section: Any, key: str) -> bool:
+    value, default = getattr(section, key), getattr(type(section)(), key)
+    return value is not default and not _same(value, default)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an API matrix (array): not the default None
+        return False
+
+
+def _check_section(name: str, section: Any, rules: dict[str, Rule]) -> None:
+    """Check the fields of a config section against its rules (in the rules' order)."""
+    check_all(name, {key: getattr(section, key) for key in rules}, rules)
 
 
 def _dataclass_to_dict(obj: Any, api_values: bool, path: tuple = ()) -> dict:

@@ -86,6 +86,8 @@ def build_data(config: Config) -> tuple[Dataset, list[np.ndarray]]:
         raise GossipflError("data.tensors: expected a gossipfl Dataset or a dict with 'train' "
                             "(a list of per-client (x, y)) and 'test' (x, y).")
     else:
+        if data.dataset == "synthetic":
+            check_synthetic_size(data.options)
         dataset = load_dataset(data.dataset, root=data.root, download=data.download,
                                verify=data.verify, **data.options)
     if data.clients > len(dataset.train_y):
@@ -116,6 +118,82 @@ def _per_client_tensors(given: dict, config: Config) -> tuple[Dataset, list[np.n
     bounds = np.cumsum([0] + [len(y) for y in ys])
     parts = [np.arange(a, b) for a, b in pairwise(bounds)]
     return dataset, parts
+
+
+# --------------------------------------------------------------------------------------------
+# Sizes, estimated before anything of that size is allocated
+# --------------------------------------------------------------------------------------------
+def check_synthetic_size(options: dict) -> None:
+    """The synthetic data's float64 draw and float32 copy must fit: ``8 (C + n) d + 4 n d``
+    bytes for n samples of d features and C class means."""
+    import inspect
+
+    from gossipfl.data.datasets import make_synthetic
+
+    args = {name: p.default for name, p in inspect.signature(make_synthetic).parameters.items()}
+    args.update(options)
+    n, dim, classes = args["train_size"] + args["test_size"], args["dim"], args["num_classes"]
+    largest = max(("dim", dim), ("num_classes", classes), ("train_size", args["train_size"]),
+                  ("test_size", args["test_size"]), key=lambda item: item[1])
+    require_memory((8 * (classes + n) + 4 * n) * dim,
+                   f"synthetic data of {n} samples × {dim} features ({classes} classes)",
+                   f"data.options.{largest[0]}")
+
+
+def count_parameters(config: Config, dataset: Dataset) -> int | None:
+    """P of the config's model, from a build on the meta device (no memory behind the
+    tensors); None where the model cannot be built there."""
+    try:
+        with torch.device("meta"):
+            model = _build_model(config, dataset)
+        return sum(p.numel() for p in model.parameters())
+    except Exception:  # noqa: BLE001 - a model that needs real tensors: built for real, checked
+        return None
+
+
+def check_model_size(config: Config, dataset: Dataset, device: torch.device) -> None:
+    """Refuse a model whose parameters cannot fit: once for the model and its flat copy (key
+    model.options, or model.name), then the [M, P] stacks of every client (key data.clients)."""
+    P = count_parameters(config, dataset)
+    if P is None:
+        return
+    model = config.model
+    key = "model.factory" if model.factory is not None else (
+        "model.options" if model.options else "model.name")
+    shown = ", ".join(f"{k}={v}" for k, v in model.options.items())
+    what = f"model '{model.name}'" + (f" ({shown})" if shown else "")
+    require_memory(2 * 4 * P, f"{what} with P = {P} parameters", key)
+    m = config.data.clients
+    require_memory(2 * 4 * m * P, f"holding the [M, P] = [{m}, {P}] parameter stacks "
+                   f"(X and X^0)", "data.clients", device)
+
+
+def check_batch_size(config: Config, parts: list[np.ndarray], sample_numel: int,
+                     device: torch.device) -> None:
+    """A round's minibatch index streams (int64, several copies while they are shuffled)
+    and one client's batch of inputs must fit."""
+    train = config.train
+    if train.full_batch or not parts:
+        return
+    batch, m = train.batch_size, len(parts)
+    largest = max(len(p) for p in parts)
+    per_epoch = max(-(-largest // batch), 1)
+    steps = train.local_steps or per_epoch
+    key = "train.local_steps" if train.local_steps and batch <= largest else "train.batch_size"
+    length = steps * batch
+    require_memory(3 * 8 * m * length + 4 * batch * sample_numel,
+                   f"drawing {steps} minibatch(es) of {batch} samples for each of {m} clients",
+                   key, device)
+
+
+def _build_model(config: Config, dataset: Dataset) -> torch.nn.Module:
+    out_dim = dataset.num_classes or 1  # regression targets (num_classes 0): one output
+    if config.model.factory is not None:
+        model = config.model.factory(dataset.input_shape, out_dim)
+        if not isinstance(model, torch.nn.Module):
+            raise GossipflError("model.factory: must return a torch.nn.Module.")
+        return model
+    return build_model(config.model.name, dataset.input_shape, out_dim, **config.model.options)
 
 
 def build_model_for(config: Config, dataset: Dataset) -> torch.nn.Module:
@@ -169,6 +247,8 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     dataset = dataset.to(device)
     m = len(parts)
     train = config.train
+    check_model_size(config, dataset, device)
+    check_batch_size(config, parts, int(np.prod(dataset.input_shape)), device)
     sampler = ClientSampler(parts, None if train.full_batch else train.batch_size,
                             seed=derive_seed(config.seed, "sampler"), device=device)
     model = build_model_for(config, dataset).to(device)
@@ -216,6 +296,10 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
         exp.eval_subset = torch.as_tensor(pick, device=device)
     declared = "personalized" in algo_cls.evaluations and not dataset.train_y.is_floating_point()
     if (config.eval.personalized or declared) and n_test:
+        size = config.data.local_test_size
+        if size is not None:  # each client's label-matched test indices (int64, two copies)
+            require_memory(2 * 8 * m * size, f"local test splits of {size} samples for each "
+                           f"of {m} clients", "data.local_test_size")
         exp.local_test_parts = local_test_split(
             parts, dataset.train_y.cpu().numpy(), dataset.test_y.cpu().numpy(),
             dataset.num_classes, numpy_generator(config.seed, "local_test"),

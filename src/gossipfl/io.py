@@ -147,12 +147,19 @@ class FolderLock:
                 os.close(fd)
                 raise FolderInUse(f"{key}: '{folder}' is in use by process {holder} (lock "
                                   f"file {path}); wait until it ends.") from None
+            except OSError as exc:  # no locks on this file system (ENOLCK), ...
+                os.close(fd)
+                raise WriteError(path, exc) from None
             if _same_file(fd, path):  # not unlinked by a holder releasing meanwhile
                 break
             os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        return cls(path, fd)
+        lock = cls(path, fd)
+        try:
+            _write_pid(fd)
+        except OSError as exc:  # the disk (or quota) full: no lock left behind
+            lock.release()
+            raise WriteError(path, exc) from None
+        return lock
 
     def release(self) -> None:
         if self.fd < 0:
@@ -160,6 +167,14 @@ class FolderLock:
         self.path.unlink(missing_ok=True)
         os.close(self.fd)
         self.fd = -1
+
+
+def _write_pid(fd: int) -> None:
+    """The lock file's content: this process's pid (written whole, or an OSError)."""
+    os.ftruncate(fd, 0)
+    data = f"{os.getpid()}\n".encode()
+    if os.pwrite(fd, data, 0) != len(data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def _read_pid(fd: int) -> str:

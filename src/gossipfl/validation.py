@@ -38,7 +38,8 @@ class Rule:
             return
         if self.choices:
             raise unknown_choice(key, value, self.choices)
-        raise GossipflError(f"{key}: must be {self.words}, got {value}.")
+        shown = f"'{value}'" if isinstance(value, str) else value
+        raise GossipflError(f"{key}: must be {self.words}, got {shown}.")
 
     def or_none(self) -> Rule:
         """The same rule, or null (a setting that falls back to another one)."""
@@ -50,7 +51,13 @@ POSITIVE = Rule(lambda v: v > 0, "> 0")
 UNIT_INTERVAL = Rule(lambda v: 0 <= v < 1, "in [0, 1)")
 FRACTION = Rule(lambda v: 0 < v <= 1, "in (0, 1]")
 AT_LEAST_ONE = Rule(lambda v: v >= 1, "an integer >= 1")
+COUNT = Rule(lambda v: not isinstance(v, bool) and v >= 1 and int(v) == v, "an integer >= 1")
 BOOLEAN = Rule(lambda v: isinstance(v, bool), "true or false")
+
+#: The largest number a float32 tensor holds: a hyperparameter beyond it (train.lr = 1e308)
+#: overflows the moment it meets the parameters, so no config number may pass it.
+FLOAT32_MAX = 3.4028234663852886e38
+INT64_MAX = 2 ** 63 - 1
 
 
 def one_of(*choices: str) -> Rule:
@@ -77,9 +84,16 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def check_finite(key: str, value: Any) -> None:
-    """Reject NaN and infinite numbers anywhere in ``value`` (nested mappings and lists)."""
+    """Reject NaN, infinite numbers and numbers beyond float32's range (which the run's
+    float32 tensors cannot hold) anywhere in ``value`` (nested mappings and lists)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise GossipflError(f"{key}: must be a finite number, got {value}.")
+    if isinstance(value, float) and abs(value) > FLOAT32_MAX:
+        raise GossipflError(f"{key}: must be at most {FLOAT32_MAX:.4g} in magnitude (the "
+                            f"largest float32), got {value:g}.")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT64_MAX:
+        raise GossipflError(f"{key}: must be at most {INT64_MAX} in magnitude (the largest "
+                            f"int64), got {value:.4g}.")
     if isinstance(value, dict):
         for k, v in value.items():
             check_finite(f"{key}.{k}", v)
@@ -92,7 +106,9 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
     """Check ``value`` against a type hint (int, float, bool, str, X | None, unions, lists of
     those); numbers must be finite. Returns the value converted (an integral float to int)."""
     check_finite(key, value)
-    return _coerce(key, value, hint)
+    value = _coerce(key, value, hint)
+    check_finite(key, value)  # a string "1e308" converted to a number
+    return value
 
 
 def _coerce(key: str, value: Any, hint: Any) -> Any:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.validation import Rule, check_all, choose
 
 # --------------------------------------------------------------------------------------------
 # Base class and helpers
@@ -118,12 +119,8 @@ class DirichletPartitioner(Partitioner):
 
     def __init__(self, alpha: float, balanced: bool = True, min_size: int = 10,
                  max_tries: int = 1000):
-        if not isinstance(alpha, int | float) or not alpha > 0 or not np.isfinite(alpha):
-            raise GossipflError(f"data.alpha: must be > 0, got {alpha}.")
-        if not isinstance(min_size, int | np.integer) or min_size < 0:
-            raise GossipflError(f"data.min_size: must be an integer >= 0, got {min_size}.")
-        if not isinstance(max_tries, int | np.integer) or max_tries < 1:
-            raise GossipflError(f"data.max_tries: must be an integer >= 1, got {max_tries}.")
+        check_all("data", {"alpha": alpha, "min_size": min_size, "max_tries": max_tries},
+                  {"alpha": _POSITIVE_NUMBER, "min_size": _integer(0), "max_tries": _integer(1)})
         self.alpha = float(alpha)
         self.balanced = bool(balanced)
         self.min_size = int(min_size)
@@ -202,10 +199,7 @@ class PathologicalPartitioner(Partitioner):
     name = "pathological"
 
     def __init__(self, classes_per_client: int):
-        if not isinstance(classes_per_client, int | np.integer) or classes_per_client < 1:
-            raise GossipflError(
-                f"data.classes_per_client: must be an integer >= 1, got {classes_per_client}."
-            )
+        _integer(1).check("data.classes_per_client", classes_per_client)
         self.classes_per_client = int(classes_per_client)
 
     def _split(self, labels, num_clients, rng):
@@ -263,6 +257,13 @@ def natural_split(train_users: np.ndarray | None, num_users: int, num_clients: i
     return [np.sort(part) for part in np.split(order, np.cumsum(counts)[:-1])]
 
 
+def _integer(low: int) -> Rule:
+    return Rule(lambda v: isinstance(v, int | np.integer) and not isinstance(v, bool)
+                and v >= low, f"an integer >= {low}")
+
+
+_POSITIVE_NUMBER = Rule(lambda v: isinstance(v, int | float) and v > 0, "> 0")
+
 PARTITIONERS: dict[str, type[Partitioner]] = {
     "iid": IidPartitioner,
     "dirichlet": DirichletPartitioner,
@@ -296,8 +297,7 @@ def partitioner_params(name: str, section: dict) -> dict:
 
 def build_partitioner(name: str, **params) -> Partitioner:
     """Build a partitioner by name; parameters given as ``None`` are ignored (defaults)."""
-    if name not in PARTITIONERS:
-        raise unknown_choice("data.partition", name, PARTITIONERS)
+    choose("data.partition", name, PARTITIONERS)
     cls = PARTITIONERS[name]
     params = {k: v for k, v in params.items() if v is not None}
     signature = _init_parameters(cls)
@@ -341,8 +341,8 @@ def local_test_split(client_train_indices: list[np.ndarray], train_labels: np.nd
     (DisPFL protocol: independent draws).
     """
     train_labels, test_labels = np.asarray(train_labels), np.asarray(test_labels)
-    if size is not None and (not isinstance(size, int | np.integer) or size < 1):
-        raise GossipflError(f"data.local_test_size: must be an integer >= 1, got {size}.")
+    if size is not None:
+        _integer(1).check("data.local_test_size", size)
     test_pools = [np.flatnonzero(test_labels == c) for c in range(num_classes)]
     ratio = len(test_labels) / max(len(train_labels), 1)
     result = []

@@ -50,7 +50,8 @@ def keep_freed_memory() -> bool:
 # --------------------------------------------------------------------------------------------
 def available_memory(device: Any = "cpu") -> int | None:
     """Bytes that can still be allocated on ``device`` (None when unknown): CUDA's free
-    memory, else Linux's MemAvailable, else the free physical pages."""
+    memory; on CPU the smaller of Linux's MemAvailable (else the free physical pages) and
+    what the address-space limit (``ulimit -v``) leaves."""
     import torch
 
     device = torch.device(device)
@@ -58,6 +59,15 @@ def available_memory(device: Any = "cpu") -> int | None:
         return int(torch.cuda.mem_get_info(device)[0])
     if device.type != "cpu":
         return None
+    physical = _physical_available()
+    limit = address_space_left()
+    if physical is None or limit is None:
+        return physical if limit is None else limit
+    return min(physical, limit)
+
+
+def _physical_available() -> int | None:
+    """Linux's MemAvailable, else the free physical pages (None when unknown)."""
     try:
         with open("/proc/meminfo") as handle:
             for line in handle:
@@ -69,6 +79,32 @@ def available_memory(device: Any = "cpu") -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def address_space_left() -> int | None:
+    """Bytes the process may still map under its address-space limit (``ulimit -v``,
+    RLIMIT_AS): the soft limit less the virtual memory it holds (None: no limit, or unknown)."""
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    return max(soft - _virtual_size(), 0)
+
+
+def _virtual_size() -> int:
+    """The process's virtual memory size in bytes (0 when unknown)."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def require_memory(needed: int, what: str, key: str, device: Any = "cpu") -> None:

@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
+from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.models.cnn import cnn, femnist_cnn
 from gossipfl.models.mlp import linear, logistic, mlp
 from gossipfl.models.resnet import resnet18
 from gossipfl.models.text import lstm
 from gossipfl.models.vgg import vgg11
 from gossipfl.rng import derive_seed
+from gossipfl.validation import choose, coerce
 
 ModelBuilder = Callable[..., nn.Module]
 
@@ -61,8 +62,7 @@ def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
 
 def model_options(name: str) -> dict[str, object]:
     """The options a model accepts, with their defaults."""
-    if name not in MODELS:
-        raise unknown_choice("model.name", name, MODELS)
+    choose("model.name", name, MODELS)
     params = list(inspect.signature(MODELS[name]).parameters.values())[2:]
     return {p.name: p.default for p in params}
 
@@ -71,7 +71,6 @@ def check_options(name: str, options: dict[str, object]) -> dict[str, object]:
     """The model's options checked against its builder's signature: known names, values of
     the annotated types (``model.options.hidden`` must be a list of integers, ...)."""
     from gossipfl.plugins import option_hints
-    from gossipfl.validation import coerce
 
     if not isinstance(options, dict):
         raise GossipflError(f"model.options: must be a mapping, got {options!r}.")

@@ -166,7 +166,8 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             raise GossipflError(f"topology.{key}: unknown parameter{did_you_mean(key, PARAMS)};"
                                 f" known: {', '.join(PARAMS)}.")
     num_clients = _check_clients(name, num_clients)
-    require_memory(8 * num_clients ** 2, f"a dense {num_clients}×{num_clients} mixing matrix "
+    # float64 [M, M]: the adjacency and the mixing matrix, both held (graphs are dense here)
+    require_memory(16 * num_clients ** 2, f"a dense {num_clients}×{num_clients} mixing matrix "
                    f"({name})", "data.clients")
     if mixing == "custom" and name != "custom":
         raise GossipflError(

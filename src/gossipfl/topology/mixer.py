@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 import torch
 
+from gossipfl.engine.memory import require_memory
 from gossipfl.errors import unknown_choice
 from gossipfl.topology.graphs import Topology
 from gossipfl.topology.mixing import count_messages
@@ -115,6 +116,10 @@ class Mixer:
         return self._operators[sparse, power]
 
     def _to_device(self, W: np.ndarray, sparse: bool) -> torch.Tensor:
+        M = self.num_clients
+        size = M * M * torch.empty((), dtype=self.dtype).element_size()
+        require_memory(size, f"a dense {M}×{M} mixing matrix in {self.dtype}", "data.clients",
+                       self.device)
         dense = torch.tensor(W, dtype=self.dtype)  # a copy: W may be a read-only array
         if not sparse:
             return dense.to(self.device)
