@@ -59,18 +59,7 @@ def test_settings_a_centralized_algorithm_ignores_draw_one_warning():
         "has no communication graph.")]
 
 
-def test_parameters_of_other_topologies_and_partitions_draw_one_warning():
-    with pytest.warns(UserWarning) as caught:
-        load_config({"data": {"partition": "iid", "alpha": 0.5}, "topology": {"k": 4}})
-    assert [str(w.message) for w in caught] == [
-        ("topology.k, data.alpha: ignored, because topology.name is ring and data.partition "
-        "is iid.")]
-
-
 @pytest.mark.parametrize("raw", [{"algorithm": "fedavg"},
-                                 {"topology": {"name": "random_k", "k": 4}},
-                                 {"data": {"partition": "pathological",
-                                           "classes_per_client": 3}},
                                  {"algorithm": "dfedavg", "topology": {"name": "full"}},
                                  {"algorithm": "fedavg", "topology": {"order": "synchronous"}}])
 def test_no_warning_when_nothing_is_ignored(raw):

@@ -501,49 +501,21 @@ def _validate(config: Config) -> None:
 #: is not among them: a schedule decides who trains for every algorithm).
 GRAPH_KEYS = ("name", "mixing", "k", "p", "path", "sparse", "matrix")
 
-#: Keys only some choices use: (section, key, the choice's key, the choices that use it).
-USED_BY = (("topology", "k", "name", ("random_k", "k_regular", "authors_random")),
-           ("topology", "p", "name", ("erdos_renyi",)),
-           ("topology", "path", "name", ("custom",)),
-           ("data", "alpha", "partition", ("dirichlet",)),
-           ("data", "balanced", "partition", ("dirichlet",)),
-           ("data", "min_size", "partition", ("dirichlet",)),
-           ("data", "classes_per_client", "partition", ("pathological",)))
-
 
 def _warn_ignored(config: Config) -> None:
-    """One warning naming the settings the run ignores (they are checked all the same): the
-    topology of a centralized algorithm, the parameters of other topologies and partitions."""
+    """One warning naming the settings the chosen algorithm ignores (they are checked all the
+    same): the topology of a centralized algorithm."""
     from gossipfl.algorithms import get_algorithm
 
-    centralized = get_algorithm(config.algorithm.name).centralized
-    changed = []
-    for section, key, choice, users in USED_BY:
-        if centralized and section == "topology":
-            continue
-        node = getattr(config, section)
-        if getattr(node, choice) not in users and _changed(node, key):
-            changed.append(f"{section}.{key}")
+    if not get_algorithm(config.algorithm.name).centralized:
+        return
+    default = TopologyConfig()
+    changed = [f"topology.{key}" for key in GRAPH_KEYS
+               if getattr(config.topology, key) is not getattr(default, key)
+               and not _same(getattr(config.topology, key), getattr(default, key))]
     if changed:
-        warnings.warn(f"{', '.join(changed)}: ignored, because "
-                      f"{_choices(config, changed)}.", stacklevel=3)
-    graph = [f"topology.{key}" for key in GRAPH_KEYS if _changed(config.topology, key)]
-    if centralized and graph:
-        warnings.warn(f"{', '.join(graph)}: ignored, because {config.algorithm.name} is a "
+        warnings.warn(f"{', '.join(changed)}: ignored, because {config.algorithm.name} is a "
                       f"centralized algorithm and has no communication graph.", stacklevel=3)
-
-
-def _choices(config: Config, keys: list[str]) -> str:
-    said = []
-    for section, choice in (("topology", "name"), ("data", "partition")):
-        if any(k.startswith(f"{section}.") for k in keys):
-            said.append(f"{section}.{choice} is {getattr(getattr(config, section), choice)}")
-    return " and ".join(said)
-
-
-def _changed(section: Any, key: str) -> bool:
-    value, default = getattr(section, key), getattr(type(section)(), key)
-    return value is not default and not _same(value, default)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -144,7 +144,7 @@ def count_parameters(config: Config, dataset: Dataset) -> int | None:
     """P of the config's model, from a build on the meta device (no memory behind the
     tensors); None where the model cannot be built there."""
     try:
-        with torch.device("meta"):
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
             model = _build_model(config, dataset)
         return sum(p.numel() for p in model.parameters())
     except Exception:  # noqa: BLE001 - a model that needs real tensors: built for real, checked
