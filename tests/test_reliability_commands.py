@@ -158,7 +158,7 @@ def test_analyze_an_lstm_run(tmp_path, capsys):
                          "partition": "natural", "clients": 3, "options": {"max_samples": 4}},
                    model={"name": "lstm", "options": {"hidden": 4, "embed": 2, "layers": 1}},
                    train={**TINY["train"], "rounds": 1, "batch_size": 2})
-    code, out, err = gossipfl(capsys, "analyze", run, "--samples", "2", "--max-iter", "2",
+    code, _, err = gossipfl(capsys, "analyze", run, "--samples", "2", "--max-iter", "2",
                               "--tol", "0.5")
     assert code == 0, err
     report_ = json.loads((run / "analysis" / "hessian.json").read_text())
