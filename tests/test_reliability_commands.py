@@ -306,3 +306,13 @@ def test_stability_on_cuda_without_cuda_is_refused_before_the_data(tmp_path, cap
                        "--out", tmp_path / "out", "--quiet")
     assert "no CUDA device is available" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_summary_that_is_not_an_object_reads_as_unwritten(tmp_path):
+    """A damaged summary.json holding valid JSON that is not an object (a list) is no status:
+    a study retries the run instead of failing on it."""
+    from gossipfl.results.rundir import RunDirectory
+
+    run = RunDirectory.create(tmp_path / "r")
+    (tmp_path / "r" / "summary.json").write_text("[1, 2]")
+    assert run.read_summary() == {} and run.status() is None

@@ -143,9 +143,10 @@ class RunDirectory:
         if not path.is_file():
             return {}
         try:
-            return json.loads(path.read_text())
+            summary = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             return {}
+        return summary if isinstance(summary, dict) else {}  # damaged: as if not written
 
     def status(self) -> str | None:
         return self.read_summary().get("status")
