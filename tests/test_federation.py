@@ -121,14 +121,18 @@ CROSSING = re.compile(r"\.(mean|sum|prod|amax|amin)\(\s*(0|dim=0)|\[\s*clients\s
                       r"\.expand\(|\.repeat\(|@\s*self\.|\bmixer\b")
 
 
-def test_no_algorithm_module_crosses_the_client_dimension():
+def algorithm_lines_matching(pattern: re.Pattern) -> list[str]:
+    """``module: line`` of every line of an algorithm module that matches ``pattern``."""
     root = Path(gossipfl.algorithms.__file__).parent
     modules = [p for family in ("decentralized", "centralized", "personalized")
                for p in (root / family).glob("*.py")]
     assert len(modules) >= 10
-    offending = [f"{p.name}: {line.strip()}" for p in modules
-                 for line in p.read_text().splitlines() if CROSSING.search(line)]
-    assert offending == []
+    return [f"{p.name}: {line.strip()}" for p in modules
+            for line in p.read_text().splitlines() if pattern.search(line)]
+
+
+def test_no_algorithm_module_crosses_the_client_dimension():
+    assert algorithm_lines_matching(CROSSING) == []
 
 
 #: What an algorithm module must not do (issue 22): reach through the Federation for what a
@@ -138,13 +142,7 @@ SIDE_CHANNELS = re.compile(r"fed\.(oracle|groups|train|label_counts|layout)\b|ge
 
 
 def test_no_algorithm_module_reaches_through_probes_or_dispatches_on_phases():
-    root = Path(gossipfl.algorithms.__file__).parent
-    modules = [p for family in ("decentralized", "centralized", "personalized")
-               for p in (root / family).glob("*.py")]
-    assert len(modules) >= 10
-    offending = [f"{p.name}: {line.strip()}" for p in modules
-                 for line in p.read_text().splitlines() if SIDE_CHANNELS.search(line)]
-    assert offending == []
+    assert algorithm_lines_matching(SIDE_CHANNELS) == []
 
 
 def test_an_unknown_weighting_is_one_sentence_naming_the_valid_ones():
