@@ -21,13 +21,15 @@ if TYPE_CHECKING:  # annotation only
 
 
 class LocalOptimizer:
-    """Steps ``work.y`` in place along a direction; ``rows``: the working rows of the round."""
+    """Steps ``work.y`` in place along a direction; ``rows``: the working rows of the round;
+    ``velocity``: the ``[rows, n_group]`` buffer to keep v in (default: a new zero one)."""
 
     def __init__(self, group: ParamGroup, lr: float, momentum: float, rows: int,
-                 like: torch.Tensor):
+                 like: torch.Tensor, velocity: torch.Tensor | None = None):
         self.group, self.lr, self.momentum = group, lr, momentum
-        self.velocity = (torch.zeros(rows, group.numel, dtype=like.dtype, device=like.device)
-                         if momentum else None)
+        if momentum and velocity is None:
+            velocity = torch.zeros(rows, group.numel, dtype=like.dtype, device=like.device)
+        self.velocity = velocity if momentum else None
 
     def step(self, work: Work, direction: torch.Tensor) -> None:
         y, lr = work.y, self.lr

@@ -41,15 +41,15 @@ class FedRoD(PersonalServer):
     paper = "Chen & Chao 2022, On Bridging Generic and Personalized FL (Fed-RoD, linear)"
     kept = "personal"  # h^P_i
 
-    def init(self, x0):
-        counts = self.env.label_counts
+    def __init__(self, params, env, fed):
+        super().__init__(params, env, fed)
+        counts = env.label_counts
         if counts is None:
             raise GossipflError("algorithm.name: fedrod needs class labels (its balanced "
                                 "softmax uses each client's class counts), got regression "
                                 "targets.")
         self.logit_bias = self.head_bias(counts.shape[1])
         self.log_prior = counts.clamp_min(1e-30).log()  # [M, C] log n_ic (−69: no sample)
-        return super().init(x0)
 
     def head_bias(self, classes: int) -> ParamGroup:
         """The columns of the head's bias (the logits' offsets)."""
@@ -70,19 +70,25 @@ class FedRoD(PersonalServer):
         personal.assign(x, personal.select(x) + own)
 
     def phases(self):
-        return [Phase(begin=self.head_optimizer_for_phase, update=self.two_heads_step)]
+        return [Phase(begin=self.reset_head_velocity, update=self.two_heads_step)]
 
     def begin_round(self, ctx, state):
         clients = self.fed.sample(ctx.round, self.params.participation)
-        return Work(self.fed.broadcast(state["server"], clients), clients,
-                    head=self.fed.rows(state["own"], clients))
+        head = self.fed.rows(state["own"], clients)
+        return Work(self.fed.broadcast(state["server"], clients), clients, head=head,
+                    head_velocity=torch.zeros_like(head))
 
-    def head_optimizer_for_phase(self, ctx, work):
-        """The personal head's optimizer: the phase's learning rate and momentum."""
+    def reset_head_velocity(self, ctx, work):
+        """The head's momentum restarts with the phase, as the body's does."""
+        work["head_velocity"].zero_()
+
+    def head_optimizer(self, ctx, work) -> LocalOptimizer:
+        """The personal head's optimizer: the phase's learning rate and momentum, its velocity
+        kept in the round's scratch."""
         size = work["head"].shape[1]
-        self.head_optimizer = LocalOptimizer(ParamGroup("head", ((0, size),), size),
-                                             ctx.optimizer.lr, ctx.optimizer.momentum,
-                                             len(work), work.y)
+        return LocalOptimizer(ParamGroup("head", ((0, size),), size), ctx.optimizer.lr,
+                              ctx.optimizer.momentum, len(work), work.y,
+                              velocity=work["head_velocity"])
 
     def two_heads_step(self, ctx, work, batch):
         """The generic model on the balanced softmax, the personal head on the sum."""
@@ -98,7 +104,7 @@ class FedRoD(PersonalServer):
         head = env.groups["personal"].select(grad)
         head = head + decay * work["head"] if decay else head
         ctx.optimizer.step(work, generic)
-        self.head_optimizer.step(Work(work["head"]), head)
+        self.head_optimizer(ctx, work).step(Work(work["head"]), head)
         return loss
 
     def end_round(self, ctx, state, work):
