@@ -74,12 +74,7 @@ def resolve(specs: object, folder: Path | None = None, key: str = "plugins") -> 
 def load(specs: Iterable[str], key: str = "plugins") -> None:
     """Import each plugin once (resolved names, see :func:`resolve`)."""
     specs = [spec for spec in specs if spec not in _LOADED]
-    if not specs:
-        return  # no plugin: no need for the algorithms (and torch) yet
-    from gossipfl.algorithms import available_algorithms
-
-    available_algorithms()  # built-ins first, so that a plugin cannot take their names
-    for spec in specs:
+    for spec in specs:  # (gossipfl.algorithms.register loads its own names before a plugin's)
         if spec not in _LOADED:
             _LOADED[spec] = _import(spec, key)
 

@@ -12,6 +12,7 @@ clients come out as they would with all the others.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -19,7 +20,6 @@ from gossipfl.algorithms.base import Batch, Context, Phase, Work
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.algorithms.terms import local_step
 from gossipfl.clients import ClientEnv
-from gossipfl.config import TrainConfig
 from gossipfl.data import ClientSampler, Dataset, apply_crop_flip, hashed_crop_flip_params
 from gossipfl.federation import Federation
 from gossipfl.rng import client_keys
@@ -27,9 +27,10 @@ from gossipfl.rng import client_keys
 
 class LocalTrainer:
     """Local phases of any rows: learning rates per round and phase, minibatch streams,
-    augmentation, and the loss and client-steps they cost."""
+    augmentation, and the loss and client-steps they cost. ``train``: the config's ``train``
+    section (lr, lr_decay, local_steps / local_epochs, full_batch, rounds)."""
 
-    def __init__(self, train: TrainConfig, env: ClientEnv, fed: Federation,
+    def __init__(self, train: Any, env: ClientEnv, fed: Federation,
                  sampler: ClientSampler, dataset: Dataset, augment: bool, seed: int):
         self.train_config = train
         self.env = env

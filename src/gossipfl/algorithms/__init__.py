@@ -35,6 +35,8 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
         raise GossipflError(f"algorithm class {origin(cls)} has no name: give it one, "
                             f"e.g. name = \"my_algorithm\" (the algorithm.name configs use; "
                             f"got {name!r}).")
+    if replaceable(cls):
+        _load_all()  # gossipfl's own first, so that a plugin cannot take their names
     if "name" not in cls.__dict__ and ALGORITHMS.get(name) not in (None, cls):
         raise GossipflError(f"algorithm class {origin(cls)} inherits the name {name!r} of "
                             f"{origin(ALGORITHMS[name])}: give it one of its own, e.g. "

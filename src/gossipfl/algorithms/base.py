@@ -43,7 +43,6 @@ from gossipfl.validation import (  # noqa: F401  (the vocabulary algorithms impo
 
 if TYPE_CHECKING:  # annotations only
     from gossipfl.federation import Federation
-    from gossipfl.topology.graphs import Topology
 
 #: An algorithm's state: per-client ``[M, ...]`` and global tensors, by name.
 State = dict[str, torch.Tensor]
@@ -204,7 +203,7 @@ class Algorithm:
         """The round's local work (default: one phase as the ``train`` section says)."""
         return [Phase()]
 
-    def check(self, topology: Topology | None, order: str = "synchronous") -> list[str]:
+    def check(self, topology: Any, order: str = "synchronous") -> list[str]:
         """Warnings about this algorithm on ``topology`` (None for centralized) in the gossip
         ``order``, before training (e.g. an unstable extrapolation)."""
         return []

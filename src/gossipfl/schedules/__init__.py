@@ -19,13 +19,16 @@ failures) is one module with a :func:`register_schedule` class.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from gossipfl.algorithms.base import Algorithm, Context, State
 from gossipfl.errors import unknown_choice
-from gossipfl.federation import Federation
-from gossipfl.training import LocalTrainer
+
+if TYPE_CHECKING:  # annotations only: naming the schedules needs neither
+    from gossipfl.federation import Federation
+    from gossipfl.training import LocalTrainer
 
 
 @dataclass

@@ -41,15 +41,17 @@ class FedRoD(PersonalServer):
     paper = "Chen & Chao 2022, On Bridging Generic and Personalized FL (Fed-RoD, linear)"
     kept = "personal"  # h^P_i
 
-    def __init__(self, params, env, fed):
-        super().__init__(params, env, fed)
-        counts = env.label_counts
+    def init(self, x0):
+        """The state; and, from what each client knows of its labels, the constants of the
+        balanced softmax: the head bias's columns and log n_ic."""
+        counts = self.env.label_counts
         if counts is None:
             raise GossipflError("algorithm.name: fedrod needs class labels (its balanced "
                                 "softmax uses each client's class counts), got regression "
                                 "targets.")
         self.logit_bias = self.head_bias(counts.shape[1])
         self.log_prior = counts.clamp_min(1e-30).log()  # [M, C] log n_ic (−69: no sample)
+        return super().init(x0)
 
     def head_bias(self, classes: int) -> ParamGroup:
         """The columns of the head's bias (the logits' offsets)."""
