@@ -92,6 +92,19 @@ def test_expand_validates_every_config_first():
         expand(load_study(study(grid={"algorithm": [{"name": "dfedavg", "momentum": 0.9}]})))
 
 
+def test_a_gossip_order_a_grid_point_cannot_run_is_refused_before_any_run(tmp_path):
+    """Issue 24: the sequential order's refusal of gossip_steps > 1 comes when the study is
+    expanded, naming the grid point, not after the earlier points trained."""
+    base = {**TINY, "topology": {**TINY.get("topology", {}), "name": "ring",
+                                 "order": "sequential"}}
+    raw = {"name": "s", "base": base, "out": str(tmp_path),
+           "grid": {"algorithm": [{"name": "dfedavg"}, {"name": "dfedavg", "gossip_steps": 2}]}}
+    with pytest.raises(GossipflError, match=r"^topology.order: sequential .*gossip_steps: 1, "
+                                            r"got 2 \(in the study's grid point"):
+        run_study(load_study(raw), log=quiet)
+    assert not any(tmp_path.iterdir())
+
+
 def test_study_path(tmp_path):
     assert study_path(load_study(study())) == Path("runs") / "s"
     assert study_path(load_study(study(out="elsewhere"))) == Path("elsewhere") / "s"

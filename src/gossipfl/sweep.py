@@ -271,13 +271,25 @@ def _compact(value: Any) -> str:
 
 
 def check_buildable(config: Config) -> None:
-    """What can be checked without the data: the algorithm's topology for the client count
+    """What can be checked without the data: whether the gossip order (schedule) is defined
+    for the algorithm and its parameters, and the algorithm's topology for the client count
     (a graph that cannot be built, or is too large for memory, is refused here)."""
     from gossipfl.algorithms import get_algorithm
+    from gossipfl.schedules import get_schedule
     from gossipfl.topology import build_topology
 
     topo = config.topology
-    if get_algorithm(config.algorithm.name).centralized or topo.matrix is not None:
+    algorithm = get_algorithm(config.algorithm.name)
+    try:  # the declarations need no data: a built algorithm without clients
+        declared = algorithm(config.algorithm.params, None, None)
+    except GossipflError:
+        raise
+    except Exception:  # noqa: BLE001 - a plugin that needs its clients to be built: the
+        declared = None  # run checks the order when it builds the experiment
+    refusal = None if declared is None else get_schedule(topo.order).refusal(declared, None)
+    if refusal:
+        raise GossipflError(refusal)
+    if algorithm.centralized or topo.matrix is not None:
         return
     build_topology(topo.name, config.data.clients, mixing=topo.mixing, seed=config.seed,
                    k=topo.k, p=topo.p, path=topo.path)
