@@ -20,15 +20,21 @@ from gossipfl.errors import GossipflError, unknown_choice
 
 @dataclass(frozen=True)
 class Rule:
-    """A constraint on one value: ``holds(value)``, and what it says when it fails."""
+    """A constraint on one value: ``holds(value)``, and what it says when it fails.
+
+    ``finite``: NaN and infinities are refused first, as "must be a finite number" (False: the
+    rule's own words cover them); ``quoted``: the value is shown as Python writes it
+    (``'two'``), as command-line options are."""
 
     holds: Callable[[Any], bool]
     words: str  # "must be <words>, got <value>."
     choices: tuple[str, ...] = ()  # for a choice: the "unknown value ...; choose one of" error
+    finite: bool = True
+    quoted: bool = False
 
     def check(self, key: str, value: Any) -> None:
         """Raise a one-sentence :class:`GossipflError` naming ``key`` unless ``value`` holds."""
-        if isinstance(value, float) and not math.isfinite(value):
+        if self.finite and isinstance(value, float) and not math.isfinite(value):
             raise GossipflError(f"{key}: must be a finite number, got {value}.")
         try:
             holds = self.holds(value)
@@ -38,12 +44,15 @@ class Rule:
             return
         if self.choices:
             raise unknown_choice(key, value, self.choices)
-        shown = f"'{value}'" if isinstance(value, str) else value
+        shown = repr(value) if self.quoted else value
         raise GossipflError(f"{key}: must be {self.words}, got {shown}.")
 
-    def or_none(self) -> Rule:
-        """The same rule, or null (a setting that falls back to another one)."""
-        return Rule(lambda v: v is None or self.holds(v), f"{self.words} or null", self.choices)
+    def or_none(self, say_null: bool = True) -> Rule:
+        """The same rule, or null (a setting that falls back to another one); ``say_null``:
+        the sentence names null as a choice (False: an option whose absence is the default)."""
+        words = f"{self.words} or null" if say_null else self.words
+        return Rule(lambda v: v is None or self.holds(v), words, self.choices, self.finite,
+                    self.quoted)
 
 
 NON_NEGATIVE = Rule(lambda v: v >= 0, ">= 0")

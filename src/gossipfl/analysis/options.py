@@ -14,7 +14,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.errors import GossipflError
+from gossipfl.validation import Rule, one_of
 
 MODEL_CHOICES = ("average", "local", "all")
 LANDSCAPES = ("1d", "2d")
@@ -28,58 +29,34 @@ STUDY_KEYS = ("top_k", "trace", "models", "data", "samples", "seed", "tol", "max
               "trace_tol", "trace_max_iter", "batch_size")
 
 
-def _integer(low: int, optional: bool = False) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        if value is None and optional:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            return "must be an integer" + (f" >= {low}" if low > -(2**63) else "")
-        return None
-    return check
+def _integer(low: int) -> Rule:
+    return Rule(lambda v: not isinstance(v, bool) and isinstance(v, int) and v >= low,
+                "an integer" + (f" >= {low}" if low > -(2**63) else ""), quoted=True)
 
 
-def _fraction(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not 0 < value < 1:
-        return "must be a number in (0, 1)"
-    return None
+def _number(holds: Callable[[float], bool], words: str) -> Rule:
+    return Rule(lambda v: not isinstance(v, bool) and isinstance(v, (int, float))
+                and math.isfinite(v) and holds(v), words, finite=False, quoted=True)
 
 
-def _positive_number(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not value > 0:
-        return "must be a finite positive number"
-    return None
+_FLAG = Rule(lambda v: isinstance(v, bool), "true or false", quoted=True)
 
-
-def _flag(value: Any) -> str | None:
-    return None if isinstance(value, bool) else "must be true or false"
-
-
-def _choice(choices: tuple[str, ...], optional: bool = False):
-    def check(value: Any) -> str | None:
-        if value is None and optional:
-            return None
-        return None if value in choices else f"choices:{','.join(choices)}"
-    return check
-
-
-#: option → its rule (a function returning what is wrong, or None).
-RULES: dict[str, Callable[[Any], str | None]] = {
-    "hessian": _flag,
+#: option → its rule (gossipfl.validation's vocabulary).
+RULES: dict[str, Rule] = {
+    "hessian": _FLAG,
     "top_k": _integer(1),
-    "trace": _flag,
-    "landscape": _choice(LANDSCAPES, optional=True),
-    "models": _choice(MODEL_CHOICES),
-    "data": _choice(SPLITS),
-    "samples": _integer(1, optional=True),
-    "round": _integer(0, optional=True),
+    "trace": _FLAG,
+    "landscape": one_of(*LANDSCAPES).or_none(say_null=False),
+    "models": one_of(*MODEL_CHOICES),
+    "data": one_of(*SPLITS),
+    "samples": _integer(1).or_none(say_null=False),
+    "round": _integer(0).or_none(say_null=False),
     "grid": _integer(2),
-    "span": _positive_number,
+    "span": _number(lambda v: v > 0, "a finite positive number"),
     "seed": _integer(-(2**63)),
-    "tol": _fraction,
+    "tol": _number(lambda v: 0 < v < 1, "a number in (0, 1)"),
     "max_iter": _integer(1),
-    "trace_tol": _fraction,
+    "trace_tol": _number(lambda v: 0 < v < 1, "a number in (0, 1)"),
     "trace_max_iter": _integer(1),
     "batch_size": _integer(1),
 }
@@ -94,12 +71,7 @@ def check_options(values: dict[str, Any], name: Callable[[str], str] = flag) -> 
     """Refuse, in one sentence naming ``name(option)`` and the value, the first option of
     ``values`` that is out of range."""
     for option, value in values.items():
-        problem = RULES[option](value)
-        if problem is None:
-            continue
-        if problem.startswith("choices:"):
-            raise unknown_choice(name(option), value, problem.split(":", 1)[1].split(","))
-        raise GossipflError(f"{name(option)}: {problem}, got {value!r}.")
+        RULES[option].check(name(option), value)
     grid, landscape = values.get("grid"), values.get("landscape")
     if landscape is not None and grid is not None and grid > MAX_GRID[landscape]:
         raise GossipflError(f"{name('grid')}: must be at most {MAX_GRID[landscape]} points "
