@@ -105,6 +105,20 @@ def test_a_gossip_order_a_grid_point_cannot_run_is_refused_before_any_run(tmp_pa
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("analysis, algorithm, message", [
+    ({"top_k": 10**9}, {"name": "dfedavg"},
+     r"^study.analysis.top_k: must be at most P = \d+ \(the model's parameters\), got 1000000000"),
+    ({"models": "local"}, {"name": "fedavg"}, r"^study.analysis.models: 'fedavg' is centralized"),
+])
+def test_what_the_analysis_asks_of_every_grid_point_is_checked_before_any_run(
+        tmp_path, analysis, algorithm, message):
+    raw = {"name": "s", "base": TINY, "out": str(tmp_path), "analysis": analysis,
+           "grid": {"algorithm": [{"name": "dfedavg"}, algorithm]}}
+    with pytest.raises(GossipflError, match=message):
+        run_study(load_study(raw), log=quiet)
+    assert not any(tmp_path.iterdir())
+
+
 def test_study_path(tmp_path):
     assert study_path(load_study(study())) == Path("runs") / "s"
     assert study_path(load_study(study(out="elsewhere"))) == Path("elsewhere") / "s"

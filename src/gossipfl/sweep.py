@@ -295,6 +295,31 @@ def check_buildable(config: Config) -> None:
                    k=topo.k, p=topo.p, path=topo.path)
 
 
+def check_analysis_fits(analysis: dict, variants: list[Variant]) -> None:
+    """What the study's ``analysis`` section asks of every grid point, before any run: local
+    models exist (not a centralized algorithm's) and ``top_k`` ≤ P (the model's parameters,
+    counted on the meta device from the data's shapes; each dataset is loaded once)."""
+    from gossipfl.algorithms import get_algorithm
+    from gossipfl.experiment import build_data, count_parameters
+
+    top_k, shapes = analysis.get("top_k"), {}
+    for variant in variants:
+        config, where = variant.config, f" (in the study's grid point '{variant.label}')"
+        if analysis.get("models") == "local" and get_algorithm(config.algorithm.name).centralized:
+            raise GossipflError(f"study.analysis.models: '{config.algorithm.name}' is "
+                                f"centralized and keeps only the server model; use average"
+                                f"{where}.")
+        if top_k is None or config.data.tensors is not None:
+            continue
+        key = yaml.safe_dump(comparable_config(config)["data"], sort_keys=True)
+        if key not in shapes:
+            shapes[key] = build_data(config)[0]
+        P = count_parameters(config, shapes[key])
+        if P is not None and top_k > P:
+            raise GossipflError(f"study.analysis.top_k: must be at most P = {P} (the model's "
+                                f"parameters), got {top_k}{where}.")
+
+
 def study_path(study: Study, out: str | Path | None = None) -> Path:
     """``<out>/<name>``: ``out`` from the argument, the study, or the base output.dir."""
     parent = out or study.out or study.base.get("output", {}).get("dir") or "runs"
@@ -363,6 +388,8 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
               warn: Callable[[str], None] = print) -> StudyOutcome:
     """Run every variant not yet done, then write the table and figures."""
     variants = expand(study)
+    if study.analysis is not None:
+        check_analysis_fits(study.analysis, variants)
     path = study_path(study, out)
     check_writable(path, "study.out" if out is None else "--out")
     result = StudyOutcome(path, variants)
