@@ -313,7 +313,7 @@ def _page(name: str, cls) -> str:
     own = cls.__dict__.get("__doc__")
     lines = [
         f"# `{name}`", "",
-        f"| | |", "|---|---|",
+        "| algorithm | |", "|---|---|",
         f"| name | `algorithm.name: {name}` |",
         f"| kind | {_kind(cls)} |",
         f"| paper | {_cell(_inline(cls.paper))} |",
@@ -321,9 +321,9 @@ def _page(name: str, cls) -> str:
         f"| gossip orders | {', '.join(f'`{o}`' for o in cls.orders)} |", "",
         "## Citation", "", citation, "",
         "## Parameters", "",
-        "Set under `algorithm:` in a config, or `--set algorithm.<parameter>=<value>`. "
-        "The training settings (`train.lr` η, `train.local_epochs` / `local_steps` K, "
-        "`train.weight_decay` wd) are shared by every algorithm.", "",
+        ("Set under `algorithm:` in a config, or `--set algorithm.<parameter>=<value>`. "
+         "The training settings (`train.lr` η, `train.local_epochs` / `local_steps` K, "
+         "`train.weight_decay` wd) are shared by every algorithm."), "",
         _params_table(cls), "",
         "## Update rule", "",
     ]
@@ -336,22 +336,22 @@ def _page(name: str, cls) -> str:
         for text in definition:
             lines += [text, ""]
     lines += ["---", "",
-              f"*Generated from `{cls.__module__}` by `docs/hooks/algorithms.py`: edit the "
-              f"module's docstring, `paper` or `Params` to change this page.*", ""]
+              (f"*Generated from `{cls.__module__}` by `docs/hooks/algorithms.py`: edit the "
+               "module's docstring, `paper` or `Params` to change this page.*"), ""]
     return "\n".join(lines)
 
 
 def _index(algorithms: dict[str, type]) -> str:
     lines = [
         "# Algorithms", "",
-        "Every algorithm registered in gossipfl, generated from the registry "
-        "(`gossipfl.algorithms.available_algorithms()`) when the site is built. "
-        "`gossipfl list` prints the same set. Each page gives the paper, the update rule "
-        "as the module's docstring writes it, every parameter with its default and valid "
-        "range, and which definition it follows where the papers and the code differ.", "",
-        "Every update rule is tested against its paper's equations: least squares with "
-        "full-batch gradients, several clients and rounds, compared with an independent "
-        "float64 NumPy re-derivation ([notes](notes.md)).", "",
+        ("Every algorithm registered in gossipfl, generated from the registry "
+         "(`gossipfl.algorithms.available_algorithms()`) when the site is built. "
+         "`gossipfl list` prints the same set. Each page gives the paper, the update rule "
+         "as the module's docstring writes it, every parameter with its default and valid "
+         "range, and which definition it follows where the papers and the code differ."), "",
+        ("Every update rule is tested against its paper's equations: least squares with "
+         "full-batch gradients, several clients and rounds, compared with an independent "
+         "float64 NumPy re-derivation ([notes](notes.md))."), "",
         "| name | kind | paper | parameters (default) |", "|---|---|---|---|",
     ]
     for name, cls in algorithms.items():
