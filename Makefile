@@ -3,6 +3,7 @@
 #   make run    virtual environment + gossipfl + Fashion-MNIST, then the quickstart experiment
 #   make test   virtual environment + gossipfl (+ test tools), Fashion-MNIST when it can be
 #               had (the tests that need it skip otherwise), then the whole test suite
+#   make docs   the documentation site in site/ (MkDocs, strict: a broken link is an error)
 #
 # Both are idempotent: stamp files in .venv/ record what is done, so a second call reuses it.
 
@@ -13,13 +14,14 @@ PIP    := $(PY) -m pip
 STAMPS := $(VENV)/.stamps
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup data lint help
+.PHONY: run test setup data lint help docs docs-serve
 
 help:
 	@echo "make run    set up, fetch Fashion-MNIST, run the quickstart (gossipfl run)"
 	@echo "make test   set up, run the test suite"
 	@echo "make data   fetch Fashion-MNIST only"
 	@echo "make lint   ruff check"
+	@echo "make docs   build the documentation site into site/ (strict)"
 
 run: setup data
 	$(VENV)/bin/gossipfl run
@@ -67,3 +69,28 @@ $(STAMPS)/fashion-mnist: $(STAMPS)/installed
 
 lint: setup
 	$(VENV)/bin/ruff check src tests
+
+# The documentation site: MkDocs + Material + mkdocstrings from the "docs" extra, the algorithm
+# reference generated from the registry (docs/hooks/algorithms.py), MathJax for the equations
+# copied from its npm package (the site is read offline: no CDN). --strict turns every broken
+# link, anchor or reference into an error.
+MATHJAX_VERSION := 3.2.2
+MATHJAX := docs/javascripts/vendor/mathjax/tex-svg-full.js
+
+docs: $(STAMPS)/docs $(MATHJAX)
+	PYTHONPATH=src $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMPS)/docs $(MATHJAX)
+	PYTHONPATH=src $(VENV)/bin/mkdocs serve
+
+$(STAMPS)/docs: pyproject.toml $(STAMPS)/installed
+	$(PIP) install -e ".[dev,docs]"
+	@touch $@
+
+# One 2.2 MB file of the npm package (TeX input, SVG output, every TeX extension, no fonts).
+$(MATHJAX):
+	@command -v npm >/dev/null || { echo "make docs needs npm (apt-get install npm) to fetch MathJax." >&2; exit 1; }
+	@mkdir -p $(VENV)/npm $(dir $@)
+	cd $(VENV)/npm && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null \
+		&& tar -xzf mathjax-$(MATHJAX_VERSION).tgz package/es5/tex-svg-full.js package/LICENSE
+	cp $(VENV)/npm/package/es5/tex-svg-full.js $(VENV)/npm/package/LICENSE $(dir $@)
