@@ -206,6 +206,7 @@ def test_study_and_run_plots_are_figures(swept):
 
     fig = swept.plot("test_acc", x="round")
     assert isinstance(fig, Figure)
+    assert fig._repr_png_().startswith(b"\x89PNG")  # Jupyter shows it without pyplot
     ax = fig.axes[0]
     assert [line.get_label() for line in ax.get_lines()] == ["dfedavg", "dfedavgm"]
     x, y = ax.get_lines()[0].get_data()

@@ -61,11 +61,13 @@ def metrics_frame(rows: Sequence[dict], what: str = "Result.metrics_frame()") ->
 
 def _figure(groups: dict[str, list[Run]], y: str | dict[str, str], x: str,
             metric: str | dict[str, str]) -> Any:
+    from gossipfl.plots import displayable
+
     fig = curves_figure(groups, y, x, metric)
     if fig is None:
         name = y if isinstance(y, str) else "the accuracy"
         raise GossipflError(f"plot: no run records both {name} and {x}.")
-    return fig
+    return displayable(fig)
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,16 +36,27 @@ class Curve:
     style: str = "-"
 
 
-def save(fig: Figure, path: str | Path) -> Path:
-    """Render ``fig`` to PNG and write it atomically."""
+def png(fig: Figure) -> bytes:
+    """``fig`` rendered as PNG."""
     import io
 
-    path = Path(path)
-    canvas = FigureCanvasAgg(fig)
     buffer = io.BytesIO()
-    canvas.print_png(buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    FigureCanvasAgg(fig).print_png(buffer)
+    return buffer.getvalue()
+
+
+def save(fig: Figure, path: str | Path) -> Path:
+    """Render ``fig`` to PNG and write it atomically."""
+    path = Path(path)
+    atomic_write_bytes(path, png(fig))
     return path
+
+
+def displayable(fig: Figure) -> Figure:
+    """``fig`` that Jupyter shows as an image when it is a cell's value, whichever
+    matplotlib backend is active (a Figure made without pyplot otherwise shows as text)."""
+    fig._repr_png_ = lambda: png(fig)
+    return fig
 
 
 def line_figure(curves: Sequence[Curve], path: str | Path, *, xlabel: str, ylabel: str,
