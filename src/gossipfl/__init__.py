@@ -1,18 +1,43 @@
 """gossipfl: decentralized federated learning research simulator.
 
 All M clients live in one ``[M, P]`` tensor; gossip is a matrix product; algorithms are a few
-lines of tensor algebra over that stack. Entry point: :func:`gossipfl.run`.
+lines of tensor algebra over that stack. Entry points (:mod:`gossipfl.api`): :func:`run`,
+:func:`sweep`, :func:`report`, :func:`stability`, :func:`analyze`, :func:`fetch`, and the
+results as DataFrames, :func:`load_run` and :func:`load_study`.
 """
+
+import sys
+import types
 
 from gossipfl.errors import GossipflError
 
 __version__ = "0.1.0"
-__all__ = ["GossipflError", "Result", "__version__", "partition_summary", "run", "stability"]
+
+#: Imported from gossipfl.api on first use (``import gossipfl`` stays light: the CLI starts
+#: without torch).
+_API = ("Report", "Result", "StudyResults", "analyze", "fetch", "load_run", "load_study",
+        "partition_summary", "report", "run", "stability", "sweep")
+__all__ = ["GossipflError", "Report", "Result", "StudyResults", "__version__", "analyze",
+           "fetch", "load_run", "load_study", "partition_summary", "report", "run",
+           "stability", "sweep"]
 
 
 def __getattr__(name: str):
-    if name in ("run", "Result", "partition_summary", "stability"):
+    if name in _API:
         from gossipfl import api
 
         return getattr(api, name)
     raise AttributeError(name)
+
+
+class _Package(types.ModuleType):
+    """Importing the submodule ``gossipfl.sweep`` must not hide the function ``sweep``
+    (Python sets a package's attribute to each submodule it imports)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _API and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,19 +1,40 @@
-"""The Python entry points: ``gossipfl.run(config) -> Result`` (the CLI calls only this to
-run), ``gossipfl.stability(config_or_study)`` (``gossipfl stability``, see
-:mod:`gossipfl.stability_study`) and ``gossipfl.partition_summary(config)``."""
+"""The Python entry points; each CLI verb is a thin layer over one of them (it parses the
+command line, calls the function and prints what it returns):
+
+- ``gossipfl.run(config) -> Result`` (``gossipfl run`` calls only this to run);
+- ``gossipfl.sweep(study) -> StudyResults`` (``gossipfl sweep``);
+- ``gossipfl.report(paths) -> Report`` (``gossipfl report``);
+- ``gossipfl.stability(config_or_study) -> StabilityOutcome`` (``gossipfl stability``, see
+  :mod:`gossipfl.stability_study`);
+- ``gossipfl.analyze(run_dir) -> dict`` (``gossipfl analyze``, see
+  :mod:`gossipfl.analysis.analyze`);
+- ``gossipfl.fetch(dataset) -> Dataset`` (``gossipfl fetch``);
+- ``gossipfl.load_run(path)``, ``gossipfl.load_study(path)``: results as DataFrames
+  (:mod:`gossipfl.frames`; pandas is the optional extra ``gossipfl[pandas]``);
+- ``gossipfl.partition_summary(config)``.
+
+Every mistake raises :class:`~gossipfl.errors.GossipflError` (one sentence); nothing is
+printed unless a ``log`` is given.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from gossipfl.analysis.analyze import analyze
 from gossipfl.config import Config, load_config
+from gossipfl.errors import GossipflError
 from gossipfl.experiment import build_data
+from gossipfl.frames import StudyResults, load_run, load_study
 from gossipfl.result import Result
+from gossipfl.results.reporting import Report
 from gossipfl.runner import Runner
 from gossipfl.stability_study import stability
 
-__all__ = ["Result", "partition_summary", "run", "stability"]
+__all__ = ["Report", "Result", "StudyResults", "analyze", "fetch", "load_run", "load_study",
+           "partition_summary", "report", "run", "stability", "sweep"]
 
 
 def run(config: Config | dict | str | Path | None = None, *,
@@ -40,3 +61,69 @@ def partition_summary(config: Config | dict | str | Path | None = None, *,
     resolved = load_config(config, list(overrides))
     dataset, parts = build_data(resolved)
     return summarize_partition(parts, dataset.train_y.cpu().numpy(), dataset.num_classes)
+
+
+def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
+          out: str | Path | None = None, device: str | None = None,
+          progress: Callable[[Any, str], Any] | None = None,
+          log: Callable[[str], None] | None = None,
+          warn: Callable[[str], None] | None = None) -> StudyResults:
+    """Run a study (``gossipfl sweep``): every grid point and seed not yet done, then the
+    table and figures in ``<out>/<name>/``.
+
+    ``study``: a study YAML path or a dict with its keys (``name``, ``base``, ``grid``,
+    ``seeds``, ``targets``, ...); ``overrides``: ``"key.path=value"`` for the base config;
+    ``out``: the parent folder of the study folder (default: the study's ``out``, else the
+    base ``output.dir``); ``log``: called with a line per run (default: nothing is
+    printed); ``warn``: each warning (default: ``warnings.warn``). Returns
+    :class:`~gossipfl.frames.StudyResults` (``.runs``, ``.metrics``, ``.table`` DataFrames,
+    ``.plot()``, ``.failed``); a failed run does not raise (it is in ``.failed``).
+    """
+    from gossipfl.sweep import load_study as parse_study
+    from gossipfl.sweep import run_study
+
+    outcome = run_study(parse_study(study, list(overrides)), out=out, device=device,
+                        progress=progress, log=log, warn=warn)
+    return StudyResults(outcome.path, outcome.report, dict(outcome.outcomes),
+                        dict(outcome.failed), outcome.report_error, outcome)
+
+
+def report(paths: str | Path | Sequence[str | Path], *,
+           targets: Sequence[float | str] | None = None, metric: str | None = None,
+           out: str | Path | None = None) -> Report:
+    """The table and figures of existing run or study directories (``gossipfl report``):
+    ``table.md``, ``table.csv`` and the figures written into ``out`` (default: the one path
+    given, else ``./report``).
+
+    ``targets``: accuracies for the rounds-to-target columns, fractions in (0, 1] or
+    percentages written ``"70%"`` (default: the study file's, when one study folder is
+    given); ``metric``: the accuracy every row reports (default: each configuration's own).
+    Returns the :class:`~gossipfl.results.reporting.Report` (``markdown``, ``table`` rows,
+    ``files``, ``left_out``: runs without usable metrics, and why).
+    """
+    from gossipfl.io import check_writable
+    from gossipfl.results.reporting import find_runs, parse_target
+    from gossipfl.results.reporting import report as write_report
+    from gossipfl.sweep import study_settings
+
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not paths:
+        raise GossipflError("report: no paths given.")
+    folder = Path(out) if out is not None else Path(paths[0]) if len(paths) == 1 \
+        else Path("report")
+    check_writable(folder, "--out")
+    runs = find_runs(paths)
+    chosen = [parse_target(t) for t in targets] if targets \
+        else study_settings(paths).get("targets")
+    return write_report(runs, folder, metric=metric, targets=chosen)
+
+
+def fetch(dataset: str, *, root: str | Path | None = None, download: bool = True,
+          verify: bool = True):
+    """Find (or, with ``download``, download) a dataset and check the SHA-256 of its files
+    (``gossipfl fetch``). Returns the :class:`~gossipfl.data.Dataset`; ``.files`` lists each
+    file read (``path``, ``sha256``, ``verified``). ``verify=False`` accepts files whose
+    digest is not the official one (your own)."""
+    from gossipfl.data import load_dataset
+
+    return load_dataset(dataset, root=root, download=download, verify=verify)

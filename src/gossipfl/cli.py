@@ -30,11 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gossipfl import __version__
 from gossipfl.errors import GossipflError
-from gossipfl.io import check_writable, check_writable_file
+from gossipfl.io import check_writable_file
 
 #: The experiment ``gossipfl run`` runs without a config (the same as examples/quickstart.yaml):
 #: under a minute on 2 idle CPU cores (about 90 s on a busy one), from 10% to about 82% test
@@ -262,24 +260,22 @@ def _after_write_error(error: Any, command: str | None, action: str = "resume") 
 # gossipfl sweep / report
 # --------------------------------------------------------------------------------------------
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from gossipfl.sweep import load_study, run_study
-
-    study = load_study(args.study, args.set)
+    from gossipfl.api import sweep
 
     def progress(prepared: Any, desc: str) -> ProgressBar:
         return ProgressBar(prepared.runner, desc, disable=args.quiet)
 
     log = (lambda _m: None) if args.quiet else print
     try:
-        outcome = run_study(study, out=args.out, device=args.device, progress=progress,
-                            log=log, warn=_warn)
+        outcome = sweep(args.study, overrides=args.set, out=args.out, device=args.device,
+                        progress=progress, log=log, warn=_warn)
     except KeyboardInterrupt:
         _err(f"interrupted; finished runs are kept and the interrupted one keeps its last "
              f"checkpoint. Resume with: {_resume_sweep_command(args)}")
         return 130
     if outcome.report is not None:
         _print_report(outcome.report, outcome.path)
-    status = _report_failed_runs(outcome, _resume_sweep_command(args))
+    status = _report_failed_runs(outcome.outcome, _resume_sweep_command(args))
     error = outcome.report_error
     if error is None:
         return status
@@ -300,51 +296,12 @@ def _report_failed_runs(outcome: Any, resume: str) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from gossipfl.results.reporting import find_runs, report
+    from gossipfl.api import report
 
-    out = Path(args.out) if args.out else (Path(args.paths[0]) if len(args.paths) == 1
-                                           else Path("report"))
-    check_writable(out, "--out")
-    runs = find_runs(args.paths)
-    targets = [parse_target(t) for t in args.target] if args.target \
-        else _study_targets(args.paths)
-    result = report(runs, out, metric=args.metric, targets=targets)
-    _print_report(result, out)
+    result = report(args.paths, targets=args.target or None, metric=args.metric,
+                    out=args.out)
+    _print_report(result, result.files[0].parent)
     return 0
-
-
-def parse_target(text: str) -> float:
-    """An accuracy for ``--target``: a fraction in (0, 1], or a percentage written with %."""
-    value = text.strip()
-    percent = value.endswith("%")
-    try:
-        number = float(value.rstrip("%").strip())
-    except ValueError:
-        number = float("nan")
-    if percent:
-        number /= 100
-    if not 0 < number <= 1:  # NaN fails too
-        raise GossipflError(f"--target: {text!r} is not an accuracy in (0, 1]; write a "
-                            f"fraction such as 0.7 or a percentage such as 70%.")
-    return number
-
-
-def _study_targets(paths: Sequence[str]) -> list[float] | None:
-    """The targets of the study file in the single folder given, if there is one."""
-    from gossipfl.sweep import STUDY_FILE
-
-    if len(paths) != 1 or not (Path(paths[0]) / STUDY_FILE).is_file():
-        return None
-    try:
-        targets = yaml.safe_load((Path(paths[0]) / STUDY_FILE).read_text()).get("targets")
-    except (OSError, yaml.YAMLError, AttributeError):
-        return None
-    if not isinstance(targets, list):
-        return None
-    try:
-        return [parse_target(str(t)) for t in targets]
-    except GossipflError:
-        return None  # the study's own check names it when the study runs
 
 
 def _print_report(result: Any, out: Path) -> None:
@@ -472,10 +429,10 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from gossipfl.data import load_dataset
+    from gossipfl.api import fetch
 
-    dataset = load_dataset(args.dataset, root=args.root, download=not args.no_download,
-                           verify=not args.no_verify)
+    dataset = fetch(args.dataset, root=args.root, download=not args.no_download,
+                    verify=not args.no_verify)
     print(f"{dataset.name}: {len(dataset.train_y)} train / {len(dataset.test_y)} test "
           f"samples ready.")
     for file in dataset.files:

@@ -1,7 +1,8 @@
 """Figures as PNG files, drawn with matplotlib's Agg canvas (no display, no pyplot state).
 
 - :func:`line_figure`: curves with a mean ± std band (accuracy vs round or vs bytes sent,
-  consensus distance vs round; one curve per configuration, the band over seeds).
+  consensus distance vs round; one curve per configuration, the band over seeds);
+  :func:`lines` returns that Figure instead of writing it.
 - :func:`partition_figure`: samples per client, stacked by class.
 - :func:`topology_figure`: the communication graph.
 
@@ -35,22 +36,41 @@ class Curve:
     style: str = "-"
 
 
-def save(fig: Figure, path: str | Path) -> Path:
-    """Render ``fig`` to PNG and write it atomically."""
+def png(fig: Figure) -> bytes:
+    """``fig`` rendered as PNG."""
     import io
 
-    path = Path(path)
-    canvas = FigureCanvasAgg(fig)
     buffer = io.BytesIO()
-    canvas.print_png(buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    FigureCanvasAgg(fig).print_png(buffer)
+    return buffer.getvalue()
+
+
+def save(fig: Figure, path: str | Path) -> Path:
+    """Render ``fig`` to PNG and write it atomically."""
+    path = Path(path)
+    atomic_write_bytes(path, png(fig))
     return path
+
+
+def displayable(fig: Figure) -> Figure:
+    """``fig`` that Jupyter shows as an image when it is a cell's value, whichever
+    matplotlib backend is active (a Figure made without pyplot otherwise shows as text)."""
+    fig._repr_png_ = lambda: png(fig)
+    return fig
 
 
 def line_figure(curves: Sequence[Curve], path: str | Path, *, xlabel: str, ylabel: str,
                 title: str | None = None, y_scale: float = 1.0, log_y: bool = False,
                 bytes_x: bool = False) -> Path:
-    """Curves with shaded ± std bands; ``y_scale`` multiplies y (100 for percent)."""
+    """Curves with shaded ± std bands, written as PNG to ``path`` (:func:`lines`)."""
+    return save(lines(curves, xlabel=xlabel, ylabel=ylabel, title=title, y_scale=y_scale,
+                      log_y=log_y, bytes_x=bytes_x), path)
+
+
+def lines(curves: Sequence[Curve], *, xlabel: str, ylabel: str, title: str | None = None,
+          y_scale: float = 1.0, log_y: bool = False, bytes_x: bool = False) -> Figure:
+    """The :class:`~matplotlib.figure.Figure` of curves with shaded ± std bands; ``y_scale``
+    multiplies y (100 for percent)."""
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
     x_div, x_unit = _bytes_unit(max(float(np.max(c.x)) for c in curves)) if bytes_x else (1, "")
@@ -71,7 +91,7 @@ def line_figure(curves: Sequence[Curve], path: str | Path, *, xlabel: str, ylabe
     ax.grid(True, alpha=0.3)
     if len(curves) > 1 or curves[0].label:
         ax.legend(fontsize="small")
-    return save(fig, path)
+    return fig
 
 
 def _bytes_unit(largest: float) -> tuple[float, str]:

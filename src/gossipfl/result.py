@@ -33,6 +33,13 @@ class Result:
         """The values of one metric over the evaluated rounds (None where absent)."""
         return [row.get(key) for row in self.metrics]
 
+    def metrics_frame(self) -> Any:
+        """``metrics`` as a pandas DataFrame: one row per evaluated round, the columns of
+        metrics.csv (pandas is the optional extra ``gossipfl[pandas]``)."""
+        from gossipfl.frames import metrics_frame
+
+        return metrics_frame(self.metrics, "Result.metrics_frame()")
+
     def summary(self, metric: str = "test_acc") -> dict:
         """Final and best value of ``metric``, the round of the best, time and bytes."""
         values = [(row[metric], row["round"]) for row in self.metrics if metric in row]

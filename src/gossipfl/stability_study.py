@@ -238,7 +238,17 @@ class StabilityOutcome:
     path: Path
     pairs: list[PairResult]
     files: list[Path] = field(default_factory=list)
-    table: str = ""
+    table: str = ""  # stability.md: final distance and gaps per label, mean ± std over seeds
+
+    @property
+    def frame(self) -> Any:
+        """stability.csv as a pandas DataFrame (one row per label, seed and recorded
+        round)."""
+        from gossipfl.frames import pandas
+
+        pd = pandas("gossipfl.stability(...).frame")
+        rows = [row for pair in self.pairs for row in pair.rows]
+        return pd.DataFrame.from_records(rows, columns=list(COLUMNS))
 
 
 def load_pairs(source: Config | dict | str | Path, overrides: Sequence[str] = ()
@@ -265,11 +275,16 @@ def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = 
               perturb: str = "client", client: int | None = None, every: int | None = None,
               out: str | Path | None = None, device: str | None = None,
               progress: Callable[[Any, str], Any] | None = None,
-              log: Callable[[str], None] = print,
-              warn: Callable[[str], None] = print) -> StabilityOutcome:
+              log: Callable[[str], None] | None = None,
+              warn: Callable[[str], None] | None = None) -> StabilityOutcome:
     """Run :func:`run_pair` for every run of ``source`` (a config or a study file), then
     write the CSV, the table and the two figures into ``out``. Every input is checked
-    before the first run starts."""
+    before the first run starts. ``log`` gets a line per run (default: nothing), ``warn``
+    each warning (default: ``warnings.warn``)."""
+    from gossipfl.sweep import _silent, _warning
+
+    log = log or _silent
+    warn = warn or _warning
     check_request(perturb, client, every)
     pairs, default_out = load_pairs(source, overrides)
     if device is not None:

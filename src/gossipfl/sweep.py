@@ -320,6 +320,30 @@ def check_analysis_fits(analysis: dict, variants: list[Variant]) -> None:
                                 f"parameters), got {top_k}{where}.")
 
 
+def study_settings(paths: Sequence[str | Path]) -> dict:
+    """``targets`` (fractions) and ``metric`` of the study file (``study.yaml``, written by a
+    sweep) in the single folder given, where there is one and they can be read; {} else."""
+    from gossipfl.results.reporting import parse_target
+
+    if len(paths) != 1 or not (Path(paths[0]) / STUDY_FILE).is_file():
+        return {}
+    try:
+        raw = yaml.safe_load((Path(paths[0]) / STUDY_FILE).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    out: dict = {}
+    if isinstance(raw.get("metric"), str):
+        out["metric"] = raw["metric"]
+    if isinstance(raw.get("targets"), list):
+        try:
+            out["targets"] = [parse_target(str(t)) for t in raw["targets"]]
+        except GossipflError:
+            pass  # the study's own check names it when the study runs
+    return out
+
+
 def study_path(study: Study, out: str | Path | None = None) -> Path:
     """``<out>/<name>``: ``out`` from the argument, the study, or the base output.dir."""
     parent = out or study.out or study.base.get("output", {}).get("dir") or "runs"
@@ -340,6 +364,16 @@ class StudyOutcome:
     failed: dict[str, str] = field(default_factory=dict)  # dirname → why
     report: Report | None = None
     report_error: WriteError | None = None  # the table or a figure could not be written
+
+
+def _silent(_message: str) -> None:
+    pass
+
+
+def _warning(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, stacklevel=3)
 
 
 def plan(variant: Variant, path: Path) -> str:
@@ -384,9 +418,12 @@ def _prepare(variant: Variant, path: Path, device: str | None, action: str) -> P
 
 
 def run_study(study: Study, *, out: str | Path | None = None, device: str | None = None,
-              progress: Progress | None = None, log: Callable[[str], None] = print,
-              warn: Callable[[str], None] = print) -> StudyOutcome:
-    """Run every variant not yet done, then write the table and figures."""
+              progress: Progress | None = None, log: Callable[[str], None] | None = None,
+              warn: Callable[[str], None] | None = None) -> StudyOutcome:
+    """Run every variant not yet done, then write the table and figures. ``log`` gets a
+    line per run (default: nothing), ``warn`` each warning (default: ``warnings.warn``)."""
+    log = log or _silent
+    warn = warn or _warning
     variants = expand(study)
     if study.analysis is not None:
         check_analysis_fits(study.analysis, variants)

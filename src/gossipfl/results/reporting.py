@@ -473,11 +473,20 @@ class Report:
     markdown: str
     files: list[Path]
     left_out: list[str] = field(default_factory=list)  # runs without usable metrics, and why
+    runs: list[Run] = field(default_factory=list, repr=False)  # every run given, left out too
+    groups: dict[str, list[Run]] = field(default_factory=dict, repr=False)  # label → runs
+    metrics: str | dict[str, str] = "test_acc"  # the accuracy, or each label's
+
+    @property
+    def csv(self) -> str:
+        """``table.csv``'s text: raw numbers, accuracies as fractions."""
+        return table_csv(self.table)
 
 
-def report(runs: Sequence[Run], out_dir: str | Path, metric: str | None = None,
-           targets: Sequence[float] | None = None, metric_key: str = "--metric") -> Report:
-    """Write ``table.md``, ``table.csv`` and the figures for ``runs`` into ``out_dir``.
+def build_report(runs: Sequence[Run], metric: str | None = None,
+                 targets: Sequence[float] | None = None, metric_key: str = "--metric"
+                 ) -> Report:
+    """The comparison table of ``runs`` (nothing written; ``Report.files`` is empty).
 
     Runs whose metrics.csv is missing, empty or damaged are left out (``Report.left_out``
     says which and why), never counted as failed.
@@ -485,12 +494,11 @@ def report(runs: Sequence[Run], out_dir: str | Path, metric: str | None = None,
     if not runs:
         raise GossipflError("report: no runs to report.")
     left_out = [f"{r.problem}; {r.path} is left out of the table" for r in runs if r.problem]
-    runs = [r for r in runs if r.problem is None]
-    if not runs:
+    usable = [r for r in runs if r.problem is None]
+    if not usable:
         raise GossipflError(f"report: no run has metrics to report ({left_out[0]}).")
-    out = Path(out_dir)
-    groups = group_runs(runs)
-    check_metric(runs, metric, metric_key)
+    groups = group_runs(usable)
+    check_metric(usable, metric, metric_key)
     metrics: str | dict[str, str] = metric if metric is not None else group_metrics(groups)
     if isinstance(metrics, dict) and len(set(metrics.values())) == 1:
         metrics = next(iter(metrics.values()))
@@ -498,12 +506,42 @@ def report(runs: Sequence[Run], out_dir: str | Path, metric: str | None = None,
         target = default_target(groups, metrics)
         targets = [] if target is None or target <= 0 else [target]
     table = comparison_table(groups, metrics, targets)
-    markdown = table_markdown(table)
-    atomic_write_text(out / "table.md", markdown)
-    atomic_write_text(out / "table.csv", table_csv(table))
-    files = [out / "table.md", out / "table.csv", *write_figures(groups, out, metrics)]
     name = metrics if isinstance(metrics, str) else "per configuration"
-    return Report(name, list(targets), table, markdown, files, left_out)
+    return Report(name, list(targets), table, table_markdown(table), [], left_out,
+                  list(runs), groups, metrics)
+
+
+def report(runs: Sequence[Run], out_dir: str | Path, metric: str | None = None,
+           targets: Sequence[float] | None = None, metric_key: str = "--metric") -> Report:
+    """Write ``table.md``, ``table.csv`` and the figures for ``runs`` into ``out_dir``
+    (:func:`build_report`, then the files)."""
+    result = build_report(runs, metric, targets, metric_key)
+    out = Path(out_dir)
+    atomic_write_text(out / "table.md", result.markdown)
+    atomic_write_text(out / "table.csv", result.csv)
+    result.files = [out / "table.md", out / "table.csv",
+                    *write_figures(result.groups, out, result.metrics)]
+    return result
+
+
+def parse_target(text: str | float, key: str = "--target") -> float:
+    """An accuracy for a rounds-to-target column: a fraction in (0, 1], or a percentage
+    written with % (``"70%"``)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        number, percent = float(text), False
+    else:
+        value = str(text).strip()
+        percent = value.endswith("%")
+        try:
+            number = float(value.rstrip("%").strip())
+        except ValueError:
+            number = float("nan")
+    if percent:
+        number /= 100
+    if not 0 < number <= 1:  # NaN fails too
+        raise GossipflError(f"{key}: {text!r} is not an accuracy in (0, 1]; write a "
+                            f"fraction such as 0.7 or a percentage such as 70%.")
+    return number
 
 
 def check_metric(runs: Sequence[Run], metric: str | None, key: str) -> str | None:
@@ -548,6 +586,15 @@ def mean_over_rounds(row_lists: Sequence[Sequence[dict]], x_key: str, y_key: str
     return xs.mean(axis=0), ys.mean(axis=0), ys.std(axis=0)
 
 
+#: x axes of the figures: key → axis label.
+X_LABELS = {"round": "communication round", "bytes_total": "bytes sent (all clients)",
+            "elapsed": "seconds"}
+#: The figures a report writes: file, x, y (None: the report's accuracy), log y.
+FIGURES = (("accuracy.png", "round", None, False),
+           ("accuracy_vs_bytes.png", "bytes_total", None, False),
+           ("consensus.png", "round", "consensus", True))
+
+
 def write_figures(groups: dict[str, list[Run]], out_dir: str | Path,
                   metric: str | dict[str, str]) -> list[Path]:
     """accuracy.png (vs round), accuracy_vs_bytes.png, consensus.png: one curve per group
@@ -556,29 +603,42 @@ def write_figures(groups: dict[str, list[Run]], out_dir: str | Path,
     from gossipfl import plots
 
     out = Path(out_dir)
+    files = []
+    for name, x_key, y_key, log_y in FIGURES:
+        fig = curves_figure(groups, metric if y_key is None else y_key, x_key, metric,
+                            log_y=log_y)
+        if fig is not None:
+            files.append(plots.save(fig, out / name))
+    return files
+
+
+def curves_figure(groups: dict[str, list[Run]], y_key: str | dict[str, str],
+                  x_key: str = "round", metric: str | dict[str, str] | None = None,
+                  log_y: bool | None = None) -> Any:
+    """The matplotlib Figure of ``y_key`` against ``x_key``: one curve per group (mean ±
+    std over its runs, on the rounds they all hold), or None when no run holds both.
+    ``metric`` is the groups' accuracy (a single run's figure then adds its local models'
+    curve); ``log_y`` defaults to a log scale for the consensus distance."""
+    from gossipfl import plots
+
+    metric = y_key if metric is None else metric
     seeds = max(len(runs) for runs in groups.values())
     title = f"mean ± std over {seeds} seeds" if seeds > 1 else None
     single = next(iter(groups.values()))[0] if len(groups) == 1 and seeds == 1 else None
-    specs = [("accuracy.png", "round", metric, "communication round", False),
-             ("accuracy_vs_bytes.png", "bytes_total", metric, "bytes sent (all clients)", False),
-             ("consensus.png", "round", "consensus", "communication round", True)]
-    files = []
-    for name, x_key, y_key, x_label, log_y in specs:
-        curves = _curves(groups, x_key, y_key, mixed=isinstance(y_key, dict))
-        if single is not None and y_key == metric and metric != "local_acc_mean":
-            if metric == "test_acc" and curves:
-                curves[0].label = "average model"
-            curves += _local_curve(single, x_key)
-        if not curves:
-            continue
-        scale = 100.0 if isinstance(y_key, dict) or y_key in ACCURACY_METRICS else 1.0
-        y_label = "test accuracy" if len(curves) > 1 and single is not None and \
-            y_key == "test_acc" else "accuracy (each configuration's metric)" \
-            if isinstance(y_key, dict) else METRIC_LABELS.get(y_key, y_key)
-        files.append(plots.line_figure(
-            curves, out / name, xlabel=x_label, ylabel=y_label,
-            title=title, y_scale=scale, log_y=log_y, bytes_x=x_key == "bytes_total"))
-    return files
+    curves = _curves(groups, x_key, y_key, mixed=isinstance(y_key, dict))
+    if single is not None and y_key == metric and metric != "local_acc_mean":
+        if metric == "test_acc" and curves:
+            curves[0].label = "average model"
+        curves += _local_curve(single, x_key)
+    if not curves:
+        return None
+    scale = 100.0 if isinstance(y_key, dict) or y_key in ACCURACY_METRICS else 1.0
+    y_label = "test accuracy" if len(curves) > 1 and single is not None and \
+        y_key == "test_acc" else "accuracy (each configuration's metric)" \
+        if isinstance(y_key, dict) else METRIC_LABELS.get(y_key, y_key)
+    return plots.lines(curves, xlabel=X_LABELS.get(x_key, x_key), ylabel=y_label, title=title,
+                       y_scale=scale, log_y=y_key == "consensus" if log_y is None else log_y,
+                       bytes_x=x_key == "bytes_total")
 
 
 def _curves(groups: dict[str, list[Run]], x_key: str, y_key: str | dict[str, str],
