@@ -78,10 +78,10 @@ MATHJAX_VERSION := 3.2.2
 MATHJAX := docs/javascripts/vendor/mathjax/tex-svg-full.js
 
 docs: $(STAMPS)/docs $(MATHJAX)
-	PYTHONPATH=src $(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 PYTHONPATH=src $(VENV)/bin/mkdocs build --strict
 
 docs-serve: $(STAMPS)/docs $(MATHJAX)
-	PYTHONPATH=src $(VENV)/bin/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 PYTHONPATH=src $(VENV)/bin/mkdocs serve
 
 $(STAMPS)/docs: pyproject.toml $(STAMPS)/installed
 	$(PIP) install -e ".[dev,docs]"
