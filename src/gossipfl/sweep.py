@@ -280,7 +280,7 @@ def check_buildable(config: Config) -> None:
     if get_algorithm(config.algorithm.name).centralized or topo.matrix is not None:
         return
     build_topology(topo.name, config.data.clients, mixing=topo.mixing, seed=config.seed,
-                   k=topo.k, p=topo.p, path=topo.path)
+                   k=topo.k, p=topo.p, s=topo.s, path=topo.path)
 
 
 def study_path(study: Study, out: str | Path | None = None) -> Path:
