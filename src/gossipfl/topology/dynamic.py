@@ -132,8 +132,9 @@ def _simple_base(rounds: _Rounds, start: int, nodes: np.ndarray, k: int) -> int:
     3. From the round after its step, each subset V_{l,c} runs the hyper-hypercube on its
        (k+1)^{p_l} nodes, which spreads that total evenly: every node holds the average.
 
-    (Takezawa, Sato, Bao, Niwa & Yamada, NeurIPS 2023, Sec. 4 / Alg. 1; the optional
-    averaging among V_l's unpaired nodes in step l changes no value and is left out.)
+    (Takezawa, Sato, Bao, Niwa & Yamada, NeurIPS 2023, their simple Base-(k+1) graph; the
+    optional averaging among V_l's unpaired nodes in step l changes no value and is left out,
+    and a group done early idles instead of repeating its rounds.)
     """
     n, base = len(nodes), k + 1
     if _small_factors(n, k) is not None:
@@ -173,11 +174,11 @@ def base_k_sequence(m: int, k: int) -> _Rounds:
     at most k peers per node per round and W_T ⋯ W_1 = 11ᵀ/M exactly, for every M and k
     (``len(seq)`` is T, ``seq.dense(r)`` is W_{r+1}).
 
-    - k-peer hyper-hypercube (their Sec. 4.1): when every prime factor of M is ≤ k+1,
+    - the k-peer hyper-hypercube graph: when every prime factor of M is ≤ k+1,
       M = n_1 ⋯ n_L with n_l ≤ k+1 and round l averages cliques of n_l nodes
       (:func:`_hyper_hypercube`); T = L.
-    - simple Base-(k+1) graph (Sec. 4.2, :func:`_simple_base`) for any M.
-    - Base-(k+1) graph (Sec. 4.3): with M = n_s · n_r, n_s the (k+1)-smooth part of M
+    - the simple Base-(k+1) graph (:func:`_simple_base`) for any M.
+    - the Base-(k+1) graph: with M = n_s · n_r, n_s the (k+1)-smooth part of M
       (the largest divisor whose prime factors are ≤ k+1), the M nodes are cut into n_s
       consecutive blocks of n_r; every block runs the simple Base-(k+1) graph at once, then
       the n_r sets {the c-th node of every block} run the hyper-hypercube on n_s nodes. The
