@@ -177,3 +177,17 @@ def test_cli_topology_prints_the_new_graphs(capsys, tmp_path):
                  "--draw", str(tmp_path / "e.png")]) == 0
     out = capsys.readouterr().out
     assert "stochastic              row" in out and (tmp_path / "e.png").exists()
+
+
+def test_a_checkpoint_from_before_topology_s_still_resumes():
+    """A run directory written before ``topology.s`` existed has no such key; at its default
+    the config is the same one, set to anything else it is not."""
+    from gossipfl.config import load_config
+    from gossipfl.results.lifecycle import same_config
+    from gossipfl.results.rundir import comparable_config
+
+    current = comparable_config(load_config({"topology": {"name": "ring"}}))
+    older = {**current, "topology": {k: v for k, v in current["topology"].items() if k != "s"}}
+    assert same_config(older, current)
+    assert not same_config(older, comparable_config(load_config({"topology": {"s": 3}})))
+    assert not same_config({**older, "seed": 99}, current)
