@@ -46,6 +46,12 @@ def config(algorithm: str, topology: str = "ring", backend: str = "single",
                                   "test_size": 60, "seed": 3})
     setup["model"]["options"] = {"hidden": [8]}
     setup["topology"] = {"name": topology, "k": 2}
+    if topology == "epidemic":
+        setup["topology"]["s"] = 2
+    if topology == "push":  # a directed column-stochastic matrix (push-sum)
+        from tests.test_sgp import push_matrix
+
+        setup["topology"] = {"name": "custom", "mixing": "custom", "matrix": push_matrix(7)}
     setup["train"].update(rounds=rounds, batch_size=8)
     setup.update(eval={"personalized": True, "local_subset": 40},
                  engine={"backend": backend, "timeout": 60}, seed=5)
@@ -53,9 +59,11 @@ def config(algorithm: str, topology: str = "ring", backend: str = "single",
 
 
 def cases() -> list[tuple[str, str]]:
-    """(algorithm, topology): every algorithm on the ring, dfedavg on every topology."""
+    """(algorithm, topology): every algorithm on the ring, dfedavg on every topology and on a
+    directed row-stochastic graph (epidemic), sgp on a directed column-stochastic matrix."""
     out = [(name, "ring") for name in builtin_algorithms()]
-    return out + [("dfedavg", topology) for topology in TOPOLOGIES[1:]]
+    return out + [("dfedavg", topology) for topology in TOPOLOGIES[1:]] + [
+        ("dfedavg", "epidemic"), ("sgp", "push")]
 
 
 def measure(algorithm: str, topology: str, backend: str) -> dict:

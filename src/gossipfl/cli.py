@@ -7,7 +7,8 @@
     gossipfl stability CONFIG_OR_STUDY.yaml [--set ...] [--perturb client|sample|none]
                        [--client I] [--every N] [--out DIR] [--device ...] [--quiet]
     gossipfl list
-    gossipfl topology NAME --clients M [--mixing RULE] [--k K] [--p P] [--path FILE] [--draw PNG]
+    gossipfl topology NAME --clients M [--mixing RULE] [--k K] [--p P] [--s S] [--path FILE]
+                      [--draw PNG]
     gossipfl data DATASET --partition NAME --clients M [--alpha A] [--plot PNG]
     gossipfl fetch DATASET [--root DIR]
 
@@ -358,14 +359,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_topology(args: argparse.Namespace) -> int:
     from gossipfl.topology import build_topology
 
-    params = {k: v for k, v in (("k", args.k), ("p", args.p), ("path", args.path))
-              if v is not None}
+    params = {k: v for k, v in (("k", args.k), ("p", args.p), ("s", args.s),
+                                ("path", args.path)) if v is not None}
     if args.draw:
         check_writable_file(args.draw, "--draw")
     topology = build_topology(args.name, args.clients, mixing=args.mixing, seed=args.seed,
                               **params)
     info = topology.describe()
-    print(f"{args.name} on {args.clients} clients, mixing {args.mixing}"
+    print(f"{args.name} on {args.clients} clients, mixing {topology.mixing}"
           + (" (time-varying: statistics over rounds 0..4)" if topology.time_varying else ""))
     yes = {True: "yes", False: "no"}
     degree = (f"min {info['degree_min']}, mean {info['degree_mean']:.2f}, "
@@ -374,7 +375,10 @@ def cmd_topology(args: argparse.Namespace) -> int:
             ("spectral gap", f"{info['spectral_gap']:.4f}  (1 − second-largest |eigenvalue|)"),
             ("symmetric", yes[info["symmetric"]]),
             ("doubly stochastic", yes[info["doubly_stochastic"]]),
-            ("connected", "yes" + (" (over 10 rounds)" if topology.time_varying else "")),
+            ("stochastic", f"{info['stochastic']}  (what every round's W is)"),
+            ("connected", "yes" + (f" (over {max(10, topology.period or 0)} rounds)"
+                                   if topology.time_varying else "")),
+            *([("period", f"{topology.period} rounds")] if topology.period else []),
             ("messages / gossip step", f"{info['messages_per_step']:.0f}")]
     for key, value in rows:
         print(f"  {key:<23} {value}")
@@ -505,6 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument("--mixing", default="metropolis_hastings")
     topo.add_argument("--k", type=int)
     topo.add_argument("--p", type=float)
+    topo.add_argument("--s", type=int, help="epidemic: peers each client sends to per round")
     topo.add_argument("--path", help="matrix file for the custom topology")
     topo.add_argument("--seed", type=int, default=0)
     topo.add_argument("--round", type=int, default=0, help="round drawn (time-varying graphs)")

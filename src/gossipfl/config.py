@@ -91,6 +91,7 @@ class TopologyConfig:
     mixing: str = "metropolis_hastings"
     k: int = 10  # random_k, k_regular
     p: float = 0.1  # erdos_renyi
+    s: int = 7  # epidemic: peers each client sends to per round
     path: str | None = None  # custom graph or matrix file
     sparse: str = "auto"  # dense | sparse | auto
     matrix: Any = None  # API only: explicit mixing matrix [M, M]
@@ -108,7 +109,7 @@ class TopologyConfig:
         get_schedule(self.order)  # its registry's names
         _check_section("topology", self, {
             "name": one_of(*topology_names()), "mixing": one_of(*MIXING_RULES),
-            "sparse": one_of(*SPARSE_MODES), "p": FRACTION, "k": COUNT})
+            "sparse": one_of(*SPARSE_MODES), "p": FRACTION, "k": COUNT, "s": COUNT})
 
 
 @dataclass
@@ -499,7 +500,7 @@ def _validate(config: Config) -> None:
 
 #: Topology keys a centralized algorithm ignores (it has no communication graph; the order
 #: is not among them: a schedule decides who trains for every algorithm).
-GRAPH_KEYS = ("name", "mixing", "k", "p", "path", "sparse", "matrix")
+GRAPH_KEYS = ("name", "mixing", "k", "p", "s", "path", "sparse", "matrix")
 
 
 def _warn_ignored(config: Config) -> None:

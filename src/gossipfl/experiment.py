@@ -262,7 +262,8 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     topology = mixer = None
     if not algo_cls.centralized:
         topo = config.topology
-        options = {"k": topo.k, "p": topo.p, "path": topo.path, "array": topo.matrix}
+        options = {"k": topo.k, "p": topo.p, "s": topo.s, "path": topo.path,
+                   "array": topo.matrix}
         topology = build_topology(topo.name, m, mixing=topo.mixing, seed=config.seed,
                                   **options)
         mixer = Mixer(topology, device=device, sparse=topo.sparse)
@@ -282,7 +283,10 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     refusal = order.refusal(algorithm, processes.world if processes.distributed else None)
     if refusal:
         raise GossipflError(refusal)
-    for message in algorithm.check(topology, config.topology.order):
+    refusal, caution = algorithm.mixing_check(topology)  # doubly / row / column-stochastic W
+    if refusal:
+        raise GossipflError(refusal)
+    for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
     x0 = fed.block(initial_stack(config, layout, model, device)).clone()
     exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,

@@ -7,6 +7,8 @@ are really sent:
 - :meth:`Federation.gossip` — X ← W^Q Z with round t's mixing matrix, optionally only on a
   parameter group, or weighted coordinate-wise by per-client masks (the DisPFL rule
   x_i = Σ_j w_ij m_j ⊙ z_j / Σ_j w_ij m_j, own value where no neighbour holds the coordinate);
+- :meth:`Federation.push_sum` — (W x, W w): push-sum's message, a model and its scalar
+  weight, over a column-stochastic (or doubly stochastic) W;
 - :meth:`Federation.sample`, :meth:`Federation.broadcast`, :meth:`Federation.aggregate` —
   a server's client sampling, download and (n_i-weighted, uniform or summed) upload;
 - :meth:`Federation.rows` / :meth:`Federation.set_rows` — a server reading and writing the
@@ -117,6 +119,14 @@ class Federation:
             columns.assign(mixed, self._mix(columns.select(z), t, steps))
             return mixed
         return self._masked_gossip(z, t, steps, columns, masks, out_degree)
+
+    def push_sum(self, x: Tensor, w: Tensor, t: int) -> tuple[Tensor, Tensor]:
+        """(W x, W w) with round t's W, for ``x [M, P]`` and push-sum weights ``w [M, 1]``:
+        client j sends w_ij x_j and w_ij w_j to each out-neighbour i (w_ij ≠ 0, i ≠ j), one
+        message of P + 1 floats. With a column-stochastic W, Σ_i x_i and Σ_i w_i are kept."""
+        self.traffic.clients += self._out_degree(t) * message_bytes(self._groups.all.numel + 1)
+        both = self._mix(torch.cat([x, w.to(x.dtype)], dim=1), t, 1)
+        return both[:, :-1], both[:, -1:]
 
     def matrix(self, t: int) -> np.ndarray:
         """Round t's mixing matrix W ``[M, M]`` (what a schedule orders its events by)."""

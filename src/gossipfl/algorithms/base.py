@@ -179,8 +179,9 @@ class Algorithm:
     instead of a topology), ``client_state`` / ``global_state`` (what a checkpoint keeps),
     ``evaluations`` (which models the evaluation protocols measure: ``average``, ``local``;
     ``personalized``: the algorithm trains personal models, measured on each client's local
-    test split by default and reported first in tables) and ``orders`` (the gossip orders
-    its round is defined for).
+    test split by default and reported first in tables), ``orders`` (the gossip orders
+    its round is defined for) and ``mixing`` (the mixing matrices its update rule is defined
+    for, :meth:`mixing_check`).
     """
 
     name: ClassVar[str] = ""
@@ -192,6 +193,10 @@ class Algorithm:
     evaluations: ClassVar[tuple[str, ...]] = ("average", "local")
     #: the ``topology.order`` values the round is defined for (gossipfl.schedules)
     orders: ClassVar[tuple[str, ...]] = ("synchronous",)
+    #: the matrices W the update rule is defined for (gossipfl.topology: Topology.stochastic):
+    #: ``doubly`` (rows and columns sum to 1, the D-PSGD / DFedAvg papers), ``row`` (rows:
+    #: x_i ← Σ_j w_ij x_j stays a convex combination) or ``column`` (columns: push-sum)
+    mixing: ClassVar[str] = "doubly"
 
     def __init__(self, params: Any, env: ClientEnv, fed: Federation):
         self.params = params if params is not None else self.Params()
@@ -207,6 +212,37 @@ class Algorithm:
         """Warnings about this algorithm on ``topology`` (None for centralized) in the gossip
         ``order``, before training (e.g. an unstable extrapolation)."""
         return []
+
+    def mixing_check(self, topology: Topology | None) -> tuple[str | None, str | None]:
+        """(refusal, warning) for this algorithm's ``mixing`` on the topology's matrices
+        (``topology.stochastic``), checked before training:
+
+        - a ``column``-only W (push-sum) is refused for ``doubly`` / ``row`` algorithms: their
+          x ← Wx needs rows summing to 1; a ``row``-only W is refused for ``column`` (push-sum
+          needs the columns to sum to 1 to keep Σ_i x_i and Σ_i w_i);
+        - a ``doubly`` algorithm on a row-stochastic-only W runs with a warning when the graph
+          is static (its fixed point weights the clients by W's Perron vector, not uniformly);
+          a time-varying one (random_k, authors_random, epidemic with ``uniform`` weights)
+          runs silently: its draws are exchangeable, so E[W] is doubly stochastic.
+        """
+        if topology is None:
+            return None, None
+        has, need = topology.stochastic, self.mixing
+        what = f"the {topology.name} topology's {topology.mixing} matrix"
+        if need == "column" and has == "row":
+            return (f"topology.name: algorithm {self.name} is push-sum and needs every column of "
+                    f"W to sum to 1, but {what} is row-stochastic only; use a doubly or "
+                    "column-stochastic one (e.g. one_peer_exponential, base_k, or custom with "
+                    "topology.mixing: custom)."), None
+        if need != "column" and has == "column":
+            return (f"topology.name: algorithm {self.name} mixes x_i ← Σ_j w_ij x_j, which needs "
+                    f"every row of W to sum to 1, but {what} is column-stochastic only (a "
+                    "push-sum matrix, for algorithm sgp)."), None
+        if need == "doubly" and has == "row" and not topology.time_varying:
+            return None, (f"algorithm {self.name} assumes a doubly stochastic W, but {what} is "
+                          "row-stochastic only: the clients are drawn towards Σ_i π_i F_i "
+                          "(π: W's Perron vector), not the plain mean of their objectives.")
+        return None, None
 
     def order_error(self, order: str) -> str | None:
         """Why ``topology.order: order`` is not defined for this algorithm (None: it is)."""

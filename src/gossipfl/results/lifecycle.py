@@ -108,12 +108,32 @@ def _rebuild(run_dir: RunDirectory, device: str | None) -> PreparedRun:
     if state is None:
         prepared.notes.append("no checkpoint was written yet; starting again from round 0")
         return prepared
-    if state["config"] != comparable_config(config):
+    if not same_config(state["config"], comparable_config(config)):
         raise GossipflError(f"--resume: '{run_dir.file(CONFIG_FILE)}' was changed after the "
                             f"checkpoint was written; restore it or start a new run.")
     runner.load_state_dict(state["runner"])
     prepared.notes.append(f"resuming after round {runner.round} of {config.train.rounds}")
     return prepared
+
+
+def same_config(stored: dict, current: dict) -> bool:
+    """Whether a checkpoint's config is the current one; a key the checkpoint's version of
+    gossipfl did not have yet (e.g. a later ``topology.s``) counts as the same when the
+    current config holds its default, since the older code computed with that default."""
+    return _same(stored, current, comparable_config(load_config({})))
+
+
+def _same(stored: Any, current: Any, default: Any) -> bool:
+    if not isinstance(stored, dict) or not isinstance(current, dict):
+        return stored == current
+    default = default if isinstance(default, dict) else {}
+    for key, value in current.items():
+        if key not in stored:
+            if key not in default or default[key] != value:
+                return False
+        elif not _same(stored[key], value, default.get(key)):
+            return False
+    return set(stored) <= set(current)
 
 
 def execute(prepared: PreparedRun, callbacks: Sequence[Callback] = (),

@@ -24,8 +24,23 @@ Topologies (M clients):
   M = 100, so 9 draws); a draw of itself is dropped; edge (i, j), i < j, exists iff i drew j
   (j's draw of i is ignored), and the adjacency is mirrored. Degrees vary (about 3–17 at
   M = 100). With ``mixing="uniform"`` W_ij = 1/|N_i ∪ {i}|, the code's row-stochastic weights.
+- ``one_peer_exponential`` (time-varying, period ⌈log₂ M⌉): Ying et al. 2021; round t, client i
+  averages (1/2, 1/2) with the model of i + 2^(t mod ⌈log₂ M⌉) — one message per client per
+  round, doubly stochastic, exact average after log₂ M rounds when M is a power of 2.
+- ``base_k`` (``k``, time-varying, periodic): Takezawa et al. 2023's Base-(k+1) graph, ≤ k peers
+  per client per round, symmetric doubly stochastic, exact average after one period, any M.
+- ``epidemic`` (``s``, time-varying): de Vos et al. 2023 (EL-Local); every client sends its model
+  to s random others, each averages what it received and its own uniformly: row-stochastic only.
+- ``random_matching`` (time-varying): a random perfect (M even) or maximal (M odd) matching per
+  round; pairs average (1/2, 1/2), an unmatched client keeps its model.
 - ``custom``: ``path`` to a .npy / .csv / .txt file or ``array`` / ``matrix`` (API) holding an
-  adjacency (0/1) matrix, or a mixing matrix when ``mixing="custom"``.
+  adjacency (0/1) matrix, or a mixing matrix when ``mixing="custom"``: row-stochastic, or
+  column-stochastic only (a push-sum matrix for ``sgp``).
+
+The first three carry their paper's weights (``topology.mixing`` is not used; their ``mixing``
+reads ``uniform`` or ``base_k``); their definitions are in :mod:`gossipfl.topology.dynamic`.
+Every topology says what its matrices are (:attr:`Topology.stochastic`: ``doubly``, ``row``
+or ``column``), which an algorithm's ``mixing`` declaration is checked against.
 
 Matrices are dense ``[M, M]`` float64 (fine up to a few thousand clients).
 """
@@ -41,11 +56,13 @@ import numpy as np
 from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 from gossipfl.rng import derive_seed, numpy_generator
+from gossipfl.topology import dynamic
 from gossipfl.topology.mixing import (
     MIXING_RULES,
     ROW_SUM_TOL,
     SYMMETRIC_RULES,
     check_connected,
+    column_stochastic_only,
     count_messages,
     mixing_matrix,
     spectral_gap,
@@ -56,25 +73,37 @@ if TYPE_CHECKING:  # networkx is imported where a graph is built (a faster start
     import networkx as nx
 
 TOPOLOGIES = ("ring", "grid", "exponential", "full", "star", "erdos_renyi", "k_regular",
-              "random_k", "authors_random", "custom")
-PARAMS = ("k", "p", "path", "array", "matrix")
+              "random_k", "authors_random", "one_peer_exponential", "base_k", "epidemic",
+              "random_matching", "custom")
+PARAMS = ("k", "p", "s", "path", "array", "matrix")
+STOCHASTIC = ("doubly", "row", "column")  # what every round's W is (Topology.stochastic)
 MAX_DRAWS = 100  # random graphs are redrawn this many times at most to get a connected one
 CONNECTIVITY_WINDOW = 10  # rounds whose union must be connected for a time-varying topology
 _CACHE_ROUNDS = 4  # per-round matrices kept by a time-varying topology
 
 AdjacencyFn = Callable[[int], np.ndarray]
+WeightsFn = Callable[[int], np.ndarray]
 
 
 class Topology:
     """A (possibly time-varying) communication graph with its mixing rule.
 
     Attributes: ``name``, ``num_clients`` (M), ``mixing`` (rule name), ``time_varying``,
-    ``directed`` (the adjacency may be non-symmetric) and ``params`` (k, p, seed, ... as used).
+    ``directed`` (the adjacency may be non-symmetric), ``params`` (k, p, seed, ... as used) and
+    ``period`` (W_{t+period} = W_t for a periodic time-varying graph, else None).
+
+    ``weights``: W itself instead of a mixing rule, one matrix or a function of the round.
+    ``stochastic`` declares what every round's W is (``doubly``, ``row`` or ``column``; see
+    :attr:`stochastic` for the default), and each round's W is validated against it.
     """
 
     def __init__(self, name: str, num_clients: int, mixing: str, adjacency: AdjacencyFn, *,
                  time_varying: bool = False, directed: bool = False,
-                 weights: np.ndarray | None = None, params: dict[str, Any] | None = None):
+                 weights: np.ndarray | WeightsFn | None = None,
+                 params: dict[str, Any] | None = None, stochastic: str | None = None,
+                 period: int | None = None):
+        if stochastic not in (None, *STOCHASTIC):
+            raise ValueError(f"stochastic must be one of {STOCHASTIC}, got {stochastic!r}")
         self.name = name
         self.num_clients = num_clients
         self.mixing = mixing
@@ -84,11 +113,28 @@ class Topology:
         self.order = "synchronous"  # topology.order, as the run uses the graph
         self._adjacency_fn = adjacency
         self._weights = weights
+        self._stochastic = stochastic
+        self.period = period
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self.params.items())
         return f"Topology({self.name!r}, M={self.num_clients}, mixing={self.mixing!r}{extra})"
+
+    @property
+    def stochastic(self) -> str:
+        """What every round's W is: ``doubly`` (rows and columns sum to 1), ``row`` (rows
+        only) or ``column`` (columns only, push-sum). Declared by the builder; otherwise a
+        symmetric rule gives ``doubly``, and the others ``row`` for a time-varying graph and
+        what W(0) is for a static one (e.g. ``uniform`` on a regular graph is doubly)."""
+        if self._stochastic is not None:
+            return self._stochastic
+        if self.mixing in SYMMETRIC_RULES:
+            return "doubly"
+        if self.time_varying:
+            return "row"
+        columns = self.matrix(0).sum(axis=0)
+        return "doubly" if np.allclose(columns, 1.0, rtol=0, atol=ROW_SUM_TOL) else "row"
 
     def adjacency(self, round: int) -> np.ndarray:
         """Read-only float64 0/1 ``[M, M]`` adjacency of the round (zero diagonal)."""
@@ -122,7 +168,10 @@ class Topology:
             "spectral_gap": float(np.mean([spectral_gap(W) for W in Ws])),
             "symmetric": all(np.allclose(W, W.T, rtol=0, atol=ROW_SUM_TOL) for W in Ws),
             "doubly_stochastic": all(
-                np.allclose(W.sum(axis=0), 1.0, rtol=0, atol=ROW_SUM_TOL) for W in Ws),
+                np.allclose(W.sum(axis=0), 1.0, rtol=0, atol=ROW_SUM_TOL)
+                and np.allclose(W.sum(axis=1), 1.0, rtol=0, atol=ROW_SUM_TOL) for W in Ws),
+            "stochastic": self.stochastic,
+            "period": self.period,
             "messages_per_step": float(np.mean([count_messages(W) for W in Ws])),
         }
 
@@ -137,9 +186,13 @@ class Topology:
 
     def _compute(self, round: int) -> tuple[np.ndarray, np.ndarray]:
         A = np.asarray(self._adjacency_fn(round), dtype=np.float64)
-        W = self._weights if self._weights is not None else mixing_matrix(A, self.mixing)
+        weights = self._weights
+        W = (mixing_matrix(A, self.mixing) if weights is None
+             else np.asarray(weights(round) if callable(weights) else weights, dtype=np.float64))
         symmetric = self.mixing in SYMMETRIC_RULES
-        validate_mixing(W, symmetric=symmetric, doubly=symmetric, key="topology.mixing",
+        declared = self._stochastic
+        validate_mixing(W, symmetric=symmetric, doubly=symmetric or declared == "doubly",
+                        rows=declared != "column", key="topology.mixing",
                         label=f"{self.mixing} matrix")
         for array in (A, W):
             array.flags.writeable = False
@@ -155,7 +208,8 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
     """Build and validate a topology by name (see the module docstring for names/params).
 
     Parameters a topology does not use are ignored (the config passes k and p always); a
-    time-varying topology must be connected over the union of rounds 0..window−1.
+    time-varying topology must be connected over the union of rounds 0..window−1 (or over
+    one period, when that is longer).
     """
     if name not in _BUILDERS:
         raise unknown_choice("topology.name", name, topology_names())
@@ -175,7 +229,7 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             f"or topology.matrix), got topology.name: {name}."
         )
     topology = _BUILDERS[name](num_clients, mixing, seed, params)
-    check_connected(topology, window)
+    check_connected(topology, max(window, topology.period or 0))
     topology.matrix(0)
     return topology
 
@@ -400,12 +454,14 @@ def _custom_source(m: int, params: dict) -> tuple[np.ndarray, str]:
 def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:
     matrix, key = _custom_source(m, params)
     if mixing == "custom":
-        validate_mixing(matrix, symmetric=False, doubly=False, key="topology.mixing",
-                        label="custom matrix")
+        columns = column_stochastic_only(matrix)  # push-sum (sgp): else the rows sum to 1
+        validate_mixing(matrix, symmetric=False, doubly=False, rows=not columns,
+                        key="topology.mixing", label="custom matrix")
         A = (matrix != 0).astype(np.float64)
         np.fill_diagonal(A, 0.0)
         return Topology("custom", m, "custom", lambda _round: A,
-                        directed=not np.array_equal(A, A.T), weights=matrix)
+                        directed=not np.array_equal(A, A.T), weights=matrix,
+                        stochastic="column" if columns else None)
     A = _adjacency_from(matrix, key)
     directed = not np.array_equal(A, A.T)
     if directed and mixing in SYMMETRIC_RULES:
@@ -431,6 +487,58 @@ def _adjacency_from(matrix: np.ndarray, key: str) -> np.ndarray:
     return np.where(off, matrix, 0.0)
 
 
+# --------------------------------------------------------------------------------------------
+# Time-varying graphs of the papers (gossipfl.topology.dynamic holds their definitions)
+# --------------------------------------------------------------------------------------------
+def _one_peer_exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    period = dynamic.one_peer_period(m)
+
+    def adjacency(round: int) -> np.ndarray:
+        A = (dynamic.one_peer_exponential(m, round) != 0).astype(np.float64)
+        np.fill_diagonal(A, 0.0)
+        return A
+
+    return Topology("one_peer_exponential", m, "uniform", adjacency, time_varying=True,
+                    directed=m > 2, weights=lambda round: dynamic.one_peer_exponential(m, round),
+                    stochastic="doubly", period=period, params={"period": period})
+
+
+def _base_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    k = _check_k(params.get("k"), m, "base_k")
+    # O(M k) entries per round, a dense [M, M] per round only while it is used
+    require_memory(16 * m ** 2, f"the Base-(k+1) graph on {m} clients", "data.clients")
+    sequence = dynamic.base_k_sequence(m, k)
+    period = len(sequence)
+
+    def weights(round: int) -> np.ndarray:
+        return sequence.dense(round % period)
+
+    def adjacency(round: int) -> np.ndarray:
+        A = (weights(round) != 0).astype(np.float64)
+        np.fill_diagonal(A, 0.0)
+        return A
+
+    return Topology("base_k", m, "base_k", adjacency, time_varying=True, weights=weights,
+                    stochastic="doubly", period=period, params={"k": k, "period": period})
+
+
+def _epidemic(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    s = params.get("s")
+    if not _is_int(s) or not 1 <= s <= m - 1:
+        raise GossipflError(f"topology.s: must be in 1..{m - 1} for epidemic on {m} clients "
+                            f"(the peers each client sends to per round), got {s!r}.")
+    return Topology("epidemic", m, "uniform",
+                    lambda round: dynamic.epidemic_adjacency(m, int(s), seed, round),
+                    time_varying=True, directed=True, stochastic="row",
+                    params={"s": int(s), "seed": seed})
+
+
+def _random_matching(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    return Topology("random_matching", m, mixing,
+                    lambda round: dynamic.random_matching_adjacency(m, seed, round),
+                    time_varying=True, stochastic="doubly", params={"seed": seed})
+
+
 _BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
     "ring": _ring,
     "grid": _grid,
@@ -441,6 +549,10 @@ _BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
     "k_regular": _k_regular,
     "random_k": _random_k,
     "authors_random": _authors_random,
+    "one_peer_exponential": _one_peer_exponential,
+    "base_k": _base_k,
+    "epidemic": _epidemic,
+    "random_matching": _random_matching,
     "custom": _custom,
 }
 

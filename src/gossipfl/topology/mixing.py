@@ -10,7 +10,8 @@ diagonal) into a row-stochastic W with ``W_ij > 0`` exactly on the edges and the
   is symmetric only on regular graphs. Works on directed graphs (d_i = in-neighbours of i).
 - ``max_degree``: W_ij = 1 / (d_max + 1) on edges, W_ii = 1 − d_i / (d_max + 1). Symmetric and
   doubly stochastic on any undirected graph.
-- ``custom``: a user-given matrix, used as is (only row-stochasticity is required).
+- ``custom``: a user-given matrix, used as is: row-stochastic, or column-stochastic only (a
+  push-sum matrix: column j is how client j splits what it sends, for ``sgp``).
 
 Spectral quantities (all in float64) use J = 11ᵀ/M, the projection onto consensus:
 
@@ -92,11 +93,13 @@ def _first_mismatch(a: np.ndarray, b: np.ndarray, tol: float = 0.0) -> tuple[int
 
 
 def validate_mixing(W: np.ndarray, *, symmetric: bool, doubly: bool, key: str,
-                    label: str = "mixing matrix", tol: float = ROW_SUM_TOL) -> None:
+                    label: str = "mixing matrix", tol: float = ROW_SUM_TOL,
+                    rows: bool = True) -> None:
     """Raise a :class:`GossipflError` unless W is a valid mixing matrix.
 
     Always: square, finite, non-negative, every row sums to 1 (within ``tol``). ``symmetric``
-    adds W = Wᵀ; ``doubly`` adds column sums of 1. The message names ``key`` and the first
+    adds W = Wᵀ; ``doubly`` adds column sums of 1. ``rows=False`` (a column-stochastic W)
+    checks the column sums instead of the row sums. The message names ``key`` and the first
     offending row / entry.
     """
     W = np.asarray(W, dtype=np.float64)
@@ -108,7 +111,8 @@ def validate_mixing(W: np.ndarray, *, symmetric: bool, doubly: bool, key: str,
     if (W < -tol).any():
         i, j = np.argwhere(W < -tol)[0]
         raise GossipflError(f"{key}: {label} has a negative entry W[{i},{j}]={W[i, j]:.6g}.")
-    _check_sums(W.sum(axis=1), "row", key, label, tol)
+    if rows:
+        _check_sums(W.sum(axis=1), "row", key, label, tol)
     if symmetric:
         i, j = _first_mismatch(W, W.T, tol)
         if i >= 0:
@@ -116,8 +120,15 @@ def validate_mixing(W: np.ndarray, *, symmetric: bool, doubly: bool, key: str,
                 f"{key}: {label} is not symmetric (W[{i},{j}]={W[i, j]:.6g} but "
                 f"W[{j},{i}]={W[j, i]:.6g})."
             )
-    if doubly:
+    if doubly or not rows:
         _check_sums(W.sum(axis=0), "column", key, label, tol)
+
+
+def column_stochastic_only(W: np.ndarray, tol: float = ROW_SUM_TOL) -> bool:
+    """Whether W's columns sum to 1 but its rows do not (a push-sum matrix)."""
+    W = np.asarray(W, dtype=np.float64)
+    return bool(np.allclose(W.sum(axis=0), 1.0, rtol=0, atol=tol)
+                and not np.allclose(W.sum(axis=1), 1.0, rtol=0, atol=tol))
 
 
 def _check_sums(sums: np.ndarray, what: str, key: str, label: str, tol: float) -> None:
