@@ -213,7 +213,7 @@ class Algorithm:
         ``order``, before training (e.g. an unstable extrapolation)."""
         return []
 
-    def mixing_check(self, topology: Topology | None) -> tuple[str | None, str | None]:
+    def mixing_check(self, topology: Any) -> tuple[str | None, str | None]:
         """(refusal, warning) for this algorithm's ``mixing`` on the topology's matrices
         (``topology.stochastic``), checked before training:
 
