@@ -42,7 +42,7 @@ def test_every_algorithm_gets_a_page_with_its_paper_parameters_and_math():
         # a docstring's indented equation block becomes display math
         doc = sys.modules[cls.__module__].__doc__
         has_block = any(line.startswith("    ") for line in inspect.cleandoc(doc).splitlines())
-        assert ("\\begin{aligned}" in page) == has_block, name
+        assert has_block and "\\begin{aligned}" in page, f"{name}: no update-rule block"
         if dataclasses.is_dataclass(cls.Params):
             for field in dataclasses.fields(cls.Params):
                 assert f"`algorithm.{field.name}`" in page

@@ -1,11 +1,21 @@
 """FedAvgM and the adaptive FedOpt family: FedAvg's clients, another server optimizer.
 
 FedAvgM (Hsu, Qi & Brown 2019, "Measuring the Effects of Non-Identical Data Distribution for
-Federated Visual Classification"): server momentum v⁺ = β v + Δ, x⁺ = x + η_g v⁺.
+Federated Visual Classification"), server momentum:
+
+    Δ_t = Σ_{i∈S_t} p_i (y_i^{t,K} − x^t),   v⁺ = β v + Δ_t,   x^{t+1} = x^t + η_g v⁺
+
 FedAdagrad, FedAdam, FedYogi (Reddi et al., "Adaptive Federated Optimization", ICLR 2021,
-Algorithm 2): the rules of :mod:`gossipfl.algorithms.server`, with their defaults β₁ = 0.9,
-β₂ = 0.99, τ = 10⁻³; the server learning rate η is tuned per task in that paper (default 1).
-Δ is the n_i-weighted average of the sampled clients' y_i − x (as FedAvg).
+Algorithm 2), with m⁺ = β₁ m + (1 − β₁) Δ_t, m⁰ = 0, v⁰ = τ² and no bias correction:
+
+    FedAdagrad:  v⁺ = v + Δ_t²
+    FedAdam:     v⁺ = β₂ v + (1 − β₂) Δ_t²
+    FedYogi:     v⁺ = v − (1 − β₂) Δ_t² sign(v − Δ_t²)
+    x^{t+1} = x^t + η m⁺ / (√v⁺ + τ)
+
+(the rules of :mod:`gossipfl.algorithms.server`), with their defaults β₁ = 0.9, β₂ = 0.99,
+τ = 10⁻³; the server learning rate η is tuned per task in that paper (default 1). Δ is the
+n_i-weighted average of the sampled clients' y_i − x (as FedAvg).
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """FedSAM — FedAvg with SAM as the local optimizer (Qu et al., ICML 2022; Caldarola et al.).
 
-As :mod:`fedavg`, with each local step the SAM step of :func:`~gossipfl.algorithms.terms.
-sam_gradient`: g = ∇F_i(y; ξ), ỹ = y + ρ g/‖g‖, y ← y − η (∇F_i(ỹ; ξ) + wd·y).
+As :mod:`fedavg`, with each local step the SAM step of
+:func:`~gossipfl.algorithms.terms.sam_gradient` (one minibatch ξ per step):
+
+    g = ∇F_i(y; ξ),   ỹ = y + ρ g / ‖g‖₂,   y ← y − η (∇F_i(ỹ; ξ) + wd·y)
+    x^{t+1} = x^t + η_g Σ_{i∈S_t} p_i (y_i^{t,K} − x^t)
+
 ρ = 0.1 (DFedCata paper's common setting; the DFedSAM paper gives none).
 """
 
