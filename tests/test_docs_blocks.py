@@ -378,3 +378,26 @@ def test_docs_block_runs(block, checkout, monkeypatch):
     else:
         for words in commands(block.code):
             run_command(words, block)
+
+
+def test_the_mechanism_catches_rot(tmp_path, checkout, monkeypatch):
+    """A marker is parsed, check mode refuses an option that no longer exists (gossipfl's and
+    a benchmark's parser), and an excerpt naming what its file lacks fails."""
+    doc = tmp_path / "doc.md"
+    doc.write_text("text\n\n<!-- docs-test: check; --set data.clients=4; patch m.f k=1 -->\n"
+                   "```sh\ngossipfl run --sett x=1\n```\n", encoding="utf-8")
+    lines = doc.read_text().splitlines()
+    assert MARKER.match(lines[2]) and FENCE.match(lines[3])
+    block = Block("doc.md", 4, "sh", "gossipfl run --sett x=1\n",
+                  directives=parse_marker(MARKER.match(lines[2]).group(1)))
+    assert block.directives == {"args": ["--set", "data.clients=4"], "check": True,
+                                "patch": [("m.f", {"k": 1})]}
+    with pytest.raises(pytest.fail.Exception, match="does not parse"):
+        check_command(commands(block.code)[0], block.id, monkeypatch)
+    with pytest.raises(SystemExit):
+        parse_only("benchmarks.gossip", ["--no-such-option"], monkeypatch)
+    assert shortened(["run", "x.yaml"], block) == ["run", "x.yaml", "--set", "data.clients=4",
+                                                   *SHORTEN]
+    assert names_defined('@register_model("mlp_tanh")\ndef mlp_tanh(): ...\n') <= \
+        names_in(["examples/plugins/my_plugin.py"])
+    assert names_defined("def gone(): ...\n") - names_in(["examples/plugins/my_plugin.py"])
