@@ -11,6 +11,8 @@
                       [--draw PNG]
     gossipfl data DATASET --partition NAME --clients M [--alpha A] [--plot PNG]
     gossipfl fetch DATASET [--root DIR]
+    gossipfl new algorithm|model|dataset NAME [--kind decentralized|centralized|personalized]
+                 [--out DIR]
 
 A user error prints one sentence on stderr and exits with status 2 (no traceback), and so
 does a write that fails (disk full: the sentence says how to resume); an interrupted run
@@ -445,6 +447,18 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_new(args: argparse.Namespace) -> int:
+    from gossipfl.scaffold import new
+
+    paths = new(args.piece, args.name, args.out, args.kind)
+    print(f"wrote {paths[0]} and {paths[1]}; try them:")
+    option = {"algorithm": "algorithm.name", "model": "model.name",
+              "dataset": "data.dataset"}[args.piece]
+    print(f"  python -m pytest {shlex.quote(str(paths[1]))}")
+    print(f"  gossipfl run --plugin {shlex.quote(str(paths[0]))} --set {option}={args.name}")
+    return 0
+
+
 # --------------------------------------------------------------------------------------------
 # Parser and entry point
 # --------------------------------------------------------------------------------------------
@@ -540,6 +554,16 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--no-verify", action="store_true",
                        help="accept files whose SHA-256 is not the official files' (your own)")
     fetch.set_defaults(func=cmd_fetch)
+
+    new = sub.add_parser("new", help="write a plugin file and its test for a new algorithm, "
+                                     "model or dataset")
+    new.add_argument("piece", choices=("algorithm", "model", "dataset"))
+    new.add_argument("name", metavar="NAME", help="its registry name (a Python identifier)")
+    new.add_argument("--kind", metavar="decentralized|centralized|personalized",
+                     help="an algorithm's kind (default: decentralized)")
+    new.add_argument("--out", default=".", metavar="DIR",
+                     help="folder of NAME.py and test_NAME.py (default: .)")
+    new.set_defaults(func=cmd_new)
 
     from gossipfl.analysis.command import add_parser as add_analyze  # gossipfl analyze
 

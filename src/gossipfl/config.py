@@ -200,9 +200,15 @@ class OutputConfig:
     dir: str = "runs"
     checkpoint_every: int = 10  # rounds between checkpoints (0 = only at the end)
     tensorboard: bool = False  # also log to TensorBoard when the package is installed
+    # also log to Weights & Biases (gossipfl[wandb]): true, or {project, entity, mode, tags,
+    # name}; offline (files under the run directory) unless mode or $WANDB_API_KEY says online
+    wandb: bool | dict = False
 
     def validate(self) -> None:
+        from gossipfl.results.trackers import check_wandb
+
         _check_section("output", self, {"checkpoint_every": NON_NEGATIVE})
+        check_wandb(self.wandb)
 
 
 @dataclass

@@ -20,10 +20,10 @@ from gossipfl.results.rundir import (
     Callback,
     Recorder,
     RunDirectory,
-    TensorBoardLogger,
     check_free,
     comparable_config,
 )
+from gossipfl.results.trackers import Tracking
 
 
 @dataclass
@@ -155,16 +155,15 @@ def execute(prepared: PreparedRun, callbacks: Sequence[Callback] = (),
     recorder = Recorder(run_dir, config.output.checkpoint_every,
                         checkpoint_round=None if prepared.fresh else runner.round or None)
     stop = StopRequest(warn)
-    board = TensorBoardLogger.open(run_dir, runner.round, warn) \
-        if config.output.tensorboard and run_dir.writes else None
-    runner.callbacks = [recorder, *([board] if board else []), *callbacks, stop]
+    tracking = Tracking.open(run_dir, config, runner.round, warn) if run_dir.writes \
+        else Tracking([], warn)  # output.tensorboard, output.wandb
+    runner.callbacks = [recorder, tracking, *callbacks, stop]
     stop.install()
     try:
         return _run(prepared, recorder, stop, warn)
     finally:
         stop.restore()
-        if board is not None:
-            board.close()
+        tracking.close()
         prepared.release()
 
 

@@ -12,6 +12,7 @@ A run directory ``runs/<name>-<timestamp>/`` holds::
     .lock            while a process writes the run (holds its pid; see gossipfl.io.FolderLock)
     *.png            accuracy vs round, accuracy vs bytes sent, consensus distance vs round
     tensorboard/     only with ``output.tensorboard: true`` and the package installed
+    wandb/           only with ``output.wandb`` (offline by default) and the package installed
 
 Every file is written atomically (:mod:`gossipfl.io`), so a killed run leaves the previous
 version of each file, never half of one (and a resume removes the temporary files it left). Randomness is counter-based, so resuming from a
@@ -362,35 +363,3 @@ class Recorder:
         self.run_dir.save_checkpoint(runner)
         self.checkpoint_round = runner.round
         self.run_dir.write_summary(self.summary(runner, status))
-
-
-class TensorBoardLogger:
-    """Runner callback logging every evaluated row's numbers to ``<run>/tensorboard``."""
-
-    def __init__(self, writer: Any):
-        self.writer = writer
-
-    @classmethod
-    def open(cls, run_dir: RunDirectory, start_round: int,
-             warn: Callable[[str], None]) -> TensorBoardLogger | None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            warn("output.tensorboard: the tensorboard package is not installed, so nothing is "
-                 "logged to TensorBoard (pip install tensorboard).")
-            return None
-        purge = start_round + 1 if start_round else None
-        return cls(SummaryWriter(log_dir=str(run_dir.file("tensorboard")), purge_step=purge))
-
-    def __call__(self, runner: Any, t: int, row: dict | None) -> None:
-        if row is None:
-            return
-        for key, value in row.items():
-            if key != "round" and isinstance(value, (int, float)):
-                self.writer.add_scalar(key, value, global_step=row["round"])
-        self.writer.flush()
-
-    def close(self) -> None:
-        self.writer.close()
-
-
