@@ -277,9 +277,7 @@ def test_mimelite_momentum_is_built_from_full_batch_gradients(problem):
 # -- checkpoints: the declared state is the whole state ----------------------------------------
 @pytest.mark.parametrize("name", ["fedsagd", "feddyn", "mimelite", "fedlnag", "fedacg"])
 def test_resume_from_a_checkpoint_repeats_the_run(tmp_path, monkeypatch, name):
-    from gossipfl.config import load_config
-    from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
-    from tests.test_results import Interrupt
+    from tests.test_results import interrupted_and_resumed
 
     monkeypatch.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
     config = {
@@ -290,10 +288,6 @@ def test_resume_from_a_checkpoint_repeats_the_run(tmp_path, monkeypatch, name):
         "train": {"rounds": 5, "local_steps": 2, "batch_size": 8, "lr": 0.1},
         "eval": {"every": 1}, "output": {"checkpoint_every": 2},
     }
-    reference = execute(prepare_fresh(load_config(config), tmp_path / "ref"), warn=print)
-    with pytest.raises(KeyboardInterrupt):
-        execute(prepare_fresh(load_config(config), tmp_path / "run"), [Interrupt(3)],
-                warn=print)
-    resumed = execute(prepare_resume(tmp_path / "run"), warn=print)
+    reference, resumed = interrupted_and_resumed(config, tmp_path)
     assert resumed.status == "finished"
     assert np.array_equal(resumed.result.server_params, reference.result.server_params)

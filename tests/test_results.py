@@ -96,6 +96,16 @@ class Interrupt:
             raise KeyboardInterrupt
 
 
+def interrupted_and_resumed(config: dict, folder: Path, k: int = 3):
+    """Outcomes of ``config`` run straight through (``folder/ref``) and interrupted after
+    round ``k`` then resumed (``folder/run``)."""
+    reference = execute(prepare_fresh(load_config(config), folder / "ref"), warn=print)
+    with pytest.raises(KeyboardInterrupt):
+        execute(prepare_fresh(load_config(config), folder / "run"), [Interrupt(k)],
+                warn=print)
+    return reference, execute(prepare_resume(folder / "run"), warn=print)
+
+
 # --------------------------------------------------------------------------------------------
 # metrics.csv
 # --------------------------------------------------------------------------------------------

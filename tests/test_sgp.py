@@ -152,9 +152,7 @@ def test_column_stochastic_custom_topology():
 
 
 def test_sgp_resumes_from_a_checkpoint(tmp_path, monkeypatch):
-    from gossipfl.config import load_config
-    from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
-    from tests.test_results import Interrupt
+    from tests.test_results import interrupted_and_resumed
 
     monkeypatch.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
     np.save(tmp_path / "push.npy", push_matrix(6))
@@ -167,10 +165,6 @@ def test_sgp_resumes_from_a_checkpoint(tmp_path, monkeypatch):
         "train": {"rounds": 5, "batch_size": 8, "lr": 0.1},
         "eval": {"every": 1}, "output": {"checkpoint_every": 2},
     }
-    reference = execute(prepare_fresh(load_config(config), tmp_path / "ref"), warn=print)
-    with pytest.raises(KeyboardInterrupt):
-        execute(prepare_fresh(load_config(config), tmp_path / "run"), [Interrupt(3)],
-                warn=print)
-    resumed = execute(prepare_resume(tmp_path / "run"), warn=print)
+    reference, resumed = interrupted_and_resumed(config, tmp_path)
     assert resumed.status == "finished"
     assert np.array_equal(resumed.result.params, reference.result.params)

@@ -13,18 +13,10 @@ from gossipfl.errors import GossipflError
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.results.trackers import wandb_mode
+from tests.test_results import TINY as RESULTS_TINY
 
-TINY: dict = {
-    "name": "tiny",
-    "data": {"dataset": "synthetic", "clients": 4,
-             "options": {"dim": 6, "train_size": 120, "test_size": 40, "num_classes": 3}},
-    "model": {"name": "logistic"},
-    "topology": {"name": "ring"},
-    "algorithm": {"name": "dfedavg"},
-    "train": {"rounds": 4, "local_steps": 2, "batch_size": 8, "lr": 0.1},
-    "eval": {"every": 2},
-    "output": {"checkpoint_every": 2},
-}
+TINY: dict = {**RESULTS_TINY, "train": {**RESULTS_TINY["train"], "rounds": 4},
+              "eval": {"every": 2}}
 
 
 def tiny(*overrides: str):
