@@ -24,6 +24,7 @@ from gossipfl.plots import (
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
 from gossipfl.results.reporting import (
     Run,
+    bytes_to_target,
     comparison_table,
     config_labels,
     default_target,
@@ -32,6 +33,7 @@ from gossipfl.results.reporting import (
     mean_curve,
     report,
     rounds_to_target,
+    table_csv,
     table_markdown,
 )
 from gossipfl.results.rundir import (
@@ -290,6 +292,25 @@ def test_rounds_to_target():
     assert rounds_to_target(rows, "acc", 0.7) == 4
     assert rounds_to_target(rows, "acc", 0.3) == 2
     assert rounds_to_target(rows, "acc", 0.71) is None
+
+
+def test_bytes_to_target_reads_the_first_round_reaching_it():
+    rows = [{"round": 2, "acc": 0.3, "bytes_total": 10}, {"round": 4, "acc": 0.7,
+            "bytes_total": 25}, {"round": 6, "acc": 0.8, "bytes_total": 40}]
+    assert bytes_to_target(rows, "acc", 0.7) == 25.0
+    assert bytes_to_target(rows, "acc", 0.75) == 40.0
+    assert bytes_to_target(rows, "acc", 0.9) is None
+    assert bytes_to_target([{"round": 1, "acc": 0.9}], "acc", 0.5) is None  # no byte count
+
+
+def test_table_shows_bytes_to_each_target_over_the_runs_reaching_it():
+    # fake_run: round 2(i+1), bytes 100(i+1); seed 0 reaches 0.6 at its 2nd row, seed 1 never
+    runs = [fake_run("a", 0, [0.5, 0.6]), fake_run("a", 1, [0.5, 0.55])]
+    table = comparison_table(group_runs(runs), "test_acc", [0.6, 0.9])
+    assert table[0].bytes_to_target[0.6].mean == 200.0 and table[0].bytes_to_target[0.9] is None
+    text = table_markdown(table)
+    assert "| sent to 60% | sent to 90% |" in text and "| 200 B (1/2) | never |" in text
+    assert "bytes_to_0.6_mean" in table_csv(table).splitlines()[0]
 
 
 def test_grouping_ignores_seed_name_and_output():

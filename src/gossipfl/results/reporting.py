@@ -271,13 +271,28 @@ class TableRow:
     flatness: dict[str, Stat] = field(default_factory=dict)  # analysis COLUMNS → stat
     metric: str = "test_acc"  # the accuracy this row reports
     held: bool = True  # whether its runs record ``metric`` at all (False: --metric forced it)
+    bytes_to_target: dict[float, Stat | None] = field(default_factory=dict)  # target → bytes
 
 
 def rounds_to_target(rows: Sequence[dict], metric: str, target: float) -> int | None:
     """The first evaluated round whose ``metric`` is at least ``target`` (None if never)."""
+    row = first_reaching(rows, metric, target)
+    return None if row is None else int(row["round"])
+
+
+def bytes_to_target(rows: Sequence[dict], metric: str, target: float) -> float | None:
+    """``bytes_total`` (all clients' sent bytes) at the first evaluated round whose ``metric``
+    is at least ``target`` (None if never, or if the run did not count bytes): the
+    communication a configuration needs, comparable across methods that send different
+    amounts per round (equal bytes rather than equal rounds)."""
+    row = first_reaching(rows, metric, target)
+    return None if row is None or row.get("bytes_total") is None else float(row["bytes_total"])
+
+
+def first_reaching(rows: Sequence[dict], metric: str, target: float) -> dict | None:
     for row in rows:
         if row.get(metric) is not None and row[metric] >= target:
-            return int(row["round"])
+            return row
     return None
 
 
@@ -330,10 +345,12 @@ def _table_row(label: str, runs: list[Run], ok: list[Run], metric: str,
     finals = [r.metrics[-1][metric] for r in ok if metric in r.metrics[-1]]
     bests = [max(v for v in r.column(metric) if v is not None) for r in ok
              if any(v is not None for v in r.column(metric))]
-    to_target = {}
+    to_target, sent_to = {}, {}
     for target in targets:
         reached = [n for r in ok if (n := rounds_to_target(r.metrics, metric, target))]
         to_target[float(target)] = (Stat.of(reached), len(reached))
+        spent = [b for r in ok if (b := bytes_to_target(r.metrics, metric, target)) is not None]
+        sent_to[float(target)] = Stat.of(spent)
     last = [r.metrics[-1] for r in ok]
     per_round = [row["elapsed"] / row["round"] for row in last
                  if row.get("elapsed") is not None and row.get("round")]
@@ -346,7 +363,8 @@ def _table_row(label: str, runs: list[Run], ok: list[Run], metric: str,
                     failed=len(runs) - len(ok), consensus=Stat.of(consensus),
                     diverged=sum(r.status == "diverged" for r in runs),
                     flatness=flatness_stats(ok), metric=metric,
-                    held=any(metric in row for r in runs for row in r.metrics))
+                    held=any(metric in row for r in runs for row in r.metrics),
+                    bytes_to_target=sent_to)
 
 
 def flatness_stats(runs: Sequence[Run]) -> dict[str, Stat]:
@@ -385,6 +403,16 @@ def _rounds(entry: tuple[Stat | None, int], runs: int, row: TableRow | None = No
     return text if reached == runs else f"{text} ({reached}/{runs})"
 
 
+def _sent(stat: Stat | None, reached: int, runs: int, row: TableRow) -> str:
+    """Mean bytes sent until the target over the runs that reached it ("never": none did)."""
+    if not row.held:
+        return f"no {row.metric}"
+    if stat is None:
+        return "never" if reached == 0 else "—"
+    text = format_bytes(stat.mean)
+    return text if reached == runs else f"{text} ({reached}/{runs})"
+
+
 def format_bytes(value: float | None) -> str:
     if value is None:
         return "—"
@@ -416,7 +444,8 @@ def table_markdown(table: Sequence[TableRow], metric: str | None = None) -> str:
     what = shared if shared is not None else "accuracy"
     head = ["configuration", "runs", *([] if shared is not None else ["metric"]),
             f"final {what} (%)", f"best {what} (%)",
-            *[f"rounds to {100 * t:g}%" for t in targets], "final consensus distance",
+            *[f"rounds to {100 * t:g}%" for t in targets],
+            *[f"sent to {100 * t:g}%" for t in targets], "final consensus distance",
             *[FLATNESS_COLUMNS[k] for k in _flatness_keys(table)], "s/round", "sent"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for row in table:
@@ -424,6 +453,8 @@ def table_markdown(table: Sequence[TableRow], metric: str | None = None) -> str:
         cells = [row.label, seeds, *([] if shared is not None else [row.metric]),
                  _pct(row.final), _pct(row.best),
                  *[_rounds(row.to_target[t], row.runs, row) for t in targets],
+                 *[_sent(row.bytes_to_target.get(t), row.to_target[t][1], row.runs, row)
+                   for t in targets],
                  _scientific(row.consensus),
                  *[_scientific(row.flatness.get(k)) for k in _flatness_keys(table)],
                  "—" if row.seconds_per_round is None else f"{row.seconds_per_round:.2f}",
@@ -441,7 +472,8 @@ def table_csv(table: Sequence[TableRow], metric: str | None = None) -> str:
     head = ["configuration", "runs", "failed", "metric", "final_mean", "final_std",
             "best_mean", "best_std"]
     for t in targets:
-        head += [f"rounds_to_{t:g}_mean", f"rounds_to_{t:g}_std", f"rounds_to_{t:g}_reached"]
+        head += [f"rounds_to_{t:g}_mean", f"rounds_to_{t:g}_std", f"rounds_to_{t:g}_reached",
+                 f"bytes_to_{t:g}_mean", f"bytes_to_{t:g}_std"]
     flat = _flatness_keys(table)
     writer.writerow(head + ["consensus_mean", "consensus_std",
                             *[f"{k}_{s}" for k in flat for s in ("mean", "std")],
@@ -451,7 +483,7 @@ def table_csv(table: Sequence[TableRow], metric: str | None = None) -> str:
                             *_stat_cells(row.final), *_stat_cells(row.best)]
         for t in targets:
             stat, reached = row.to_target[t]
-            cells += [*_stat_cells(stat), reached]
+            cells += [*_stat_cells(stat), reached, *_stat_cells(row.bytes_to_target.get(t))]
         writer.writerow(cells + [*_stat_cells(row.consensus),
                                  *[c for k in flat for c in _stat_cells(row.flatness.get(k))],
                                  row.seconds_per_round, row.bytes_total])
