@@ -78,3 +78,16 @@ def test_built_site_has_mathjax_and_every_algorithm():
         assert "tex-svg-full.js" in html and "mathjax-config.js" in html
         assert f"<code>{name}</code>" in html
     assert 'class="arithmatex"' in pages["oledfl"]
+
+
+def test_readme_names_every_algorithm_and_topology():
+    """The README's tables list every registered algorithm and topology (a new one must be
+    added there in the same commit)."""
+    import re
+
+    from gossipfl.topology.graphs import TOPOLOGIES  # gossipfl's own (tests add plugins)
+
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"`([a-z0-9_]+)`", readme))
+    assert set(_own_algorithms()) - named == set()
+    assert set(TOPOLOGIES) - named == set()
