@@ -41,13 +41,13 @@ def bits(t):
 
 # -- the contract ----------------------------------------------------------------------------
 @pytest.mark.parametrize("comp", ALL, ids=ids)
-@pytest.mark.parametrize("n", [1, 4])
+@pytest.mark.parametrize("n", [0, 1, 4])
 @pytest.mark.parametrize("numel", SIZES)
 def test_decode_of_encode_is_compress_bitwise(comp, n, numel):
     gen = torch.Generator().manual_seed(numel * 10 + n)
     x = torch.randn(n, numel, generator=gen)
     x[:, ::5] = 0.0  # zeros and a negative zero exercise sign(0) and zero levels
-    x[0, -1] = -0.0
+    x[:1, -1] = -0.0
     keys = keys_for(n)
     payload = comp.encode(x, keys)
     assert payload.dtype == torch.uint8
@@ -167,8 +167,10 @@ def test_rand_k_keeps_k_coordinates_chosen_by_the_key_alone():
     assert (kept.sum(dim=1) == 5).all()
     assert torch.equal(q[kept], x[kept])
     # the same coordinates for another x and for float64
-    q2 = RandK(k=5).compress(torch.randn(3, 20, dtype=torch.float64), keys)
+    x64 = torch.randn(3, 20, dtype=torch.float64)
+    q2 = RandK(k=5).compress(x64, keys)
     assert torch.equal(q2 != 0, kept)
+    assert torch.equal(q2[kept], x64[kept] * (20 / 5))  # scaled by P/k
     other = RandK(k=5).compress(x, keys_for(3, seed=1)) != 0  # other keys, other coordinates
     assert (other.sum(dim=1) == 5).all() and not torch.equal(other, kept)
 

@@ -54,9 +54,8 @@ def unpack_bits(packed: Tensor, bits: int, numel: int) -> Tensor:
     """int64 ``[n, numel]``: the inverse of :func:`pack_bits` (padding bits ignored)."""
     n = packed.shape[0]
     shifts = torch.arange(8, dtype=torch.uint8, device=packed.device)
-    stream = (packed.unsqueeze(2) >> shifts) & 1
-    stream = stream.reshape(n, 8 * packed.shape[1])[:, :numel * bits]
-    stream = stream.reshape(n, numel, bits)
+    stream = ((packed.unsqueeze(2) >> shifts) & 1).reshape(n, 8 * packed.shape[1])
+    stream = stream[:, :numel * bits].reshape(n, numel, bits)
     out = torch.zeros(n, numel, dtype=torch.int64, device=packed.device)
     for b in range(bits):
         out |= stream[:, :, b].long() << b
@@ -73,10 +72,15 @@ def _from_bytes(b: Tensor, dtype: torch.dtype) -> Tensor:
     return b.clone(memory_format=torch.contiguous_format).view(dtype)
 
 
-def _uniform(keys: Tensor, numel: int, device: torch.device) -> Tensor:
-    """float64 ``[n, numel]`` uniform in [0, 1): element j of each row's key stream."""
+def _stream(keys: Tensor, numel: int, bits: int, device: torch.device) -> Tensor:
+    """int64 ``[n, numel]`` in ``[0, 2^bits)``: elements 0..numel-1 of each row's stream."""
     counters = torch.arange(numel, device=device)[None, :]
-    return counter_bits(keys.to(device)[:, None], counters, 53).double() * 2.0 ** -53
+    return counter_bits(keys.to(device)[:, None], counters, bits)
+
+
+def _dense(values: Tensor, idx: Tensor, numel: int) -> Tensor:
+    """``[n, numel]``: ``values [n, k]`` at columns ``idx [n, k]``, zeros elsewhere."""
+    return values.new_zeros(values.shape[0], numel).scatter(1, idx, values)
 
 
 class Compressor(ABC):
@@ -132,7 +136,7 @@ class _Sparse(Compressor):
     f in (0, 1] (k_eff = max(1, ⌈f·P⌉), f·P rounded to 9 decimals first so that
     0.07·100 gives 7), exactly one of them."""
 
-    rules = {"k": _COUNT, "fraction": _FRACTION}
+    rules: ClassVar[dict[str, Rule]] = {"k": _COUNT, "fraction": _FRACTION}
 
     def __init__(self, k: int | None = None, fraction: float | None = None):
         if (k is None) == (fraction is None):
@@ -180,7 +184,7 @@ class TopK(_Sparse):
 
     def compress(self, x, keys=None):
         idx = self._indices(x)
-        return torch.zeros_like(x).scatter(1, idx, x.gather(1, idx))
+        return _dense(x.gather(1, idx), idx, x.shape[1])
 
     def encode(self, x, keys=None):
         idx = self._indices(x)
@@ -194,11 +198,11 @@ class TopK(_Sparse):
     def decode(self, payload, keys, numel, dtype=torch.float32):
         k = self.k_of(numel)
         values = _from_bytes(payload[:, :4 * k], torch.float32).to(dtype)
-        out = torch.zeros(payload.shape[0], numel, dtype=dtype, device=payload.device)
-        if self._bitmap(numel):
-            out[unpack_bits(payload[:, 4 * k:], 1, numel).bool()] = values.reshape(-1)
-            return out  # a boolean mask fills row by row, each row in ascending index order
-        return out.scatter(1, _from_bytes(payload[:, 4 * k:], torch.int32).long(), values)
+        if not self._bitmap(numel):
+            return _dense(values, _from_bytes(payload[:, 4 * k:], torch.int32).long(), numel)
+        out = values.new_zeros(payload.shape[0], numel)
+        out[unpack_bits(payload[:, 4 * k:], 1, numel).bool()] = values.reshape(-1)
+        return out  # a boolean mask fills row by row, each row in ascending index order
 
 
 class RandK(_Sparse):
@@ -212,7 +216,7 @@ class RandK(_Sparse):
     regenerating the indices from the shared key; width = 4k."""
 
     name, unbiased = "rand_k", True
-    rules = {**_Sparse.rules, "scaled": _BOOLEAN}
+    rules: ClassVar[dict[str, Rule]] = {**_Sparse.rules, "scaled": _BOOLEAN}
 
     def __init__(self, k=None, fraction=None, scaled: bool = True):
         super().__init__(k, fraction)
@@ -222,8 +226,7 @@ class RandK(_Sparse):
         return 4 * self.k_of(numel)
 
     def _indices(self, keys, numel, device):
-        counters = torch.arange(numel, device=device)[None, :]
-        hashes = counter_bits(keys.to(device)[:, None], counters, 62)
+        hashes = _stream(keys, numel, 62, device)
         idx = hashes.topk(self.k_of(numel), dim=1, largest=False).indices
         return idx.sort(dim=1).values
 
@@ -233,16 +236,14 @@ class RandK(_Sparse):
 
     def compress(self, x, keys):
         idx = self._indices(keys, x.shape[1], x.device)
-        return torch.zeros_like(x).scatter(1, idx, self._values(x, idx))
+        return _dense(self._values(x, idx), idx, x.shape[1])
 
     def encode(self, x, keys):
         return _to_bytes(self._values(x, self._indices(keys, x.shape[1], x.device)).float())
 
     def decode(self, payload, keys, numel, dtype=torch.float32):
-        idx = self._indices(keys, numel, payload.device)
         values = _from_bytes(payload, torch.float32).to(dtype)
-        out = torch.zeros(payload.shape[0], numel, dtype=dtype, device=payload.device)
-        return out.scatter(1, idx, values)
+        return _dense(values, self._indices(keys, numel, payload.device), numel)
 
 
 class QSGD(Compressor):
@@ -258,7 +259,7 @@ class QSGD(Compressor):
     the levels would be shorter. A zero row encodes to norm 0 and all-zero levels."""
 
     name, unbiased = "qsgd", True
-    rules = {"levels": _COUNT}
+    rules: ClassVar[dict[str, Rule]] = {"levels": _COUNT}
 
     def __init__(self, levels: int = 4):
         self.levels = int(levels)
@@ -275,7 +276,8 @@ class QSGD(Compressor):
         norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
         r = s * x.abs() / torch.where(norm > 0, norm, torch.ones_like(norm))
         low = r.floor()
-        up = _uniform(keys, x.shape[1], x.device) < (r - low).double()
+        uniform = _stream(keys, x.shape[1], 53, x.device).double() * 2.0 ** -53
+        up = uniform < (r - low).double()  # float64 so float32 and float64 x draw alike
         return norm, x < 0, (low.long() + up).clamp(max=s)
 
     def _value(self, norm, negative, xi):
@@ -309,13 +311,9 @@ class Sign(Compressor):
     def width(self, numel):
         return 4 + -(-numel // 8)
 
-    @staticmethod
-    def _value(scale, negative):
-        one = torch.ones((), dtype=scale.dtype, device=scale.device)
-        return scale * torch.where(negative, -one, one)
-
     def compress(self, x, keys=None):
-        return self._value(x.abs().mean(dim=1, keepdim=True), x < 0)
+        scale = x.abs().mean(dim=1, keepdim=True)
+        return torch.where(x < 0, -scale, scale)
 
     def encode(self, x, keys=None):
         scale = x.abs().mean(dim=1, keepdim=True).float()
@@ -323,7 +321,7 @@ class Sign(Compressor):
 
     def decode(self, payload, keys, numel, dtype=torch.float32):
         scale = _from_bytes(payload[:, :4], torch.float32).to(dtype)
-        return self._value(scale, unpack_bits(payload[:, 4:], 1, numel).bool())
+        return torch.where(unpack_bits(payload[:, 4:], 1, numel).bool(), -scale, scale)
 
 
 COMPRESSORS: dict[str, type[Compressor]] = {
