@@ -64,6 +64,8 @@ def unpack_bits(packed: Tensor, bits: int, numel: int) -> Tensor:
 
 def _to_bytes(t: Tensor) -> Tensor:
     """uint8 ``[n, 4m]``: the bytes of a 4-byte-element ``[n, m]`` tensor."""
+    if t.numel() == 0:  # an empty batch's strides need not allow the view
+        return t.new_empty(t.shape[0], 4 * t.shape[1], dtype=torch.uint8)
     return t.contiguous().view(torch.uint8)
 
 
