@@ -19,10 +19,10 @@ import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import torch  # noqa: E402
+import torch
 
-from gossipfl.config import load_config  # noqa: E402
-from gossipfl.runner import Runner  # noqa: E402
+from gossipfl.config import load_config
+from gossipfl.runner import Runner
 
 HEADLINE = {
     "data": {"dataset": "fashion_mnist", "clients": 100, "partition": "dirichlet", "alpha": 0.3},

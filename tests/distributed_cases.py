@@ -48,6 +48,9 @@ def config(algorithm: str, topology: str = "ring", backend: str = "single",
     setup["topology"] = {"name": topology, "k": 2}
     if topology == "epidemic":
         setup["topology"]["s"] = 2
+    if topology.endswith("+top_k"):  # CHOCO-Gossip: encoded payloads between the ranks
+        setup["topology"] = {"name": topology.split("+")[0], "k": 2, "compression": {
+            "compressor": "top_k", "fraction": 0.1, "gamma": 0.5}}
     if topology == "push":  # a directed column-stochastic matrix (push-sum)
         from tests.test_sgp import push_matrix
 
@@ -60,10 +63,13 @@ def config(algorithm: str, topology: str = "ring", backend: str = "single",
 
 def cases() -> list[tuple[str, str]]:
     """(algorithm, topology): every algorithm on the ring, dfedavg on every topology and on a
-    directed row-stochastic graph (epidemic), sgp on a directed column-stochastic matrix."""
+    directed row-stochastic graph (epidemic), sgp on a directed column-stochastic matrix, and
+    the tracking methods on the periodic graphs (a new exchange plan every round), and
+    compressed gossip (topology.compression) point to point and by all-gather."""
     out = [(name, "ring") for name in builtin_algorithms()]
     return out + [("dfedavg", topology) for topology in TOPOLOGIES[1:]] + [
-        ("dfedavg", "epidemic"), ("sgp", "push")]
+        ("dfedavg", "epidemic"), ("sgp", "push"), ("dsgt", "one_peer_exponential"),
+        ("kgt", "base_k"), ("dfedavg", "ring+top_k"), ("dsgt", "full+top_k")]
 
 
 def measure(algorithm: str, topology: str, backend: str) -> dict:

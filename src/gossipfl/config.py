@@ -98,9 +98,13 @@ class TopologyConfig:
     # synchronous: every client mixes the same snapshot (the papers' algorithm boxes);
     # sequential: clients in index order, each row replaced in place (the authors' code)
     order: str = "synchronous"
+    # CHOCO-Gossip for every gossip: {compressor: top_k, fraction: 0.01, gamma: 0.2}
+    # (gossipfl.compression); None: exact gossip
+    compression: Any = None
 
     def validate(self) -> None:
         """Every key, also where the algorithm ignores the graph (centralized)."""
+        from gossipfl.compression.gossip import build_choco
         from gossipfl.schedules import get_schedule
         from gossipfl.topology.graphs import topology_names  # with the plugins' topologies
         from gossipfl.topology.mixer import SPARSE_MODES
@@ -110,6 +114,7 @@ class TopologyConfig:
         _check_section("topology", self, {
             "name": one_of(*topology_names()), "mixing": one_of(*MIXING_RULES),
             "sparse": one_of(*SPARSE_MODES), "p": FRACTION, "k": COUNT, "s": COUNT})
+        build_choco(self.compression)  # one sentence on a bad compressor or gamma
 
 
 @dataclass

@@ -16,6 +16,7 @@ import torch
 
 from gossipfl.algorithms import Algorithm, get_algorithm
 from gossipfl.clients import ClientEnv, LocalTraining
+from gossipfl.compression.gossip import Channels, build_choco, compression_refusal
 from gossipfl.config import Config
 from gossipfl.data import (
     ClientSampler,
@@ -286,6 +287,12 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     refusal, caution = algorithm.mixing_check(topology)  # doubly / row / column-stochastic W
     if refusal:
         raise GossipflError(refusal)
+    choco = build_choco(config.topology.compression)
+    if choco is not None:
+        refusal = compression_refusal(algorithm, topology, config.topology.order)
+        if refusal:
+            raise GossipflError(refusal)
+        fed.compression = Channels(choco)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
     x0 = fed.block(initial_stack(config, layout, model, device)).clone()

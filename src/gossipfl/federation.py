@@ -9,6 +9,9 @@ are really sent:
   x_i = Σ_j w_ij m_j ⊙ z_j / Σ_j w_ij m_j, own value where no neighbour holds the coordinate);
 - :meth:`Federation.push_sum` — (W x, W w): push-sum's message, a model and its scalar
   weight, over a column-stochastic (or doubly stochastic) W;
+- :meth:`Federation.send_compressed` — (C(v), W C(v)): every client sends its row compressed
+  (gossipfl.compression), the receivers mix what they decode; with ``topology.compression``
+  :meth:`gossip` is CHOCO-Gossip built on it (:mod:`gossipfl.compression.gossip`);
 - :meth:`Federation.sample`, :meth:`Federation.broadcast`, :meth:`Federation.aggregate` —
   a server's client sampling, download and (n_i-weighted, uniform or summed) upload;
 - :meth:`Federation.rows` / :meth:`Federation.set_rows` — a server reading and writing the
@@ -23,7 +26,8 @@ settings, its n_i and label counts) is its :class:`~gossipfl.clients.ClientEnv`,
 
 Bytes: a dense message of a group of n parameters costs 4n bytes (fp32). A masked message
 costs its values plus the cheaper of int32 indices or a bitmap: 4·nnz + min(4·nnz, ⌈n/8⌉).
-Per gossip step, client j sends one message to each out-neighbour (w_ij ≠ 0, i ≠ j).
+A compressed message costs its encoding's exact width (``Compressor.width``). Per gossip
+step, client j sends one message to each out-neighbour (w_ij ≠ 0, i ≠ j).
 :class:`Traffic` records the bytes of every sender (clients, and the server).
 """
 
@@ -37,8 +41,8 @@ import torch
 from torch import Tensor
 
 from gossipfl.engine.groups import ParamGroup, ParamGroups
-from gossipfl.errors import unknown_choice
-from gossipfl.rng import numpy_generator
+from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.rng import client_keys, numpy_generator
 
 FLOAT_BYTES = 4
 
@@ -103,6 +107,7 @@ class Federation:
         self.mixer = mixer  # gossipfl.topology.Mixer; None for centralized algorithms
         self.traffic = Traffic(num_clients)
         self._degree: tuple[int | None, np.ndarray] | None = None  # (round or None, degrees)
+        self.compression = None  # gossipfl.compression.gossip.Channels: topology.compression
 
     # -- decentralized ---------------------------------------------------------------------
     def gossip(self, z: Tensor, t: int, steps: int = 1, group: str = "all",
@@ -112,18 +117,45 @@ class Federation:
         columns = self._groups[group]
         out_degree = self._out_degree(t)
         if masks is None:
-            self.traffic.clients += out_degree * steps * message_bytes(columns.numel)
+            if self.compression is None:
+                self.traffic.clients += out_degree * steps * message_bytes(columns.numel)
+                mix = self._mix
+            else:
+                def mix(x, t, steps):
+                    return self.compression.gossip(self, x, t, steps)
             if columns.is_all:
-                return self._mix(z, t, steps)
+                return mix(z, t, steps)
             mixed = z.clone()
-            columns.assign(mixed, self._mix(columns.select(z), t, steps))
+            columns.assign(mixed, mix(columns.select(z), t, steps))
             return mixed
+        self._uncompressed("masked gossip (DisPFL)")
         return self._masked_gossip(z, t, steps, columns, masks, out_degree)
+
+    def send_compressed(self, v: Tensor, t: int, compressor, key: tuple
+                        ) -> tuple[Tensor, Tensor]:
+        """(q, W q) with q_j = C(v_j): every client j sends its row compressed by
+        ``compressor`` to each out-neighbour (``compressor.width(P)`` bytes each) and every
+        client mixes the messages it decodes. ``key`` (with the seed and the client id)
+        draws a randomized compressor's stream, so sender and receivers agree on it."""
+        keys = client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
+        self.traffic.clients += self._out_degree(t) * compressor.width(v.shape[1])
+        q = compressor.compress(v, keys)
+        return q, self._mix_compressed(q, v, t, compressor, key)
+
+    def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple) -> Tensor:
+        """W q (one process: the decoded messages are q itself)."""
+        return self._mix(q, t, 1)
+
+    def _uncompressed(self, what: str) -> None:
+        if self.compression is not None:
+            raise GossipflError(f"topology.compression: {what} has no compressed form; "
+                                "remove topology.compression.")
 
     def push_sum(self, x: Tensor, w: Tensor, t: int) -> tuple[Tensor, Tensor]:
         """(W x, W w) with round t's W, for ``x [M, P]`` and push-sum weights ``w [M, 1]``:
         client j sends w_ij x_j and w_ij w_j to each out-neighbour i (w_ij ≠ 0, i ≠ j), one
         message of P + 1 floats. With a column-stochastic W, Σ_i x_i and Σ_i w_i are kept."""
+        self._uncompressed("push-sum gossip")
         self.traffic.clients += self._out_degree(t) * message_bytes(self._groups.all.numel + 1)
         both = self._mix(torch.cat([x, w.to(x.dtype)], dim=1), t, 1)
         return both[:, :-1], both[:, -1:]
@@ -137,6 +169,7 @@ class Federation:
         only (a sequential sweep mixes a few clients at a time). Each neighbour j ≠ i of a
         receiver i (w_ij ≠ 0) sends i one message, so the receivers of a whole round together
         cost what one synchronous gossip step costs."""
+        self._uncompressed("the sequential order's gossip")
         W = np.asarray(self.mixer.topology.matrix(t))
         index = rows.cpu().numpy()
         senders = W[index] != 0

@@ -175,8 +175,11 @@ class Runner:
         algo, fed = self.exp.algorithm, self.exp.fed
         state = {k: (fed.gather(v) if k in algo.client_state else v).cpu()
                  for k, v in algo.checkpoint(self.state).items()}
-        return {"round": self.round, "rows": list(self.rows), "bytes_total": self.bytes_total,
-                "train_seconds": self.train_seconds, "algorithm": state}
+        out = {"round": self.round, "rows": list(self.rows), "bytes_total": self.bytes_total,
+               "train_seconds": self.train_seconds, "algorithm": state}
+        if fed.compression is not None:  # CHOCO-Gossip's public copies, one row per client
+            out["gossip"] = {k: fed.gather(v).cpu() for k, v in fed.compression.state.items()}
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         self.round = int(state["round"])
@@ -186,6 +189,10 @@ class Runner:
         algo, fed = self.exp.algorithm, self.exp.fed
         self.state = algo.restore(self.state, {k: fed.block(v) if k in algo.client_state else v
                                                for k, v in state["algorithm"].items()})
+        if fed.compression is not None:
+            device = self.exp.x0.device
+            fed.compression.state = {k: fed.block(v).to(device)
+                                     for k, v in state.get("gossip", {}).items()}
 
 
 def has_nonfinite(x: torch.Tensor) -> bool:

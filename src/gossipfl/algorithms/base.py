@@ -197,6 +197,11 @@ class Algorithm:
     #: ``doubly`` (rows and columns sum to 1, the D-PSGD / DFedAvg papers), ``row`` (rows:
     #: x_i ← Σ_j w_ij x_j stays a convex combination) or ``column`` (columns: push-sum)
     mixing: ClassVar[str] = "doubly"
+    #: whether ``topology.compression`` (CHOCO-Gossip, gossipfl.compression) may replace its
+    #: plain gossip (False: it gossips with push-sum weights or masks)
+    compressible: ClassVar[bool] = True
+    #: whether it compresses its own messages (``algorithm.compressor``: choco, beer, ...)
+    own_compression: ClassVar[bool] = False
 
     def __init__(self, params: Any, env: ClientEnv, fed: Federation):
         self.params = params if params is not None else self.Params()

@@ -35,6 +35,7 @@ from torch import Tensor
 from gossipfl.distributed.launch import Processes
 from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation, Traffic, message_bytes
+from gossipfl.rng import client_keys
 
 FAILURE_KEY = "gossipfl/failed"
 
@@ -103,6 +104,7 @@ class ExchangePlan:
     receive: dict[int, int]  # peer -> how many rows come from it (in ascending client id)
     weights: Tensor  # W[lo:hi, columns]: own block, then each peer's rows, ascending peer
     all_gather: bool  # every rank needs every other block whole: all-gather instead
+    columns: np.ndarray  # the client id of each row the product reads, in that order
 
 
 def exchange_plan(W: np.ndarray, processes: Processes, mixer) -> ExchangePlan:
@@ -127,7 +129,7 @@ def exchange_plan(W: np.ndarray, processes: Processes, mixer) -> ExchangePlan:
                    if s != rank and len(needs[rank][s])}
         columns = np.concatenate([np.arange(lo, hi)] + [needs[rank][s] for s in receive])
     weights = mixer._to_device(W[lo:hi][:, columns], mixer.uses_sparse(1))
-    return ExchangePlan(send, receive, weights, dense)
+    return ExchangePlan(send, receive, weights, dense, columns)
 
 
 class DistributedFederation(Federation):
@@ -158,6 +160,20 @@ class DistributedFederation(Federation):
                 held = self._exchange(plan, flat, what)
             flat = plan.weights @ held
         return flat.reshape(x.shape)
+
+    def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple) -> Tensor:
+        """W q from the encoded messages: each rank sends its clients' encodings (uint8 rows,
+        ``compressor.width(P)`` bytes each) to the ranks that need them, and decodes what it
+        receives with the senders' keys."""
+        plan = self.plan(t)
+        keys = client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
+        payload = compressor.encode(v.reshape(self.block_size, -1), keys)
+        what = f"compressed gossip in round {t + 1}"
+        with communicating(self.processes, what):
+            held = self._exchange(plan, payload, what)
+        senders = client_keys(self.seed, plan.columns, "compress", *key, device=v.device)
+        decoded = compressor.decode(held, senders, v.shape[1], dtype=q.dtype)
+        return (plan.weights @ decoded).reshape(q.shape)
 
     def plan(self, t: int) -> ExchangePlan:
         """Round t's exchange plan (rebuilt each round for a time-varying topology)."""

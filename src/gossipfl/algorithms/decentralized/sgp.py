@@ -39,6 +39,7 @@ class SGP(Algorithm):
     paper = "Assran et al. 2019, Stochastic Gradient Push for Distributed Deep Learning"
     client_state = ("x", "w")
     mixing = "column"
+    compressible = False  # push-sum weights travel with the model
 
     def init(self, x0):
         return {"x": x0.clone(), "w": torch.ones(len(x0), 1, dtype=x0.dtype, device=x0.device)}

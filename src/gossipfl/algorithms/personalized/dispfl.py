@@ -80,6 +80,7 @@ class DisPFL(Algorithm):
     Params = DisPFLParams
     client_state = ("x", "mask")
     evaluations = ("average", "local", "personalized")
+    compressible = False  # its sparse masks are its compression
 
     def init(self, x0):
         layout = self.env.layout

@@ -1,0 +1,129 @@
+"""Compressed gossip with public copies: CHOCO-Gossip (Koloskova, Stich & Jaggi, ICML 2019,
+"Decentralized Stochastic Optimization and Gossip Algorithms with Compressed Communication",
+Algorithm 2's consensus part) as one operation every decentralized algorithm can use.
+
+Every client i keeps a public copy x̂_i of the vector it gossips, known to its neighbours
+(they receive every change of it), and s_i = Σ_j w_ij x̂_j, the mix of its neighbours' public
+copies. One gossip step of z, with the compression operator C and consensus step γ:
+
+    q_i   = C(z_i − x̂_i)                      (the only message: client i sends q_i)
+    x̂_i  ← x̂_i + q_i,    s_i ← s_i + Σ_j w_ij q_j
+    x_i   = z_i + γ (s_i − x̂_i)               (= z_i + γ Σ_j w_ij (x̂_j − x̂_i))
+
+with x̂⁰ = s⁰ = 0. Keeping s (the memory-efficient form of the paper's appendix) rather than
+recomputing W x̂ is what a client can do with the messages it receives, and what the
+distributed backend does; on a fixed W the two are equal (up to float rounding). With the
+identity compressor and γ = 1 a step is x = W z, plain gossip.
+
+**A fixed graph.** The public copies x̂_j live at j's neighbours, so CHOCO-Gossip is defined
+for a static topology; a topology drawn anew every round is refused (one sentence, before
+training).
+
+**Where it applies.** ``topology.compression: {compressor: top_k, fraction: 0.01, gamma:
+0.2}`` replaces every :meth:`~gossipfl.federation.Federation.gossip` of a decentralized
+algorithm (DFedAvg, DFedSAM, OledFL, DFedCata, the tracking methods, the personalized ones on
+their shared group) by this step. Each gossip call of a round is its own channel with its own
+public copies (the k-th call of every round: DSGT's x and y are two channels, Q gossip steps
+share one). Algorithms that gossip otherwise (push-sum's ``sgp``, DisPFL's masked gossip), the
+sequential order and centralized algorithms refuse it; ``choco``, ``deepsqueeze`` and ``beer``
+compress their own messages (``algorithm.compressor``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gossipfl.compression.compressors import Compressor, build_compressor
+from gossipfl.errors import GossipflError
+from gossipfl.validation import FRACTION
+
+#: keys of ``topology.compression`` besides the compressor's own
+GOSSIP_KEYS = ("gamma",)
+
+
+@dataclass
+class ChocoGossip:
+    """The compressed gossip step above with compressor C and consensus step γ."""
+
+    compressor: Compressor
+    gamma: float
+
+    def step(self, fed, z: Tensor, hat: Tensor, mixed: Tensor, t: int, key: tuple
+             ) -> tuple[Tensor, Tensor, Tensor]:
+        """(x, x̂, s) after one step on ``z`` (``hat`` = x̂, ``mixed`` = s, updated in place);
+        ``key`` names the channel for the compressor's randomness."""
+        q, mixed_q = fed.send_compressed(z - hat, t, self.compressor, key)
+        hat.add_(q)
+        mixed.add_(mixed_q)
+        return z + self.gamma * (mixed - hat), hat, mixed
+
+
+def build_choco(spec: Any, key: str = "topology.compression") -> ChocoGossip | None:
+    """The ChocoGossip of a ``topology.compression`` mapping (None: no compression)."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise GossipflError(f"{key}: must be a mapping such as {{compressor: top_k, fraction: "
+                            f"0.01, gamma: 0.2}}, got {spec!r}.")
+    gamma = spec.get("gamma", 1.0)
+    FRACTION.check(f"{key}.gamma", gamma)
+    compressor = build_compressor({k: v for k, v in spec.items() if k not in GOSSIP_KEYS}, key)
+    return ChocoGossip(compressor, float(gamma))
+
+
+def compression_refusal(algorithm: Any, topology: Any, order: str) -> str | None:
+    """Why ``topology.compression`` cannot apply to this run (None: it can)."""
+    name = algorithm.name
+    if algorithm.centralized:
+        return (f"topology.compression: algorithm {name} is centralized and does not gossip; "
+                "topology.compression compresses gossip.")
+    if algorithm.own_compression:
+        return (f"topology.compression: algorithm {name} compresses its own messages "
+                "(algorithm.compressor); remove topology.compression.")
+    if not algorithm.compressible:
+        return (f"topology.compression: algorithm {name} gossips in a form CHOCO-Gossip does "
+                "not cover (push-sum weights or masks); remove topology.compression.")
+    if topology.time_varying:
+        return (f"topology.compression: CHOCO-Gossip keeps each client's public copy at its "
+                f"neighbours, which needs a fixed graph, but the {topology.name} topology "
+                "changes every round; use a static one (ring, k_regular, exponential, ...).")
+    if order != "synchronous":
+        return (f"topology.compression: needs topology.order: synchronous (got {order!r}); "
+                "the sequential order mixes a few rows at a time, without public copies.")
+    return None
+
+
+class Channels:
+    """The public copies (x̂, s) of each gossip call of a round, held by the Federation for
+    ``topology.compression``: the k-th ``gossip`` call of round t uses channel k."""
+
+    def __init__(self, choco: ChocoGossip):
+        self.choco = choco
+        self.state: dict[str, Tensor] = {}  # "k.hat" / "k.mixed" -> rows [M, n]
+        self._round: int | None = None
+        self._calls = 0
+
+    def gossip(self, fed, z: Tensor, t: int, steps: int) -> Tensor:
+        """``steps`` compressed gossip steps of z on the next channel of round t."""
+        if self._round != t:
+            self._round, self._calls = t, 0
+        channel = str(self._calls)
+        self._calls += 1
+        if f"{channel}.hat" not in self.state:
+            self.state[f"{channel}.hat"] = torch.zeros_like(z)
+            self.state[f"{channel}.mixed"] = torch.zeros_like(z)
+        hat, mixed = self.state[f"{channel}.hat"], self.state[f"{channel}.mixed"]
+        if hat.shape != z.shape:
+            raise GossipflError(f"topology.compression: gossip channel {channel} carried "
+                                f"{hat.shape[1]} values per client and now {z.shape[1]}.")
+        x = z
+        for step in range(steps):
+            x, hat, mixed = self.choco.step(fed, x, hat, mixed, t, (channel, t, step))
+        return x
+
+
+__all__ = ["GOSSIP_KEYS", "Channels", "ChocoGossip", "build_choco", "compression_refusal"]
