@@ -213,6 +213,22 @@ def test_dfedavg_with_top_k_compression_is_local_steps_then_choco_gossip():
     assert result.metrics[0]["bytes_round"] == 10 * (4 * K + 1)
 
 
+def test_without_error_feedback_the_compressed_models_are_mixed_directly():
+    p = Problem(clients=5, dim=8)
+    W = ring_mh(5)
+    gamma, rounds = 0.5, 3
+    X = p.x0.copy()
+    for t in range(rounds):
+        Z = X - eta(t) * (p.grads(X) + WD * X)
+        CZ = top_k(Z)
+        X = Z + gamma * (W @ CZ - CZ)
+    config = p.config({"name": "dfedavg"}, W=W, rounds=rounds, steps=1, lr=LR, decay=DECAY,
+                      wd=WD)
+    config["topology"]["compression"] = {"compressor": "top_k", "k": K, "gamma": gamma,
+                                         "error_feedback": False}
+    assert_close(_run(config).params, X)
+
+
 def test_dsgt_with_compression_keeps_one_channel_per_gossip():
     """DSGT gossips x and y every round: two channels with their own public copies."""
     p = Problem(clients=5, dim=8)
@@ -280,6 +296,7 @@ def test_named_compressed_algorithms_refuse_a_graph_that_changes(name):
     ({"compressor": "top_k", "fraction": 1.5}, r"topology\.compression\.fraction"),
     ({"compressor": "top_k", "fraction": 0.1, "gamma": 0}, r"topology\.compression\.gamma"),
     ({"compressor": "topk"}, r"topology\.compression"),
+    ({"compressor": "sign", "error_feedback": "no"}, r"topology\.compression\.error_feedback"),
     ("top_k", r"topology\.compression: must be a mapping"),
 ])
 def test_a_bad_compression_setting_is_one_sentence(compression, match):

@@ -19,6 +19,10 @@ identity compressor and γ = 1 a step is x = W z, plain gossip.
 for a static topology; a topology drawn anew every round is refused (one sentence, before
 training).
 
+**Without error feedback** (``error_feedback: false``, the naive scheme the CHOCO papers
+measure against): each client sends C(z_i) itself and x_i = z_i + γ (Σ_j w_ij C(z_j) − C(z_i));
+no public copies, and the compression error is never corrected.
+
 **Where it applies.** ``topology.compression: {compressor: top_k, fraction: 0.01, gamma:
 0.2}`` replaces every :meth:`~gossipfl.federation.Federation.gossip` of a decentralized
 algorithm (DFedAvg, DFedSAM, OledFL, DFedCata, the tracking methods, the personalized ones on
@@ -39,23 +43,28 @@ from torch import Tensor
 
 from gossipfl.compression.compressors import Compressor, build_compressor
 from gossipfl.errors import GossipflError
-from gossipfl.validation import FRACTION
+from gossipfl.validation import BOOLEAN, FRACTION
 
 #: keys of ``topology.compression`` besides the compressor's own
-GOSSIP_KEYS = ("gamma",)
+GOSSIP_KEYS = ("gamma", "error_feedback")
 
 
 @dataclass
 class ChocoGossip:
-    """The compressed gossip step above with compressor C and consensus step γ."""
+    """The compressed gossip step above with compressor C and consensus step γ (with
+    ``error_feedback`` False: the naive step without public copies)."""
 
     compressor: Compressor
     gamma: float
+    error_feedback: bool = True
 
     def step(self, fed, z: Tensor, hat: Tensor, mixed: Tensor, t: int, key: tuple
              ) -> tuple[Tensor, Tensor, Tensor]:
         """(x, x̂, s) after one step on ``z`` (``hat`` = x̂, ``mixed`` = s, updated in place);
         ``key`` names the channel for the compressor's randomness."""
+        if not self.error_feedback:
+            q, mixed_q = fed.send_compressed(z, t, self.compressor, key)
+            return z + self.gamma * (mixed_q - q), hat, mixed
         q, mixed_q = fed.send_compressed(z - hat, t, self.compressor, key)
         hat.add_(q)
         mixed.add_(mixed_q)
@@ -71,8 +80,10 @@ def build_choco(spec: Any, key: str = "topology.compression") -> ChocoGossip | N
                             f"0.01, gamma: 0.2}}, got {spec!r}.")
     gamma = spec.get("gamma", 1.0)
     FRACTION.check(f"{key}.gamma", gamma)
+    feedback = spec.get("error_feedback", True)
+    BOOLEAN.check(f"{key}.error_feedback", feedback)
     compressor = build_compressor({k: v for k, v in spec.items() if k not in GOSSIP_KEYS}, key)
-    return ChocoGossip(compressor, float(gamma))
+    return ChocoGossip(compressor, float(gamma), feedback)
 
 
 def compression_refusal(algorithm: Any, topology: Any, order: str) -> str | None:
