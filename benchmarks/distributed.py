@@ -3,12 +3,16 @@ number of gloo processes (docs/benchmarks.md, "Distributed").
 
     python -m benchmarks.distributed volume [--clients 100 1000] [--ranks 1 2 4 8 16]
     python -m benchmarks.distributed rounds [--clients 100] [--ranks 1 2 4]
+    python -m benchmarks.distributed compressed [--clients 100] [--ranks 2 4]
 
 ``volume`` runs DFedAvg's gossip (no training) on forked gloo ranks with a tiny row width w (a linear model, P = 32)
 and counts the bytes each rank really sends (``fed.traffic.wire``); rows sent = bytes / 4w,
 and the bytes of a real model are rows × 4P. The accounted bytes are the Federation's count
 of client-to-client messages (every out-neighbour, whatever rank holds it). ``rounds`` times
-full DFedAvg rounds (local steps, gossip, no evaluation) of the mlp and the cnn; a round's
+full DFedAvg rounds (local steps, gossip, no evaluation) of the mlp and the cnn;
+``compressed`` counts the bytes each rank really sends for DFedAvg's gossip of the mlp
+(P = 199 210) on the ring with ``topology.compression`` (none, top-1 %, sign): the ranks send
+the encodings, so the wire bytes shrink by the encodings' factor; a round's
 time is the slowest rank's. One process uses every core's thread; each forked rank one
 thread (OpenMP does not survive a fork). Results are appended to ``benchmarks/results/distributed.jsonl``.
 """
@@ -109,6 +113,53 @@ def volume_table(results: list[dict]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# Bytes moved under compression
+# --------------------------------------------------------------------------------------------
+COMPRESSIONS = {"none": None,
+                "top_k 1%": {"compressor": "top_k", "fraction": 0.01, "gamma": 0.5},
+                "sign": {"compressor": "sign", "gamma": 0.5}}
+
+
+def compressed_on_rank(clients: int, compression: str, rounds: int = 3) -> dict:
+    config = setup(clients, "ring", "distributed", "mlp")
+    config["topology"]["compression"] = COMPRESSIONS[compression]
+    runner = Runner(load_config(config))
+    fed = runner.exp.fed
+    x = runner.state["x"]
+    accounted = 0
+    for t in range(rounds):
+        x = fed.gossip(x, t)
+        accounted += fed.traffic.take()
+    wire = per_rank(fed, [fed.traffic.wire / rounds])[:, 0]
+    return {"wire_per_rank": wire.tolist(), "accounted": accounted / rounds}
+
+
+def compressed(clients: list[int], ranks: list[int]) -> list[dict]:
+    load_dataset("synthetic")
+    out = []
+    for m in clients:
+        for world in ranks:
+            for name in COMPRESSIONS:
+                got = run_on_ranks(world, compressed_on_rank, m, name)
+                wire = got["wire_per_rank"]
+                out.append({"bench": "compressed", "clients": m, "ranks": world,
+                            "compression": name, "wire_mean": sum(wire) / len(wire),
+                            "wire_max": max(wire), "accounted": got["accounted"]})
+                print(out[-1], flush=True)
+    return out
+
+
+def compressed_table(results: list[dict]) -> str:
+    base = {(r["clients"], r["ranks"]): r["wire_mean"] for r in results
+            if r["compression"] == "none"}
+    rows = [[r["clients"], r["ranks"], r["compression"], f"{r['wire_mean'] / 1e3:.1f}",
+             f"{base[r['clients'], r['ranks']] / r['wire_mean']:.1f}×",
+             f"{r['accounted'] / 1e6:.2f}"] for r in results]
+    return markdown_table(["M", "ranks", "compression", "kB on the wire / rank / round",
+                           "less than none", "accounted MB / round (all clients)"], rows)
+
+
+# --------------------------------------------------------------------------------------------
 # Round time
 # --------------------------------------------------------------------------------------------
 def rounds_on_rank(config: dict, rounds: int) -> dict:
@@ -154,7 +205,7 @@ def rounds_table(results: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["volume", "rounds"])
+    parser.add_argument("what", choices=["volume", "rounds", "compressed"])
     parser.add_argument("--clients", type=int, nargs="+")
     parser.add_argument("--ranks", type=int, nargs="+")
     parser.add_argument("--models", nargs="+", choices=list(MODELS_P), default=list(MODELS_P))
@@ -165,6 +216,9 @@ def main() -> None:
     if args.what == "volume":
         results = volume(args.clients or [100, 1000], args.ranks or [1, 2, 4, 8, 16, 32])
         table = volume_table(results)
+    elif args.what == "compressed":
+        results = compressed(args.clients or [100], args.ranks or [2, 4])
+        table = compressed_table(results)
     else:
         results = round_times(args.clients or [100], args.ranks or [1, 2, 4], args.models,
                               args.local_steps)

@@ -108,6 +108,7 @@ class Federation:
         self.traffic = Traffic(num_clients)
         self._degree: tuple[int | None, np.ndarray] | None = None  # (round or None, degrees)
         self.compression = None  # gossipfl.compression.gossip.Channels: topology.compression
+        self._nonzeros: tuple | None = None  # (key, (i, j, w_ij)) of W's entries
 
     # -- decentralized ---------------------------------------------------------------------
     def gossip(self, z: Tensor, t: int, steps: int = 1, group: str = "all",
@@ -141,6 +142,41 @@ class Federation:
         self.traffic.clients += self._out_degree(t) * compressor.width(v.shape[1])
         q = compressor.compress(v, keys)
         return q, self._mix_compressed(q, v, t, compressor, key)
+
+    def publish(self, v: Tensor, t: int, compressor, key: tuple, copy: Tensor, mixed: Tensor
+                ) -> None:
+        """copy ← copy + C(v), mixed ← mixed + W C(v), in place: :meth:`send_compressed` for
+        public copies (CHOCO-Gossip's x̂ and s = W x̂). A compressor that keeps k of the P
+        coordinates is applied without densifying its messages: the mix costs nnz(W)·k
+        instead of nnz(W)·P."""
+        keys = client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
+        sparse = compressor.sparse(v, keys) if self._mixes_sparse_messages() else None
+        if sparse is None:
+            q, mixed_q = self.send_compressed(v, t, compressor, key)
+            copy.add_(q)
+            mixed.add_(mixed_q)
+            return
+        self.traffic.clients += self._out_degree(t) * compressor.width(v.shape[1])
+        idx, values = sparse
+        copy.scatter_add_(1, idx, values)
+        receivers, senders, weights = self._entries(t, v.device, v.dtype)
+        flat = (receivers[:, None] * v.shape[1] + idx[senders]).reshape(-1)
+        mixed.view(-1).index_add_(0, flat, (values[senders] * weights[:, None]).reshape(-1))
+
+    def _mixes_sparse_messages(self) -> bool:
+        """Whether :meth:`publish` may mix sparse messages directly (one process: yes)."""
+        return True
+
+    def _entries(self, t: int, device, dtype) -> tuple[Tensor, Tensor, Tensor]:
+        """Round t's nonzero w_ij as (i, j, w_ij) tensors (cached for a static graph)."""
+        key = (t if self.mixer.topology.time_varying else None, device, dtype)
+        if self._nonzeros is None or self._nonzeros[0] != key:
+            W = np.asarray(self.mixer.topology.matrix(t))
+            i, j = np.nonzero(W)
+            self._nonzeros = key, (torch.as_tensor(i, device=device),
+                                   torch.as_tensor(j, device=device),
+                                   torch.as_tensor(W[i, j], device=device, dtype=dtype))
+        return self._nonzeros[1]
 
     def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple) -> Tensor:
         """W q (one process: the decoded messages are q itself)."""

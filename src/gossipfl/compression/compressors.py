@@ -101,6 +101,11 @@ class Compressor(ABC):
     def width(self, numel: int) -> int:
         """Exact bytes of one encoded row of ``numel`` values."""
 
+    def sparse(self, x: Tensor, keys: Tensor) -> tuple[Tensor, Tensor] | None:
+        """Q(x) as (indices, values) ``[n, k]`` each when it keeps k coordinates per row (the
+        simulator mixes those without densifying), else None."""
+        return None
+
     @abstractmethod
     def compress(self, x: Tensor, keys: Tensor) -> Tensor:
         """Q(x), ``[n, P]`` in ``x.dtype``."""
@@ -184,9 +189,13 @@ class TopK(_Sparse):
         idx = x.abs().topk(self.k_of(x.shape[1]), dim=1).indices
         return idx.sort(dim=1).values
 
-    def compress(self, x, keys=None):
+    def sparse(self, x, keys=None):
         idx = self._indices(x)
-        return _dense(x.gather(1, idx), idx, x.shape[1])
+        return idx, x.gather(1, idx)
+
+    def compress(self, x, keys=None):
+        idx, values = self.sparse(x, keys)
+        return _dense(values, idx, x.shape[1])
 
     def encode(self, x, keys=None):
         idx = self._indices(x)
@@ -236,9 +245,13 @@ class RandK(_Sparse):
         values = x.gather(1, idx)
         return values * (x.shape[1] / idx.shape[1]) if self.scaled else values
 
-    def compress(self, x, keys):
+    def sparse(self, x, keys):
         idx = self._indices(keys, x.shape[1], x.device)
-        return _dense(self._values(x, idx), idx, x.shape[1])
+        return idx, self._values(x, idx)
+
+    def compress(self, x, keys):
+        idx, values = self.sparse(x, keys)
+        return _dense(values, idx, x.shape[1])
 
     def encode(self, x, keys):
         return _to_bytes(self._values(x, self._indices(keys, x.shape[1], x.device)).float())

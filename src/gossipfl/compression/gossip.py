@@ -65,10 +65,8 @@ class ChocoGossip:
         if not self.error_feedback:
             q, mixed_q = fed.send_compressed(z, t, self.compressor, key)
             return z + self.gamma * (mixed_q - q), hat, mixed
-        q, mixed_q = fed.send_compressed(z - hat, t, self.compressor, key)
-        hat.add_(q)
-        mixed.add_(mixed_q)
-        return z + self.gamma * (mixed - hat), hat, mixed
+        fed.publish(z - hat, t, self.compressor, key, hat, mixed)
+        return torch.sub(mixed, hat).mul_(self.gamma).add_(z), hat, mixed
 
 
 def build_choco(spec: Any, key: str = "topology.compression") -> ChocoGossip | None:

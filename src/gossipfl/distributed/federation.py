@@ -161,6 +161,9 @@ class DistributedFederation(Federation):
             flat = plan.weights @ held
         return flat.reshape(x.shape)
 
+    def _mixes_sparse_messages(self) -> bool:
+        return False  # the ranks exchange encodings: the dense path decodes them
+
     def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple) -> Tensor:
         """W q from the encoded messages: each rank sends its clients' encodings (uint8 rows,
         ``compressor.width(P)`` bytes each) to the ranks that need them, and decodes what it

@@ -73,6 +73,5 @@ class BEER(CompressedAlgorithm):
 
     def _publish(self, state, key: str, target, t: int, compressor) -> None:
         """Public copy ``key`` ← copy + C(target − copy); its mix W·copy likewise."""
-        q, mixed = self.fed.send_compressed(target - state[key], t, compressor, (key, t))
-        state[key] = state[key] + q
-        state[f"{key}_mixed"] = state[f"{key}_mixed"] + mixed
+        self.fed.publish(target - state[key], t, compressor, (key, t), state[key],
+                         state[f"{key}_mixed"])

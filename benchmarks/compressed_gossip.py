@@ -1,0 +1,88 @@
+"""One gossip step with CHOCO-Gossip compression against the exact step, on the sparse mixer
+(issue 26), interleaved step by step so that load on a shared machine hits both alike:
+
+    PYTHONPATH=src python -m benchmarks.compressed_gossip [--repeats 7]
+
+Cases: M = 100 clients of the headline mlp (P = 199 210) and M = 1000 of the 784-64-10 mlp
+(P = 50 890); the ring, a random 10-regular graph and the exponential graph; W applied as CSR
+(``topology.sparse: sparse``). Exact: X ← W Z (nnz(W)·P multiply-adds). Compressed (top-k at
+1 % and sign, steady state): d = Z − X̂, Q(d), X̂ += Q, S += W Q, X = Z + γ (S − X̂) — top-k's
+messages are mixed without densifying (nnz(W)·k), but the selection and the public-copy
+updates read and write [M, P] several times. Prints the median seconds per step and the
+ratio compressed / exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch
+
+from benchmarks.common import machine, markdown_table
+from gossipfl.compression.gossip import Channels, build_choco
+from gossipfl.engine import ParamLayout
+from gossipfl.engine.groups import ParamGroups
+from gossipfl.federation import Federation
+from gossipfl.topology import Mixer, build_topology
+
+CASES = [(100, 199_210), (1000, 50_890)]
+GRAPHS = {"ring": {}, "k_regular": {"k": 10}, "exponential": {}}
+COMPRESSIONS = {"top_k 1%": {"compressor": "top_k", "fraction": 0.01, "gamma": 0.5},
+                "sign": {"compressor": "sign", "gamma": 0.5}}
+
+
+def federation(m: int, p: int, graph: str) -> Federation:
+    topology = build_topology(graph, m, mixing="metropolis_hastings", seed=0, **GRAPHS[graph])
+    groups = ParamGroups.build(ParamLayout.from_module(torch.nn.Linear(p, 1, bias=False)), [])
+    return Federation(m, groups, torch.ones(m), seed=0,
+                      mixer=Mixer(topology, sparse="sparse"))
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def case(m: int, p: int, graph: str, repeats: int) -> list[dict]:
+    fed = federation(m, p, graph)
+    z = torch.randn(m, p)
+    channels = {name: Channels(build_choco(spec)) for name, spec in COMPRESSIONS.items()}
+    runs = {"exact": lambda: fed.gossip(z, 0)}
+    for name, ch in channels.items():
+        ch.gossip(fed, z, 0, 1)  # allocates the public copies (warm-up)
+        runs[name] = (lambda ch=ch: ch.gossip(fed, z, 0, 1))
+    times = {name: [] for name in runs}
+    for name, fn in runs.items():  # warm-up
+        fn()
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            times[name].append(timed(fn))
+    exact = statistics.median(times["exact"])
+    return [{"clients": m, "P": p, "graph": graph, "gossip": name,
+             "seconds": statistics.median(t), "ratio": statistics.median(t) / exact}
+            for name, t in times.items()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    print(machine(torch.device("cpu")), flush=True)
+    rows = []
+    for m, p in CASES:
+        for graph in GRAPHS:
+            for r in case(m, p, graph, args.repeats):
+                rows.append([r["clients"], r["P"], r["graph"], r["gossip"],
+                             f"{1e3 * r['seconds']:.1f}", f"{r['ratio']:.2f}"])
+                print(rows[-1], flush=True)
+    print(markdown_table(["M", "P", "graph", "gossip", "ms / step", "× exact"], rows))
+
+
+if __name__ == "__main__":
+    main()
