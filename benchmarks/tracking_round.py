@@ -6,7 +6,8 @@ shared machine hits every algorithm alike:
     PYTHONPATH=src python -m benchmarks.tracking_round --rounds 3
 
 The claim checked: one round of each costs no more than one DFedAvg round plus the extra
-vectors it keeps and gossips. dsgt, d2 and qgm take one minibatch gradient per round (their
+vectors it keeps and gossips. ``dpsgd`` (one gradient per round, Lian et al.) is the
+baseline of the one-gradient methods (dsgt, d2, qgm, sgp). dsgt, d2 and qgm take one minibatch gradient per round (their
 papers'), so their rounds are far cheaper than an epoch; kgt runs the same epoch as DFedAvg
 plus two [M, P] gossips and a correction term. D² is refused on the headline ring (100
 clients, weights 1/3: λ_min(W) = −1/3), so it runs on the lazy ring (I + W)/2, whose
@@ -31,8 +32,9 @@ from gossipfl.config import load_config
 from gossipfl.runner import Runner
 from gossipfl.topology import build_topology
 
-ALGORITHMS = ("dfedavg", "dsgt", "kgt", "d2", "qgm")
-EXTRA_VECTORS = {"dfedavg": 0, "dsgt": 1, "kgt": 1, "d2": 1, "qgm": 1}  # [M, P] kept
+ALGORITHMS = ("dfedavg", "dpsgd", "dsgt", "kgt", "d2", "qgm", "sgp")
+#: [M, P] kept besides x (sgp: the push-sum weights, [M, 1])
+EXTRA_VECTORS = {"dfedavg": 0, "dpsgd": 0, "dsgt": 1, "kgt": 1, "d2": 1, "qgm": 1, "sgp": 0}
 
 
 def lazy_ring(m: int) -> np.ndarray:

@@ -313,6 +313,18 @@ def test_table_shows_bytes_to_each_target_over_the_runs_reaching_it():
     assert "bytes_to_0.6_mean" in table_csv(table).splitlines()[0]
 
 
+def test_an_unset_key_groups_with_a_missing_one_and_stays_out_of_labels():
+    """Runs written before a setting existed lack its key; later runs hold None."""
+    old = fake_run("a", 0, [0.5])
+    new = fake_run("a", 1, [0.6])
+    new.config["topology"] = {"compression": None}
+    other = fake_run("a", 2, [0.7])
+    other.config["topology"] = {"compression": {"compressor": "sign"}}
+    groups = group_runs([old, new, other])
+    assert [len(g) for g in groups.values()] == [2, 1]
+    assert list(groups)[0] == "a" and "None" not in " ".join(groups)
+
+
 def test_grouping_ignores_seed_name_and_output():
     runs = [fake_run("a", 0, [0.5]), fake_run("a", 1, [0.6]), fake_run("b", 0, [0.7]),
             fake_run("a", 0, [0.4], lr=0.05)]

@@ -167,9 +167,12 @@ def flatten(data: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def _result_keys(config: dict) -> dict[str, Any]:
+    """The flattened keys that decide a run's results. A key set to None counts as absent,
+    so runs written before a setting existed (no key) group with later runs that leave it
+    unset (None), and an unset key never shows in a label."""
     flat = flatten(config)
-    return {k: v for k, v in flat.items()
-            if not any(k == n or k.startswith(f"{n}.") for n in NON_RESULT_KEYS)}
+    return {k: v for k, v in flat.items() if v is not None
+            and not any(k == n or k.startswith(f"{n}.") for n in NON_RESULT_KEYS)}
 
 
 def group_runs(runs: Sequence[Run]) -> dict[str, list[Run]]:

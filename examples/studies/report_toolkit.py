@@ -1,0 +1,48 @@
+"""Rebuild the tables and figures of docs/results sections 9–11 (issues 25 and 26) from the
+study folders the sweeps wrote (``gossipfl sweep examples/studies/<study>.yaml --out RUNS``):
+
+    python examples/studies/report_toolkit.py RUNS [OUT]      # OUT default: docs/results
+
+Section 9 joins the one-gradient-per-round methods (fmnist_tracking, fmnist_tracking_d2:
+500 rounds) and the K-step ones (fmnist_tracking_local: 100 rounds of K = 5), split by
+partition; compare them at equal gradient steps (final) and equal bytes ("sent to" columns,
+accuracy_vs_bytes.png), not per round.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import gossipfl
+
+
+def runs_of(root: Path, study: str, pattern: str = "*") -> list[Path]:
+    return sorted(p for p in (root / study).glob(f"{pattern}-seed*") if p.is_dir())
+
+
+def main() -> None:
+    root = Path(sys.argv[1])
+    out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("docs/results")
+    tracking = ("fmnist_tracking", "fmnist_tracking_local", "fmnist_tracking_d2")
+    sections = {}
+    for split in ("dirichlet", "pathological"):
+        sections[f"fmnist_tracking/{split}"] = (
+            [p for study in tracking for p in runs_of(root, study, f"*{split}*")], [0.6, 0.7])
+        sections[f"fmnist_graphs/{split}"] = (runs_of(root, "fmnist_graphs", f"*{split}*"),
+                                              [0.6, 0.7])
+        sections[f"fmnist_push_sum/{split}"] = (runs_of(root, "fmnist_push_sum", f"*{split}*"),
+                                                [0.6, 0.7])
+    sections["fmnist_compression"] = (runs_of(root, "fmnist_compression"), [0.75, 0.8])
+    sections["fmnist_compression_named"] = (runs_of(root, "fmnist_compression_named"),
+                                            [0.7, 0.75])
+    for name, (paths, targets) in sections.items():
+        if not paths:
+            print(f"{name}: no runs yet")
+            continue
+        result = gossipfl.report(paths, targets=targets, out=out / name)
+        print(f"== {name} ({len(paths)} runs)\n{result.markdown}")
+
+
+if __name__ == "__main__":
+    main()
