@@ -18,6 +18,7 @@ import torch
 
 import gossipfl
 from gossipfl.algorithms import get_algorithm
+from gossipfl.algorithms.base import Context
 from gossipfl.config import SystemsConfig, load_config
 from gossipfl.errors import GossipflError
 from gossipfl.rng import numpy_generator
@@ -513,3 +514,26 @@ def test_markov_availability_starts_stationary_and_resumes_out_of_order():
     again = SystemsModel(systems, 2000, seed=5)
     np.testing.assert_array_equal(again.offline(17), model.offline(17))
     assert model.offline(3).mean() == pytest.approx(fractions[3])
+
+
+@pytest.mark.parametrize(("train", "algorithm"), [
+    ({"local_epochs": 2, "batch_size": 4}, {"name": "dfedavg"}),
+    ({"local_steps": 3, "batch_size": 4}, {"name": "dfedavg"}),
+    ({"local_epochs": 1, "batch_size": 5}, {"name": "dpsgd", "variant": "local_epoch"}),
+    ({"local_steps": 3, "batch_size": "full"}, {"name": "dsgt"}),
+])
+def test_the_clocks_steps_are_the_steps_the_trainer_runs(train, algorithm):
+    """K_i (planned from the phases) equals ``Work.steps`` counted by the local loop, with
+    unequal n_i (6, 9, 12, ...)."""
+    p = Problem(clients=5)
+    config = p.config(algorithm, W=ring_mh(5), rounds=1)
+    config["train"].pop("local_steps")
+    config["train"].update(train)
+    config["systems"] = {"compute": {"seconds_per_step": 0.1}}
+    runner = Runner(load_config(config))
+    algo = runner.exp.algorithm
+    ctx = Context(round=0, lr=0.05, env=runner.exp.env)
+    with torch.no_grad():
+        work = algo.begin_round(ctx, runner.state)
+        runner.trainer.train(0, work, algo.phases())
+    np.testing.assert_array_equal(runner.exp.systems.steps(), work.steps[:, 0].numpy())
