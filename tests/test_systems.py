@@ -537,3 +537,17 @@ def test_the_clocks_steps_are_the_steps_the_trainer_runs(train, algorithm):
         work = algo.begin_round(ctx, runner.state)
         runner.trainer.train(0, work, algo.phases())
     np.testing.assert_array_equal(runner.exp.systems.steps(), work.steps[:, 0].numpy())
+
+
+@pytest.mark.parametrize("compression", ["algorithm", "topology"])
+def test_failures_with_compressed_gossip_are_refused_in_one_sentence(compression):
+    p = Problem(clients=5)
+    name = "choco" if compression == "algorithm" else "dfedavg"
+    config = p.config({"name": name}, W=ring_mh(5), rounds=1)
+    if compression == "topology":
+        config["topology"]["compression"] = {"compressor": "top_k", "fraction": 0.5,
+                                             "gamma": 0.5}
+    config["systems"] = AVAILABILITY
+    with pytest.raises(GossipflError, match="systems.availability: not implemented with "
+                                            "compressed gossip yet"):
+        gossipfl.run(config)
