@@ -1,7 +1,7 @@
 """Typed experiment configuration: parsing, validation with clear messages, YAML in/out.
 
 A config is a nested mapping with the sections ``data``, ``model``, ``topology``,
-``algorithm``, ``train``, ``eval``, ``engine`` and the scalars ``seed``, ``device``, ``name``.
+``algorithm``, ``train``, ``eval``, ``engine``, the optional ``systems`` and the scalars ``seed``, ``device``, ``name``.
 :func:`load_config` turns a dict (or YAML file) into a :class:`Config`; every mistake becomes
 one :class:`~gossipfl.errors.GossipflError` sentence naming the dotted key and the value.
 
@@ -217,6 +217,30 @@ class OutputConfig:
 
 
 @dataclass
+class SystemsConfig:
+    """The systems model (:mod:`gossipfl.systems`): per-client compute speeds, network
+    latency and bandwidth, availability and link failures, a server's deadline. Absent
+    (``systems: null``, the default): no clock, no failures, every number as without it.
+
+    ``compute``: ``{seconds_per_step: c}``; ``{distribution: lognormal, mean: c, sigma: s,
+    vary: false}``; ``{stragglers: f, slowdown: s, seconds_per_step: c}``; ``{path: f.csv}``.
+    ``network``: ``{latency: ..., bandwidth: ...}``, each a number or a lognormal mapping.
+    ``availability``: ``{offline: p}`` or ``{markov: {p_off: a, p_on: b}}``, and
+    ``links: {fail: q}``. ``deadline``: seconds a server waits for its sampled clients."""
+
+    compute: dict | None = None
+    network: dict | None = None
+    availability: dict | None = None
+    deadline: float | None = None
+
+    def validate(self) -> None:
+        from gossipfl.systems.model import check_systems
+
+        _check_section("systems", self, {"deadline": POSITIVE.or_none()})
+        check_systems(self)
+
+
+@dataclass
 class AlgorithmConfig:
     """Algorithm name plus its own hyperparameters (validated against its ``Params``)."""
 
@@ -236,6 +260,7 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    systems: SystemsConfig | None = None  # gossipfl.systems; None: no clock, no failures
     seed: int = 0
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
     name: str | None = None  # run name (run directory prefix)
@@ -245,6 +270,8 @@ class Config:
     def to_dict(self, *, api_values: bool = False) -> dict:
         """Plain nested dict (YAML-safe unless ``api_values``)."""
         out = _dataclass_to_dict(self, api_values)
+        if self.systems is None:
+            del out["systems"]  # absent, as before the section existed
         params = self.algorithm.params
         out["algorithm"] = {"name": self.algorithm.name,
                             **(dataclasses.asdict(params) if params is not None else {})}
@@ -471,12 +498,22 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     for key, value in raw.items():
         if key not in fields or (cls is Config and key == "algorithm"):
             raise _unknown_key(cls, prefix, key, names)
-        hint = hints[key]
-        if dataclasses.is_dataclass(hint):
+        hint = _optional_dataclass(hints[key])
+        if value is None and hint is not hints[key]:
+            kwargs[key] = None  # an optional section left out (systems: null)
+        elif dataclasses.is_dataclass(hint):
             kwargs[key] = _build(hint, value, f"{prefix}{key}.")
         else:
-            kwargs[key] = coerce(f"{prefix}{key}", value, hint)
+            kwargs[key] = coerce(f"{prefix}{key}", value, hints[key])
     return cls(**kwargs)
+
+
+def _optional_dataclass(hint: Any) -> Any:
+    """``hint``, or the dataclass ``D`` of an optional section ``D | None``."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if len(args) == 1 and dataclasses.is_dataclass(args[0]):
+        return args[0]
+    return hint
 
 
 def _unknown_key(cls: type, prefix: str, key: Any, names: list[str]) -> GossipflError:
@@ -501,6 +538,12 @@ def _validate(config: Config) -> None:
     for section in (config.data, config.topology, config.train, config.eval, config.engine,
                     config.output):
         section.validate()
+    if config.systems is not None:
+        config.systems.validate()
+        if config.engine.backend == "distributed":
+            raise GossipflError("systems: not implemented under engine.backend: distributed "
+                                "yet (the clocks and failures are not split over the ranks); "
+                                "remove systems or use engine.backend: single.")
     if config.algorithm.params is not None and hasattr(config.algorithm.params, "validate"):
         config.algorithm.params.validate()
     _warn_ignored(config)

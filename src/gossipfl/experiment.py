@@ -38,6 +38,7 @@ from gossipfl.federation import Federation
 from gossipfl.models import build_model, check_model_fits, head_names
 from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.schedules import get_schedule
+from gossipfl.systems import Systems, build_systems, mixing_topology, systems_model
 from gossipfl.topology import Mixer, Topology, build_topology
 
 
@@ -64,6 +65,7 @@ class Experiment:
     x0: torch.Tensor
     eval_subset: torch.Tensor | None = None
     local_test_parts: list[np.ndarray] | None = None
+    systems: Systems | None = None  # gossipfl.systems: clocks and failures (systems section)
     info: dict = field(default_factory=dict)
 
 
@@ -260,6 +262,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     oracle = make_oracle(config.engine.oracle, model, loss=train.loss,
                          chunk_size=config.engine.chunk_size, device=device)
     algo_cls = get_algorithm(config.algorithm.name)
+    draws = systems_model(config, m, processes.distributed)
     topology = mixer = None
     if not algo_cls.centralized:
         topo = config.topology
@@ -267,7 +270,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                    "array": topo.matrix}
         topology = build_topology(topo.name, m, mixing=topo.mixing, seed=config.seed,
                                   **options)
-        mixer = Mixer(topology, device=device, sparse=topo.sparse)
+        mixer = Mixer(mixing_topology(topology, draws), device=device, sparse=topo.sparse)
     sizes = torch.as_tensor([len(p) for p in parts], dtype=torch.float32, device=device)
     personal = config.model.personal
     groups = ParamGroups.build(layout, head_names(model) if personal is None else personal)
@@ -293,12 +296,14 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
         if refusal:
             raise GossipflError(refusal)
         fed.compression = Channels(choco)
+    systems = build_systems(config, draws, fed, algorithm, layout.P)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
     x0 = fed.block(initial_stack(config, layout, model, device)).clone()
     exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
                      sampler=sampler, model=model, layout=layout, oracle=oracle,
-                     topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0)
+                     topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
+                     systems=systems)
     n_test = len(dataset.test_y)
     subset = config.eval.local_subset
     if n_test and subset is not None and subset < n_test:

@@ -68,6 +68,8 @@ class Runner:
                                     config.seed)
         self.schedule: Schedule = get_schedule(config.topology.order)(
             exp.algorithm, self.trainer, exp.fed)
+        if exp.systems is not None:  # offline clients keep their rows (gossipfl.systems)
+            self.schedule = exp.systems.wrap(self.schedule)
         self.evaluator = Evaluator(config, exp.algorithm, exp.fed, exp.oracle, exp.dataset,
                                    self.trainer, exp.eval_subset, exp.local_test_parts)
         self.state = exp.algorithm.init(exp.x0)
@@ -84,6 +86,7 @@ class Runner:
         ctx = Context(round=t, lr=self.lr(t), rounds=self.config.train.rounds, env=exp.env)
         keep = self.evaluator.measures_before_gossip() and self.should_evaluate(t)
         outcome = self.schedule.run_round(ctx, self.state, keep)
+        clock = {} if exp.systems is None else exp.systems.advance(t, exp.fed.traffic.clients)
         sent = exp.fed.traffic.take()
         loss_sum = outcome.loss_sum
         totals = exp.fed.total(torch.stack(  # every process's clients
@@ -96,7 +99,8 @@ class Runner:
         self.bytes_total += int(sent)
         return RoundMetrics({"round": t + 1, "lr": ctx.lr, "train_loss": train_loss,
                              "bytes_round": int(sent), "bytes_total": self.bytes_total,
-                             "seconds": seconds, **outcome.extra}, trained=outcome.trained)
+                             "seconds": seconds, **clock, **outcome.extra},
+                            trained=outcome.trained)
 
     def evaluate(self, trained: torch.Tensor | None = None) -> dict:
         """All enabled evaluation protocols on the current models."""
@@ -179,6 +183,8 @@ class Runner:
                "train_seconds": self.train_seconds, "algorithm": state}
         if fed.compression is not None:  # CHOCO-Gossip's public copies, one row per client
             out["gossip"] = {k: fed.gather(v).cpu() for k, v in fed.compression.state.items()}
+        if self.exp.systems is not None:  # the clients' clocks
+            out["systems"] = self.exp.systems.state_dict()
         return out
 
     def load_state_dict(self, state: dict) -> None:
@@ -193,6 +199,8 @@ class Runner:
             device = self.exp.x0.device
             fed.compression.state = {k: fed.block(v).to(device)
                                      for k, v in state.get("gossip", {}).items()}
+        if self.exp.systems is not None and "systems" in state:
+            self.exp.systems.load_state_dict(state["systems"])
 
 
 def has_nonfinite(x: torch.Tensor) -> bool:
