@@ -6,9 +6,6 @@ no change at all without a ``systems`` section."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -414,42 +411,6 @@ def test_systems_null_changes_nothing():
     assert comparable(plain.metrics) == comparable(with_null.metrics)
     assert "systems" not in load_config(config).to_dict()
     assert "sim_time" not in plain.metrics[-1]
-
-
-MAIN_SCRIPT = """
-import json, sys, warnings, torch
-sys.path.insert(0, sys.argv[1])
-from tests.lsq import Problem, ring_mh
-import gossipfl
-p = Problem(clients=5)
-out = {}
-for name, cfg in (("dfedavg", p.config({"name": "dfedavg"}, W=ring_mh(5), rounds=3, steps=2)),
-                  ("fedavg", p.config({"name": "fedavg", "participation": 0.6}, rounds=3,
-                                      steps=2, topology={"name": "ring"}))):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = gossipfl.run(cfg)
-    out[name] = {"params": result.params.double().tolist(),
-                 "metrics": [{k: v for k, v in r.items()
-                              if k not in ("seconds", "elapsed", "eval_seconds")}
-                             for r in result.metrics]}
-print(json.dumps(out))
-"""
-
-
-def test_no_systems_section_is_bit_identical_to_mains_code():
-    """The same runs on the code before the systems model (the main checkout, when present)."""
-    main = Path("/work/main")
-    if not (main / "src" / "gossipfl").is_dir() or main.resolve() == ROOT:
-        pytest.skip("no checkout of the code before the systems model")
-    env = {"PYTHONPATH": f"{main / 'src'}", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
-    before = json.loads(subprocess.run([sys.executable, "-c", MAIN_SCRIPT, str(main)],
-                                       capture_output=True, text=True, env=env, check=True,
-                                       cwd=main).stdout)
-    now = json.loads(subprocess.run([sys.executable, "-c", MAIN_SCRIPT, str(ROOT)],
-                                    capture_output=True, text=True, check=True, cwd=ROOT,
-                                    env={**env, "PYTHONPATH": str(ROOT / "src")}).stdout)
-    assert now == before
 
 
 @pytest.mark.parametrize(("systems", "message"), [
