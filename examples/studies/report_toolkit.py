@@ -33,7 +33,9 @@ def main() -> None:
                                               [0.6, 0.7])
         sections[f"fmnist_push_sum/{split}"] = (runs_of(root, "fmnist_push_sum", f"*{split}*"),
                                                 [0.6, 0.7])
-    sections["fmnist_compression"] = (runs_of(root, "fmnist_compression"), [0.75, 0.8])
+    sections["fmnist_compression"] = (runs_of(root, "fmnist_compression")
+                                      + runs_of(root, "fmnist_compression_kregular"),
+                                      [0.75, 0.8])
     sections["fmnist_compression_named"] = (runs_of(root, "fmnist_compression_named"),
                                             [0.7, 0.75])
     for name, (paths, targets) in sections.items():
