@@ -49,18 +49,21 @@ class ADPSGD(Algorithm):
     def order_error(self, order):
         if order in self.orders:
             return None
-        return (f"topology.order: {order} is not defined for algorithm adpsgd, whose workers "
+        return (f"topology.order: {order} is not defined for adpsgd, whose workers "
                 "compute and average asynchronously; set topology.order: asynchronous.")
 
     def mixing_check(self, topology):
         if topology is None:
             return None, None
         pattern = np.asarray(topology.matrix(0)) != 0
-        if topology.stochastic != "doubly" or not (pattern == pattern.T).all():
+        what = f"the {topology.name} topology's {topology.mixing} matrix"
+        if not (pattern == pattern.T).all():
             return (f"topology.name: algorithm adpsgd averages pairs of neighbours, which needs "
-                    f"an undirected graph, but the {topology.name} topology's "
-                    f"{topology.mixing} matrix is {topology.stochastic}-stochastic with a "
-                    "directed pattern or not doubly stochastic."), None
+                    f"an undirected graph, but {what} has a directed pattern."), None
+        if topology.stochastic != "doubly":
+            return (f"topology.name: algorithm adpsgd averages pairs of neighbours, which needs "
+                    f"an undirected graph, but {what} is {topology.stochastic}-stochastic "
+                    "only (a directed graph's weights)."), None
         return None, None
 
     def init(self, x0):
