@@ -5,12 +5,10 @@ event order, the clock and the waves). Each worker i repeatedly reads its model,
 stochastic gradient there (c_i seconds), then, when done, averages atomically with one
 neighbour j drawn uniformly and applies its gradient:
 
-```text
-x̂_i = x_i                                          (read at the start of the computation)
-g_i = ∇F_i(x̂_i; ξ_i) + wd·x̂_i                      (c_i seconds; x_i may change meanwhile)
-x_i, x_j ← (x_i + x_j) / 2                          (W_k: weights 1/2 on the pair {i, j})
-x_i ← x_i − η_t g_i,   then x̂_i ← x_i               (the next computation starts)
-```
+    x̂_i = x_i                                       (read at the start of the computation)
+    g_i = ∇F_i(x̂_i; ξ_i) + wd·x̂_i                   (c_i seconds; x_i may change meanwhile)
+    x_i, x_j ← (x_i + x_j) / 2                       (W_k: weights 1/2 on the pair {i, j})
+    x_i ← x_i − η_t g_i,   then x̂_i ← x_i            (the next computation starts)
 
 i.e. X_{k+1} = W_k X_k − η_t e_i g_iᵀ for the k-th event, the gradient taken at a stale read
 (other workers' events may have averaged x_i since it was read). One gossipfl round = the
