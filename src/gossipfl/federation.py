@@ -215,6 +215,19 @@ class Federation:
         self.traffic.clients += senders.sum(axis=0) * message_bytes(self._groups.all.numel)
         return self.mixer.mix_rows(z, t, rows)
 
+    def average_pairs(self, x: Tensor, first: Tensor, second: Tensor) -> Tensor:
+        """x_i, x_j ← (x_i + x_j) / 2 for every pair (first[k], second[k]), in place (the
+        pairs must be disjoint): the pairwise averaging of an asynchronous gossip order
+        (AD-PSGD). Each pair exchanges one model each way: both ends send 4P bytes."""
+        self._uncompressed("pairwise averaging (an asynchronous order)")
+        mean = (x[first] + x[second]) / 2
+        x[first] = mean
+        x[second] = mean
+        sent = message_bytes(self._groups.all.numel)
+        np.add.at(self.traffic.clients, first.cpu().numpy(), sent)
+        np.add.at(self.traffic.clients, second.cpu().numpy(), sent)
+        return x
+
     def _masked_gossip(self, z: Tensor, t: int, steps: int, columns: ParamGroup,
                        masks: Tensor, out_degree: np.ndarray) -> Tensor:
         m = columns.select(masks).to(z.dtype)

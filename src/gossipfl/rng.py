@@ -59,11 +59,16 @@ def mix64(x: torch.Tensor) -> torch.Tensor:
 
 
 def client_keys(seed: int, clients, *keys: object,
-                device: str | torch.device = "cpu") -> torch.Tensor:
-    """``[len(clients)]`` int64: the stream key of each client for (seed, *keys, client).
+                device: str | torch.device = "cpu", counters=None) -> torch.Tensor:
+    """``[len(clients)]`` int64: the stream key of each client for (seed, *keys, client), or
+    with ``counters`` (one integer per client, e.g. its update count in an asynchronous
+    order) for (seed, *keys, counter, client).
 
     A client's key depends only on its own id and the keys, never on the other clients
     drawn with it."""
+    if counters is not None:
+        values = [derive_seed(seed, *keys, int(k), int(c)) for c, k in zip(clients, counters)]
+        return torch.tensor(values, dtype=torch.int64, device=device)
     values = [derive_seed(seed, *keys, int(c)) for c in clients]
     return torch.tensor(values, dtype=torch.int64, device=device)
 

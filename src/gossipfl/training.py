@@ -50,9 +50,10 @@ class LocalTrainer:
         return (train.lr if phase.lr is None else phase.lr) * train.lr_decay ** t
 
     def phase_batches(self, t: int, index: int, phase: Phase, rows: torch.Tensor,
-                      stream: str = "phase"):
+                      stream: str = "phase", counters=None):
         """Index batches ``(idx [S, B], mask [S, B])`` of a phase of round t for the clients
-        ``rows`` (in that order), from the sampler's ``stream``."""
+        ``rows`` (in that order), from the sampler's ``stream`` (``counters``: one integer per
+        row that the row's stream also hashes, e.g. its update count)."""
         train = self.train_config
         if phase.steps is not None or phase.epochs is not None:
             kind, count = ("steps", phase.steps) if phase.steps is not None else \
@@ -64,9 +65,10 @@ class LocalTrainer:
         if train.full_batch:
             return [self.sampler.full_batch(rows)] * count
         if kind == "steps":
-            return self.sampler.steps(t, count, stream, index, clients=rows)
+            return self.sampler.steps(t, count, stream, index, clients=rows, counters=counters)
         return [b for e in range(count)
-                for b in self.sampler.epoch(t, e, stream, index, clients=rows)]
+                for b in self.sampler.epoch(t, e, stream, index, clients=rows,
+                                            counters=counters)]
 
     def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,
                    augment: tuple[torch.Tensor, torch.Tensor] | None) -> Batch:
@@ -82,16 +84,20 @@ class LocalTrainer:
             inputs = apply_crop_flip(inputs, dy, dx, flip)
         return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask)
 
-    def augment_keys(self, t: int, rows: torch.Tensor) -> torch.Tensor | None:
+    def augment_keys(self, t: int, rows: torch.Tensor, counters=None) -> torch.Tensor | None:
         if not self.augment:
             return None
-        return client_keys(self.seed, rows.tolist(), "augment", t, device=rows.device)
+        return client_keys(self.seed, rows.tolist(), "augment", t, device=rows.device,
+                           counters=counters)
 
     def train(self, t: int, work: Work, phases: Sequence[Phase],
-              stream: str = "phase") -> tuple[torch.Tensor, int]:
+              stream: str = "phase", counters: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, int]:
         """Round t's ``phases`` on the rows of ``work`` (in place), minibatches from the
         sampler's ``stream``; returns the summed per-row loss and the number of client-steps
-        computed."""
+        computed. ``counters`` (``[S]`` ints, one per row of ``work``): hashed into each
+        row's minibatch and augmentation streams, so that a client computing several times
+        in one round (an asynchronous order) draws new samples each time."""
         clients = work.clients
         ids = self.fed.own_clients(work.y.device) if clients is None else clients
         order = torch.argsort(self.env.sample_sizes[ids], descending=True, stable=True)
@@ -99,7 +105,9 @@ class LocalTrainer:
         inner = work.take(order, None if clients is None else clients[order]) if permuted \
             else work
         rows = ids[order]
-        keys = self.augment_keys(t, rows)
+        if counters is not None:
+            counters = counters.cpu()[order.cpu()].tolist()
+        keys = self.augment_keys(t, rows, counters)
         drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
         loss_sum = torch.zeros((), device=work.y.device)
         loss_count = 0
@@ -113,7 +121,7 @@ class LocalTrainer:
                 phase.begin(Context(round=t, lr=lr, phase=phase, rounds=rounds,
                                     phase_index=index, optimizer=optimizer, env=self.env), inner)
             for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows,
-                                                                  stream)):
+                                                                  stream, counters)):
                 active = int(mask.any(dim=1).sum())
                 if active == 0:
                     continue

@@ -274,6 +274,17 @@ class Algorithm:
         """Communicate (through the Federation, which counts the bytes), updating ``state``."""
         raise NotImplementedError
 
+    # -- an asynchronous order's events (topology.order: asynchronous) -----------------------
+    def begin_event(self, ctx: Context, state: State, clients: torch.Tensor) -> Work:
+        """The rows whose computations complete in one wave of events (``clients``: the
+        workers that finish): what their gradients are taken at."""
+        raise NotImplementedError
+
+    def end_event(self, ctx: Context, state: State, work: Work, partners: torch.Tensor) -> None:
+        """Each finishing worker ``work.clients[k]`` communicates with ``partners[k]`` (the
+        pairs are disjoint) and applies its computation, updating ``state``."""
+        raise NotImplementedError
+
     # -- what is evaluated -------------------------------------------------------------------
     def client_models(self, state: State) -> torch.Tensor:
         """``[M, P]`` current local models (what local evaluation measures)."""

@@ -98,7 +98,8 @@ class ClientSampler:
         mask = torch.arange(width, device=self.device)[None, :] < sizes[:, None]
         return self.index_matrix[ids, :width], mask
 
-    def epoch(self, round: int, epoch: int, *stream: object, clients=None) -> list[IndexBatch]:
+    def epoch(self, round: int, epoch: int, *stream: object, clients=None,
+              counters=None) -> list[IndexBatch]:
         """One pass of every client over its own data, reshuffled per (seed, round, client,
         epoch, stream).
 
@@ -110,13 +111,14 @@ class ClientSampler:
             return [self.full_batch(clients)]
         ids = self._ids(clients)
         steps = self.steps_per_epoch(ids)
-        keys = client_keys(self.seed, ids.tolist(), "sampler", round, "epoch", epoch, *stream)
+        keys = client_keys(self.seed, ids.tolist(), "sampler", round, "epoch", epoch, *stream,
+                           counters=counters)
         sizes = self.sizes[ids]
         idx, mask = self._streams(ids, sizes, steps * self.batch_size, keys)
         return _cut(idx, mask, steps, self.batch_size)
 
     def steps(self, round: int, num_steps: int, *stream: object,
-              clients=None) -> list[IndexBatch]:
+              clients=None, counters=None) -> list[IndexBatch]:
         """``num_steps`` batches; each client cycles through its own reshuffled data, with a
         new permutation each time it wraps. Masks are all True (except empty clients); in
         full-batch mode every step is :meth:`full_batch`."""
@@ -126,7 +128,8 @@ class ClientSampler:
             return [self.full_batch(clients)] * num_steps
         ids = self._ids(clients)
         length = num_steps * self.batch_size
-        keys = client_keys(self.seed, ids.tolist(), "sampler", round, "steps", *stream)
+        keys = client_keys(self.seed, ids.tolist(), "sampler", round, "steps", *stream,
+                           counters=counters)
         lengths = torch.where(self.sizes[ids] > 0, length, 0)
         idx, mask = self._streams(ids, lengths, length, keys)
         return _cut(idx, mask, num_steps, self.batch_size)

@@ -10,10 +10,12 @@ works on and never swaps the algorithm's state (the algorithm holds none).
 - :class:`~gossipfl.schedules.synchronous.Synchronous` — the papers' algorithm boxes: every
   client trains from the same snapshot, then all communicate;
 - :class:`~gossipfl.schedules.sequential.Sequential` — the authors' in-place client loop,
-  computed exactly in waves of clients that share no edge.
+  computed exactly in waves of clients that share no edge;
+- :class:`~gossipfl.schedules.asynchronous.Asynchronous` — AD-PSGD's asynchronous pairwise
+  events in order of completion time, computed exactly in waves of disjoint pairs.
 
-A new schedule (block-major local training, asynchronous pairwise events, per-round
-failures) is one module with a :func:`register_schedule` class.
+A new schedule (block-major local training, per-round failures) is one module with a
+:func:`register_schedule` class.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class Schedule:
     ``ctx.round`` of ``algorithm``, updating ``state``."""
 
     name: str = ""
+    #: the run's :class:`gossipfl.systems.Systems` (set by ``Systems.wrap``; None without a
+    #: ``systems`` section), for a schedule that keeps its own event time (asynchronous)
+    systems = None
 
     def __init__(self, algorithm: Algorithm, trainer: LocalTrainer, fed: Federation):
         self.algorithm = algorithm
@@ -61,6 +66,12 @@ class Schedule:
         changes what an algorithm's round means (the sequential order) asks the algorithm
         (:meth:`~gossipfl.algorithms.base.Algorithm.order_error`); by default every algorithm
         runs."""
+        return None
+
+    @classmethod
+    def systems_refusal(cls, model) -> str | None:
+        """Why this schedule cannot run with the ``systems`` draws ``model`` (a
+        :class:`gossipfl.systems.SystemsModel`; None: it can)."""
         return None
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
@@ -83,7 +94,11 @@ def register_schedule(cls: type[Schedule]) -> type[Schedule]:
 
 def schedule_names() -> tuple[str, ...]:
     """Every ``topology.order``: the built-in schedules, then the plugins'."""
-    from gossipfl.schedules import sequential, synchronous  # noqa: F401  (registration)
+    from gossipfl.schedules import (  # noqa: F401  (registration)
+        asynchronous,
+        sequential,
+        synchronous,
+    )
 
     return tuple(SCHEDULES)
 

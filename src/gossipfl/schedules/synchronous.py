@@ -13,6 +13,10 @@ from gossipfl.schedules import RoundOutcome, Schedule, register_schedule
 class Synchronous(Schedule):
     name = "synchronous"
 
+    @classmethod
+    def refusal(cls, algorithm, distributed_world):
+        return algorithm.order_error(cls.name)
+
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo = self.algorithm
         work = algo.begin_round(ctx, state)

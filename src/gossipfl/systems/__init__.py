@@ -23,6 +23,7 @@ import numpy as np
 
 from gossipfl.errors import GossipflError
 from gossipfl.federation import message_bytes
+from gossipfl.schedules import get_schedule
 from gossipfl.systems.clock import Clock, message_seconds, planned_steps
 from gossipfl.systems.failures import FailingTopology, renormalize
 from gossipfl.systems.model import SystemsModel
@@ -49,6 +50,7 @@ class Systems:
         self.sizes = fed.sample_sizes.detach().cpu().numpy()
         self.model_bytes = message_bytes(num_params)
         self._round_seconds = 0.0  # centralized: the round's length, set by reporting()
+        self._event_times: np.ndarray | None = None  # an asynchronous round's clocks
 
     # -- what the round's pieces ask ----------------------------------------------------------
     def offline(self, t: int) -> np.ndarray:
@@ -81,13 +83,22 @@ class Systems:
 
     # -- the runner's hooks -------------------------------------------------------------------
     def wrap(self, schedule: Schedule) -> Schedule:
+        schedule.systems = self  # a schedule that keeps event time reads the draws
         return SystemsSchedule(schedule, self)
+
+    def events_done(self, clocks: np.ndarray) -> None:
+        """An event-driven schedule's clocks after its round (``[M]``: when each client's
+        last event happened), taken by the next :meth:`advance` instead of the synchronous
+        clock."""
+        self._event_times = np.asarray(clocks, dtype=np.float64).copy()
 
     def advance(self, t: int, sent: np.ndarray) -> dict:
         """Advance the clocks by round t (``sent``: the bytes each client sent in it);
         returns the metrics columns."""
         model = self.model
-        if self.algorithm.centralized:
+        if self._event_times is not None:
+            self.clock.T, self._event_times = self._event_times, None
+        elif self.algorithm.centralized:
             self.clock.centralized_round(self._round_seconds)
             self._round_seconds = 0.0
         else:
@@ -136,6 +147,9 @@ def build_systems(config: Config, model: SystemsModel | None, fed: Federation,
             "systems.availability: not implemented with compressed gossip yet (its public "
             "copies s = W x̂ are updated incrementally and assume the same W every round); "
             "remove systems.availability or the compression.")
+    refusal = get_schedule(config.topology.order).systems_refusal(model)
+    if refusal:
+        raise GossipflError(refusal)
     systems = Systems(model, fed, algorithm, config.train, num_params)
     if algorithm.centralized:
         fed.participation_filter = systems.reporting
