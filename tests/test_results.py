@@ -322,7 +322,7 @@ def test_an_unset_key_groups_with_a_missing_one_and_stays_out_of_labels():
     other.config["topology"] = {"compression": {"compressor": "sign"}}
     groups = group_runs([old, new, other])
     assert [len(g) for g in groups.values()] == [2, 1]
-    assert list(groups)[0] == "a" and "None" not in " ".join(groups)
+    assert next(iter(groups)) == "a" and "None" not in " ".join(groups)
 
 
 def test_grouping_ignores_seed_name_and_output():
