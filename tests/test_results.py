@@ -313,6 +313,19 @@ def test_table_shows_bytes_to_each_target_over_the_runs_reaching_it():
     assert "bytes_to_0.6_mean" in table_csv(table).splitlines()[0]
 
 
+def test_clocked_runs_get_time_to_target_columns_and_others_do_not():
+    runs = [fake_run("a", 0, [0.5, 0.6]), fake_run("a", 1, [0.55, 0.65])]
+    plain = table_markdown(comparison_table(group_runs(runs), "test_acc", [0.6]))
+    assert "time to" not in plain
+    for run in runs:  # the systems clock: 1.5 s per evaluated row
+        for i, row in enumerate(run.metrics):
+            row["sim_time"] = 1.5 * (i + 1)
+    table = comparison_table(group_runs(runs), "test_acc", [0.6])
+    assert table[0].time_to_target[0.6].mean == (3.0 + 3.0) / 2
+    assert "| time to 60% (s) |" in table_markdown(table)
+    assert "time_to_0.6_mean" in table_csv(table).splitlines()[0]
+
+
 def test_an_unset_key_groups_with_a_missing_one_and_stays_out_of_labels():
     """Runs written before a setting existed lack its key; later runs hold None."""
     old = fake_run("a", 0, [0.5])

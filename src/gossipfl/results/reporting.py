@@ -275,6 +275,8 @@ class TableRow:
     metric: str = "test_acc"  # the accuracy this row reports
     held: bool = True  # whether its runs record ``metric`` at all (False: --metric forced it)
     bytes_to_target: dict[float, Stat | None] = field(default_factory=dict)  # target → bytes
+    time_to_target: dict[float, Stat | None] = field(default_factory=dict)  # → sim_time
+    clocked: bool = False  # whether its runs have the systems clock (sim_time)
 
 
 def rounds_to_target(rows: Sequence[dict], metric: str, target: float) -> int | None:
@@ -290,6 +292,13 @@ def bytes_to_target(rows: Sequence[dict], metric: str, target: float) -> float |
     amounts per round (equal bytes rather than equal rounds)."""
     row = first_reaching(rows, metric, target)
     return None if row is None or row.get("bytes_total") is None else float(row["bytes_total"])
+
+
+def time_to_target(rows: Sequence[dict], metric: str, target: float) -> float | None:
+    """``sim_time`` (the systems model's clock, gossipfl.systems) at the first evaluated
+    round whose ``metric`` reaches ``target`` (None if never, or without a clock)."""
+    row = first_reaching(rows, metric, target)
+    return None if row is None or row.get("sim_time") is None else float(row["sim_time"])
 
 
 def first_reaching(rows: Sequence[dict], metric: str, target: float) -> dict | None:
@@ -348,12 +357,14 @@ def _table_row(label: str, runs: list[Run], ok: list[Run], metric: str,
     finals = [r.metrics[-1][metric] for r in ok if metric in r.metrics[-1]]
     bests = [max(v for v in r.column(metric) if v is not None) for r in ok
              if any(v is not None for v in r.column(metric))]
-    to_target, sent_to = {}, {}
+    to_target, sent_to, time_to = {}, {}, {}
     for target in targets:
         reached = [n for r in ok if (n := rounds_to_target(r.metrics, metric, target))]
         to_target[float(target)] = (Stat.of(reached), len(reached))
         spent = [b for r in ok if (b := bytes_to_target(r.metrics, metric, target)) is not None]
         sent_to[float(target)] = Stat.of(spent)
+        times = [s for r in ok if (s := time_to_target(r.metrics, metric, target)) is not None]
+        time_to[float(target)] = Stat.of(times)
     last = [r.metrics[-1] for r in ok]
     per_round = [row["elapsed"] / row["round"] for row in last
                  if row.get("elapsed") is not None and row.get("round")]
@@ -367,7 +378,8 @@ def _table_row(label: str, runs: list[Run], ok: list[Run], metric: str,
                     diverged=sum(r.status == "diverged" for r in runs),
                     flatness=flatness_stats(ok), metric=metric,
                     held=any(metric in row for r in runs for row in r.metrics),
-                    bytes_to_target=sent_to)
+                    bytes_to_target=sent_to, time_to_target=time_to,
+                    clocked=any("sim_time" in row for r in ok for row in r.metrics))
 
 
 def flatness_stats(runs: Sequence[Run]) -> dict[str, Stat]:
@@ -416,6 +428,14 @@ def _sent(stat: Stat | None, reached: int, runs: int, row: TableRow) -> str:
     return text if reached == runs else f"{text} ({reached}/{runs})"
 
 
+def _seconds(stat: Stat | None, reached: int, runs: int) -> str:
+    """Mean simulated seconds until the target over the runs that reached it."""
+    if stat is None:
+        return "never" if reached == 0 else "—"
+    text = f"{stat.mean:.3g}" if stat.n == 1 else f"{stat.mean:.3g} ± {stat.std:.2g}"
+    return text if reached == runs else f"{text} ({reached}/{runs})"
+
+
 def format_bytes(value: float | None) -> str:
     if value is None:
         return "—"
@@ -445,10 +465,13 @@ def table_markdown(table: Sequence[TableRow], metric: str | None = None) -> str:
     targets = list(table[0].to_target) if table else []
     shared = _shared_metric(table)
     what = shared if shared is not None else "accuracy"
+    clocked = any(row.clocked for row in table)
     head = ["configuration", "runs", *([] if shared is not None else ["metric"]),
             f"final {what} (%)", f"best {what} (%)",
             *[f"rounds to {100 * t:g}%" for t in targets],
-            *[f"sent to {100 * t:g}%" for t in targets], "final consensus distance",
+            *[f"sent to {100 * t:g}%" for t in targets],
+            *[f"time to {100 * t:g}% (s)" for t in targets if clocked],
+            "final consensus distance",
             *[FLATNESS_COLUMNS[k] for k in _flatness_keys(table)], "s/round", "sent"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for row in table:
@@ -458,6 +481,8 @@ def table_markdown(table: Sequence[TableRow], metric: str | None = None) -> str:
                  *[_rounds(row.to_target[t], row.runs, row) for t in targets],
                  *[_sent(row.bytes_to_target.get(t), row.to_target[t][1], row.runs, row)
                    for t in targets],
+                 *[_seconds(row.time_to_target.get(t), row.to_target[t][1], row.runs)
+                   for t in targets if clocked],
                  _scientific(row.consensus),
                  *[_scientific(row.flatness.get(k)) for k in _flatness_keys(table)],
                  "—" if row.seconds_per_round is None else f"{row.seconds_per_round:.2f}",
@@ -476,7 +501,8 @@ def table_csv(table: Sequence[TableRow], metric: str | None = None) -> str:
             "best_mean", "best_std"]
     for t in targets:
         head += [f"rounds_to_{t:g}_mean", f"rounds_to_{t:g}_std", f"rounds_to_{t:g}_reached",
-                 f"bytes_to_{t:g}_mean", f"bytes_to_{t:g}_std"]
+                 f"bytes_to_{t:g}_mean", f"bytes_to_{t:g}_std",
+                 f"time_to_{t:g}_mean", f"time_to_{t:g}_std"]
     flat = _flatness_keys(table)
     writer.writerow(head + ["consensus_mean", "consensus_std",
                             *[f"{k}_{s}" for k in flat for s in ("mean", "std")],
@@ -486,7 +512,8 @@ def table_csv(table: Sequence[TableRow], metric: str | None = None) -> str:
                             *_stat_cells(row.final), *_stat_cells(row.best)]
         for t in targets:
             stat, reached = row.to_target[t]
-            cells += [*_stat_cells(stat), reached, *_stat_cells(row.bytes_to_target.get(t))]
+            cells += [*_stat_cells(stat), reached, *_stat_cells(row.bytes_to_target.get(t)),
+                      *_stat_cells(row.time_to_target.get(t))]
         writer.writerow(cells + [*_stat_cells(row.consensus),
                                  *[c for k in flat for c in _stat_cells(row.flatness.get(k))],
                                  row.seconds_per_round, row.bytes_total])
@@ -623,10 +650,12 @@ def mean_over_rounds(row_lists: Sequence[Sequence[dict]], x_key: str, y_key: str
 
 #: x axes of the figures: key → axis label.
 X_LABELS = {"round": "communication round", "bytes_total": "bytes sent (all clients)",
-            "elapsed": "seconds"}
-#: The figures a report writes: file, x, y (None: the report's accuracy), log y.
+            "elapsed": "seconds", "sim_time": "simulated time (s)"}
+#: The figures a report writes: file, x, y (None: the report's accuracy), log y; a figure
+#: whose x no run holds (sim_time without a systems section) is not written.
 FIGURES = (("accuracy.png", "round", None, False),
            ("accuracy_vs_bytes.png", "bytes_total", None, False),
+           ("accuracy_vs_time.png", "sim_time", None, False),
            ("consensus.png", "round", "consensus", True))
 
 
