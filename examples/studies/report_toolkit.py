@@ -14,7 +14,24 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import gossipfl
+from gossipfl.results.reporting import find_runs, report
+
+#: the topology keys each graph reads (the others hold defaults that would show in labels)
+READS = {"base_k": {"k"}, "k_regular": {"k"}, "random_k": {"k"}, "epidemic": {"s"},
+         "custom": {"path", "mixing"}}
+
+
+def relevant(config: dict) -> dict:
+    """The config without the topology keys its graph does not read (labels then name
+    only what applies)."""
+    topology = dict(config.get("topology", {}))
+    name = topology.get("name")
+    for key in ("k", "s", "p", "path"):
+        if key not in READS.get(name, set()):
+            topology.pop(key, None)
+    if name != "custom":
+        topology.pop("mixing", None)
+    return {**config, "topology": topology}
 
 
 def runs_of(root: Path, study: str, pattern: str = "*") -> list[Path]:
@@ -42,7 +59,10 @@ def main() -> None:
         if not paths:
             print(f"{name}: no runs yet")
             continue
-        result = gossipfl.report(paths, targets=targets, out=out / name)
+        runs = find_runs(paths)
+        for run in runs:
+            run.config = relevant(run.config)
+        result = report(runs, out / name, targets=targets)
         print(f"== {name} ({len(paths)} runs)\n{result.markdown}")
 
 
