@@ -173,7 +173,8 @@ def test_beer_with_the_identity_and_unit_step_is_gradient_tracking_cta():
 def _compressible() -> list[str]:
     return sorted(name for name, cls in available_algorithms().items()
                   if cls.__module__.startswith("gossipfl.algorithms.") and not cls.centralized
-                  and cls.compressible and cls.name not in ("choco", "deepsqueeze", "beer"))
+                  and cls.compressible and not cls.own_compression
+                  and "synchronous" in cls.orders)
 
 
 def _run(config):
