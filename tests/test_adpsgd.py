@@ -16,6 +16,7 @@ from gossipfl.rng import numpy_generator
 from gossipfl.runner import Runner
 from gossipfl.schedules.asynchronous import waves
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
+from tests.test_results import stopped_and_resumed
 
 LR, DECAY, WD, SEED = 0.05, 0.9, 1e-2, 3
 
@@ -152,16 +153,8 @@ def test_resume_is_exact():
     p = Problem(clients=6, seed=7)
     cfg = config(p, random_doubly_stochastic(6, seed=7), rounds=5, systems=STRAGGLERS)
     whole = run(cfg)
-    first = Runner(load_config(cfg))
-    with torch.no_grad():
-        for t in range(2):
-            first.run_round(t)
-            first.round = t + 1
-    saved = first.state_dict()
+    saved, resumed = stopped_and_resumed(cfg)
     assert {"x", "read", "finish", "updates"} <= set(saved["algorithm"])
-    resumed = Runner(load_config(cfg))
-    resumed.load_state_dict(saved)
-    resumed.run()
     for name, value in whole.state_dict()["algorithm"].items():
         assert torch.equal(value, resumed.state_dict()["algorithm"][name]), name
     np.testing.assert_array_equal(whole.exp.systems.clock.T, resumed.exp.systems.clock.T)

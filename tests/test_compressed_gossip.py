@@ -20,16 +20,12 @@ from gossipfl.algorithms.decentralized.dsgt import DSGT, DSGTParams
 from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.runner import Runner
-from gossipfl.testing import least_squares, run_round
 from tests.distributed_cases import config as case_config
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
+from tests.test_results import stopped_and_resumed
+from tests.test_tracking import DECAY, LR, WD, eta, run_direct
 
-LR, DECAY, WD = 0.05, 0.9, 1e-2
 K = 3  # top-k of d = 8 coordinates
-
-
-def eta(t):
-    return LR * DECAY**t
 
 
 def top_k(V: np.ndarray, k: int = K) -> np.ndarray:
@@ -85,15 +81,6 @@ def beer_reference(p: Problem, W, rounds, gamma, C=top_k, x0=None):
         V = V + gamma * (W @ G - G) + grad(X_new) - grad(X)
         G = G + C(V - G)
         X = X_new
-
-
-def run_direct(p, W, algorithm_cls, params, rounds, x0=None):
-    testbed = least_squares(p.A, p.b, W, lr=LR, lr_decay=DECAY, weight_decay=WD)
-    algo = algorithm_cls(params, testbed.env, testbed.fed)
-    state = algo.init(torch.as_tensor(p.x0 if x0 is None else x0, dtype=torch.float32))
-    for t in range(rounds):
-        run_round(testbed, algo, state, t)
-    return state
 
 
 def top_k_params(gamma):
@@ -328,14 +315,7 @@ def test_resuming_repeats_the_run_exactly(setting):
         config = p.config({"name": setting, **spec, "gamma": 0.5}, W=ring_mh(5), rounds=5)
     whole = Runner(load_config(config))
     whole.run()
-    first = Runner(load_config(config))
-    with torch.no_grad():
-        for t in range(2):
-            first.run_round(t)
-            first.round = t + 1
-    resumed = Runner(load_config(config))
-    resumed.load_state_dict(first.state_dict())
-    resumed.run()
+    _, resumed = stopped_and_resumed(config)
     assert torch.equal(whole.client_models(), resumed.client_models())
     assert whole.bytes_total == resumed.bytes_total
     for part in ("algorithm", "gossip"):

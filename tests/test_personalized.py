@@ -13,6 +13,7 @@ from gossipfl.config import load_config
 from gossipfl.rng import numpy_generator
 from gossipfl.runner import Runner
 from tests.lsq import random_doubly_stochastic
+from tests.test_results import stopped_and_resumed
 from tests.two_layer import TwoLayer, assert_close, sgd_phase
 
 SEED = 3  # TwoLayer.config's seed
@@ -332,14 +333,7 @@ def test_resuming_from_a_checkpoint_repeats_the_run(name):
     config["train"]["rounds"] = 4
     whole = Runner(load_config(config))
     whole.run()
-    first = Runner(load_config(config))  # the same run (T = 4), stopped after 2 rounds
-    with torch.no_grad():
-        for t in range(2):
-            first.run_round(t)
-            first.round = t + 1
-    resumed = Runner(load_config(config))
-    resumed.load_state_dict(first.state_dict())
-    resumed.run()
+    _, resumed = stopped_and_resumed(config)  # the same run (T = 4), stopped after 2 rounds
     for key, value in whole.state_dict()["algorithm"].items():
         assert torch.equal(value, resumed.state_dict()["algorithm"][key]), key
     assert torch.equal(whole.personalized_models(), resumed.personalized_models())

@@ -98,6 +98,21 @@ class Interrupt:
             raise KeyboardInterrupt
 
 
+def stopped_and_resumed(config: dict, k: int = 2):
+    """The state of ``config``'s run stopped after round ``k`` (in memory, no run directory),
+    and a fresh Runner resumed from it and run to the end: ``(saved state, resumed)``."""
+    first = Runner(load_config(config))
+    with torch.no_grad():
+        for t in range(k):
+            first.run_round(t)
+            first.round = t + 1
+    saved = first.state_dict()
+    resumed = Runner(load_config(config))
+    resumed.load_state_dict(saved)
+    resumed.run()
+    return saved, resumed
+
+
 def interrupted_and_resumed(config: dict, folder: Path, k: int = 3):
     """Outcomes of ``config`` run straight through (``folder/ref``) and interrupted after
     round ``k`` then resumed (``folder/run``)."""

@@ -24,6 +24,7 @@ from gossipfl.systems import FailingTopology, SystemsModel, renormalize
 from gossipfl.testing import least_squares, run_round
 from gossipfl.topology import Topology
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
+from tests.test_results import stopped_and_resumed
 
 ROOT = Path(__file__).resolve().parents[1]
 LR, DECAY = 0.05, 0.9
@@ -382,16 +383,8 @@ def test_resume_repeats_clocks_and_params():
                          "availability": {"markov": {"p_off": 0.3, "p_on": 0.5},
                                           "links": {"fail": 0.2}}}
     whole = run(config)
-    first = Runner(load_config(config))
-    with torch.no_grad():
-        for t in range(2):
-            first.run_round(t)
-            first.round = t + 1
-    saved = first.state_dict()
+    saved, resumed = stopped_and_resumed(config)
     assert "systems" in saved
-    resumed = Runner(load_config(config))
-    resumed.load_state_dict(saved)
-    resumed.run()
     np.testing.assert_array_equal(resumed.exp.systems.clock.T, whole.exp.systems.clock.T)
     for name, value in whole.state_dict()["algorithm"].items():
         assert torch.equal(value, resumed.state_dict()["algorithm"][name]), name

@@ -21,6 +21,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.runner import Runner
 from gossipfl.testing import least_squares, run_round
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
+from tests.test_results import stopped_and_resumed
 
 LR, DECAY, WD = 0.05, 0.9, 1e-2
 
@@ -247,14 +248,7 @@ def test_resuming_from_a_checkpoint_repeats_the_run(algorithm, key):
     config = p.config(algorithm, W=random_doubly_stochastic(5), rounds=5, steps=2)
     whole = Runner(load_config(config))
     whole.run()
-    first = Runner(load_config(config))
-    with torch.no_grad():
-        for t in range(2):
-            first.run_round(t)
-            first.round = t + 1
-    assert key in first.state_dict()["algorithm"]
-    resumed = Runner(load_config(config))
-    resumed.load_state_dict(first.state_dict())
-    resumed.run()
+    saved, resumed = stopped_and_resumed(config)
+    assert key in saved["algorithm"]
     for name, value in whole.state_dict()["algorithm"].items():
         assert torch.equal(value, resumed.state_dict()["algorithm"][name]), name
