@@ -70,16 +70,21 @@ def per_rank(fed, values: list[float]) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------
 # Bytes moved
 # --------------------------------------------------------------------------------------------
-def volume_on_rank(clients: int, topology: str, rounds: int = 3) -> dict:
-    runner = Runner(load_config(setup(clients, topology, "distributed")))
+def gossip_traffic(config: dict, rounds: int) -> tuple[torch.Tensor, int, int]:
+    """``rounds`` gossip steps of the config's algorithm (no training): the bytes each rank
+    really sent (``[ranks]``), the accounted bytes of all clients' messages, and P."""
+    runner = Runner(load_config(config))
     fed = runner.exp.fed
     x = runner.state["x"]
-    width = runner.exp.env.P
     accounted = 0
     for t in range(rounds):
         x = fed.gossip(x, t)
         accounted += fed.traffic.take()
-    wire = per_rank(fed, [fed.traffic.wire])[:, 0]
+    return per_rank(fed, [fed.traffic.wire])[:, 0], accounted, runner.exp.env.P
+
+
+def volume_on_rank(clients: int, topology: str, rounds: int = 3) -> dict:
+    wire, accounted, width = gossip_traffic(setup(clients, topology, "distributed"), rounds)
     return {"rows_per_rank": (wire / (4 * width * rounds)).tolist(),
             "accounted_rows": accounted / (4 * width * rounds)}
 
@@ -123,15 +128,8 @@ COMPRESSIONS = {"none": None,
 def compressed_on_rank(clients: int, compression: str, rounds: int = 3) -> dict:
     config = setup(clients, "ring", "distributed", "mlp")
     config["topology"]["compression"] = COMPRESSIONS[compression]
-    runner = Runner(load_config(config))
-    fed = runner.exp.fed
-    x = runner.state["x"]
-    accounted = 0
-    for t in range(rounds):
-        x = fed.gossip(x, t)
-        accounted += fed.traffic.take()
-    wire = per_rank(fed, [fed.traffic.wire / rounds])[:, 0]
-    return {"wire_per_rank": wire.tolist(), "accounted": accounted / rounds}
+    wire, accounted, _ = gossip_traffic(config, rounds)
+    return {"wire_per_rank": (wire / rounds).tolist(), "accounted": accounted / rounds}
 
 
 def compressed(clients: list[int], ranks: list[int]) -> list[dict]:
