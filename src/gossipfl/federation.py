@@ -140,10 +140,7 @@ class Federation:
         ``compressor`` to each out-neighbour (``compressor.width(P)`` bytes each) and every
         client mixes the messages it decodes. ``key`` (with the seed and the client id)
         draws a randomized compressor's stream, so sender and receivers agree on it."""
-        keys = client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
-        self.traffic.clients += self._out_degree(t) * compressor.width(v.shape[1])
-        q = compressor.compress(v, keys)
-        return q, self._mix_compressed(q, v, t, compressor, key)
+        return self._send(v, t, compressor, key, self._compress_keys(v, key))
 
     def publish(self, v: Tensor, t: int, compressor, key: tuple, copy: Tensor, mixed: Tensor
                 ) -> None:
@@ -151,19 +148,33 @@ class Federation:
         public copies (CHOCO-Gossip's x̂ and s = W x̂). A compressor that keeps k of the P
         coordinates is applied without densifying its messages: the mix costs nnz(W)·k
         instead of nnz(W)·P."""
-        keys = client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
+        keys = self._compress_keys(v, key)
         sparse = compressor.sparse(v, keys) if self._mixes_sparse_messages() else None
         if sparse is None:
-            q, mixed_q = self.send_compressed(v, t, compressor, key)
+            q, mixed_q = self._send(v, t, compressor, key, keys)
             copy.add_(q)
             mixed.add_(mixed_q)
             return
-        self.traffic.clients += self._out_degree(t) * compressor.width(v.shape[1])
+        self._charge_compressed(t, compressor, v.shape[1])
         idx, values = sparse
         copy.scatter_add_(1, idx, values)
         receivers, senders, weights = self._entries(t, v.device, v.dtype)
         flat = (receivers[:, None] * v.shape[1] + idx[senders]).reshape(-1)
         mixed.view(-1).index_add_(0, flat, (values[senders] * weights[:, None]).reshape(-1))
+
+    def _compress_keys(self, v: Tensor, key: tuple) -> Tensor:
+        """This process's clients' stream keys for the compressed messages of ``key``."""
+        return client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
+
+    def _charge_compressed(self, t: int, compressor, numel: int) -> None:
+        self.traffic.clients += self._out_degree(t) * compressor.width(numel)
+
+    def _send(self, v: Tensor, t: int, compressor, key: tuple, keys: Tensor
+              ) -> tuple[Tensor, Tensor]:
+        """:meth:`send_compressed` with the senders' ``keys`` already drawn."""
+        self._charge_compressed(t, compressor, v.shape[1])
+        q = compressor.compress(v, keys)
+        return q, self._mix_compressed(q, v, t, compressor, key, keys)
 
     def _mixes_sparse_messages(self) -> bool:
         """Whether :meth:`publish` may mix sparse messages directly (one process: yes)."""
@@ -180,7 +191,8 @@ class Federation:
                                    torch.as_tensor(W[i, j], device=device, dtype=dtype))
         return self._nonzeros[1]
 
-    def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple) -> Tensor:
+    def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple,
+                        keys: Tensor) -> Tensor:
         """W q (one process: the decoded messages are q itself)."""
         return self._mix(q, t, 1)
 

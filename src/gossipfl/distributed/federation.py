@@ -164,12 +164,12 @@ class DistributedFederation(Federation):
     def _mixes_sparse_messages(self) -> bool:
         return False  # the ranks exchange encodings: the dense path decodes them
 
-    def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple) -> Tensor:
+    def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple,
+                        keys: Tensor) -> Tensor:
         """W q from the encoded messages: each rank sends its clients' encodings (uint8 rows,
         ``compressor.width(P)`` bytes each) to the ranks that need them, and decodes what it
         receives with the senders' keys."""
         plan = self.plan(t)
-        keys = client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
         payload = compressor.encode(v.reshape(self.block_size, -1), keys)
         what = f"compressed gossip in round {t + 1}"
         with communicating(self.processes, what):

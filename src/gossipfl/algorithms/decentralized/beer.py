@@ -61,7 +61,7 @@ class BEER(CompressedAlgorithm):
         return Work(x.clone(), gradient=torch.zeros_like(x))
 
     def end_round(self, ctx, state, work):
-        compressor, gamma, t = self.params.build(), self.params.gamma, ctx.round
+        compressor, gamma, t = self.compressor, self.params.gamma, ctx.round
         g = work["gradient"]
         v = state["u"] + g  # V^t
         if t > 0:

@@ -48,6 +48,6 @@ class CHOCO(CompressedAlgorithm):
 
     def end_round(self, ctx, state, work):
         self.keep(ctx, state, work)
-        gossip = ChocoGossip(self.params.build(), self.params.gamma)
+        gossip = ChocoGossip(self.compressor, self.params.gamma)
         state["x"], state["hat"], state["mixed"] = gossip.step(
             self.fed, work.y, state["hat"], state["mixed"], ctx.round, ("x", ctx.round))

@@ -7,6 +7,7 @@ gamma: 0.2}`` (gossipfl.compression: ``identity``, ``top_k`` / ``rand_k`` with `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar
 
 from gossipfl.algorithms.base import Algorithm, Hyperparams
@@ -50,6 +51,11 @@ class CompressedAlgorithm(Algorithm):
 
     Params = CompressedParams
     own_compression = True
+
+    @cached_property
+    def compressor(self) -> Compressor:
+        """C, built once from the (fixed) parameters."""
+        return self.params.build()
 
     def mixing_check(self, topology):
         refusal, caution = super().mixing_check(topology)

@@ -44,7 +44,7 @@ class DeepSqueeze(CompressedAlgorithm):
         self.keep(ctx, state, work)
         stepped = work.y  # x − γ g
         v = stepped + state["error"]
-        sent, mixed = self.fed.send_compressed(v, ctx.round, self.params.build(),
+        sent, mixed = self.fed.send_compressed(v, ctx.round, self.compressor,
                                                ("v", ctx.round))
         state["error"] = v - sent
         state["x"] = stepped + self.params.gamma * (mixed - sent)
