@@ -183,15 +183,17 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 # --------------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------------
-def cifar_like(train: int, test: int, classes: int = 10, seed: int = 0) -> Dataset:
-    """Random CIFAR-shaped data (3×32×32, normal pixels, uniform labels)."""
+def cifar_like(train: int, test: int, classes: int = 10, seed: int = 0,
+               shape: Sequence[int] = (3, 32, 32)) -> Dataset:
+    """Random image data (CIFAR's 3×32×32 unless ``shape`` says otherwise; normal pixels,
+    uniform labels): the stand-in where the real files are not on the machine."""
     gen = torch.Generator().manual_seed(seed)
     return from_tensors(
-        torch.randn(train, 3, 32, 32, generator=gen),
+        torch.randn(train, *shape, generator=gen),
         torch.randint(0, classes, (train,), generator=gen),
-        torch.randn(test, 3, 32, 32, generator=gen),
+        torch.randn(test, *shape, generator=gen),
         torch.randint(0, classes, (test,), generator=gen),
-        num_classes=classes, name="cifar_like",
+        num_classes=classes, name="cifar_like" if tuple(shape) == (3, 32, 32) else "synthetic",
     )
 
 
