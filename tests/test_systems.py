@@ -65,27 +65,31 @@ def draws(config: dict, rounds: int):
 
 
 # -- the clock ------------------------------------------------------------------------------------
-def test_sim_time_of_dfedavg_on_a_ring_matches_the_hand_derivation():
+@pytest.mark.parametrize("uplink", [None, "parallel", "shared"])
+def test_sim_time_of_dfedavg_on_a_ring_matches_the_hand_derivation(uplink):
     """Ring of 5 (MH weights 1/3), K = 2 full-batch steps, one straggler 10× slower, latency
-    10 ms, 1000 bytes/s: a message is P = 4 floats = 16 bytes, 0.01 + 0.016 s."""
+    10 ms, 1000 bytes/s: a message is P = 4 floats = 16 bytes, 0.01 + 0.016 s; over a shared
+    uplink both neighbours' copies go one after the other: 0.01 + 0.032 s."""
     p = Problem(clients=5)
     config = p.config({"name": "dfedavg"}, W=ring_mh(5), rounds=4, steps=2)
+    network = {"latency": 0.01, "bandwidth": 1000} | ({"uplink": uplink} if uplink else {})
     config["systems"] = {"compute": {"stragglers": 0.2, "slowdown": 10, "seconds_per_step": 0.1},
-                         "network": {"latency": 0.01, "bandwidth": 1000}}
+                         "network": network}
     runner = run(config)
     slow = runner.exp.systems.model.stragglers
     assert slow.sum() == 1
     c = np.where(slow, 1.0, 0.1)
+    message = 0.01 + (32 if uplink == "shared" else 16) / 1000
     T = np.zeros(5)
     expected = []
     for _ in range(4):
         ready = T + 2 * c
-        T = np.array([max(ready[i], ready[(i - 1) % 5] + (0.01 + 16 / 1000),
-                          ready[(i + 1) % 5] + (0.01 + 16 / 1000)) for i in range(5)])
+        T = np.array([max(ready[i], ready[(i - 1) % 5] + message,
+                          ready[(i + 1) % 5] + message) for i in range(5)])
         expected.append((T.max(), T.mean()))
     s = int(np.flatnonzero(slow)[0])
     assert T[s] == pytest.approx(4 * 2.0, abs=1e-12)  # the straggler never waits
-    assert T[(s + 2) % 5] < T[(s + 1) % 5] < T[s] + 0.027  # the wait spreads one hop per round
+    assert T[(s + 2) % 5] < T[(s + 1) % 5] < T[s] + message + 1e-12  # one hop per round
     np.testing.assert_allclose(runner.exp.systems.clock.T, T, rtol=0, atol=1e-12)
     rows = runner.rows
     np.testing.assert_allclose([(r["sim_time"], r["sim_time_mean"]) for r in rows], expected,
@@ -426,6 +430,7 @@ def test_systems_null_changes_nothing():
     ({"compute": {"stragglers": 0.1, "mean": 0.5, "seconds_per_step": 0.1}},
      "systems.compute.mean: does not go with systems.compute.stragglers"),
     ({"network": {"bandwidth": 0}}, "systems.network.bandwidth: must be > 0, got 0."),
+    ({"network": {"uplink": "serial"}}, "systems.network.uplink: unknown value 'serial'"),
     ({"network": {"latncy": 0}},
      "systems.network.latncy: unknown key (did you mean 'latency'?)."),
     ({"deadline": -2}, "systems.deadline: must be > 0 or null, got -2."),

@@ -104,6 +104,8 @@ class Systems:
         else:
             W = self.fed.matrix(t)
             degree = (W != 0).sum(axis=0) - (np.diagonal(W) != 0)
+            if model.uplink == "shared":  # one transfer of everything j sent
+                degree = np.minimum(degree, 1)
             message = message_seconds(np.asarray(sent, dtype=np.float64), degree,
                                       model.latency(t), model.bandwidth(t))
             busy = self.steps() * model.compute(t)

@@ -16,7 +16,8 @@ never for the whole network:
 - b_j^t: the bytes client j sent in round t (the Federation's count: compression shortens
   them) divided by its out-degree in W'_t: all of a round's messages to one neighbour (every
   gossip step and every gossiped vector) travel as one transfer, and the transfers to
-  different neighbours go in parallel;
+  different neighbours go in parallel; with ``network.uplink: shared`` b_j^t is everything j
+  sent (one uplink carries the transfers one after another, the last arriving at the end);
 - an offline client does not train or communicate and its clock does not move: it takes up
   the next round it is online from where it stopped, and no neighbour waits for it.
 

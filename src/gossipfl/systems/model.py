@@ -17,7 +17,10 @@ order) and a resumed run sees the same numbers.
 
 ``network`` — per client, its uplink (the sender's): ``latency`` ℓ_i seconds (default 0) and
 ``bandwidth`` β_i bytes/s (default unlimited), each a number or the lognormal mapping above.
-A message of b bytes from client j takes ℓ_j + b / β_j.
+A message of b bytes from client j takes ℓ_j + b / β_j. ``uplink``: ``parallel`` (default:
+the transfers to different neighbours go side by side, each at β_j) or ``shared`` (one uplink
+carries them one after another: a round's messages take ℓ_j + Σ b / β_j, so a client with
+more neighbours waits longer, as a device with one network link does).
 
 ``availability`` — who is offline in round t:
 
@@ -177,17 +180,22 @@ def parse_compute(value: Any) -> Compute:
                    slowdown=float(spec.get("slowdown", 1.0)))
 
 
-def parse_network(value: Any) -> tuple[Quantity, Quantity | None]:
-    """(latency, bandwidth); bandwidth None: unlimited."""
+UPLINKS = ("parallel", "shared")
+
+
+def parse_network(value: Any) -> tuple[Quantity, Quantity | None, str]:
+    """(latency, bandwidth, uplink); bandwidth None: unlimited."""
     if value is None:
-        return Quantity(constant=0.0), None
+        return Quantity(constant=0.0), None, "parallel"
     key = "systems.network"
     spec = _mapping(key, value)
-    _known(key, spec, ("latency", "bandwidth"))
+    _known(key, spec, ("latency", "bandwidth", "uplink"))
     latency = _quantity(f"{key}.latency", spec.get("latency", 0.0), NON_NEGATIVE)
     bandwidth = spec.get("bandwidth")
+    uplink = spec.get("uplink", "parallel")
+    one_of(*UPLINKS).check(f"{key}.uplink", uplink)
     return latency, (None if bandwidth is None
-                     else _quantity(f"{key}.bandwidth", bandwidth, POSITIVE))
+                     else _quantity(f"{key}.bandwidth", bandwidth, POSITIVE)), uplink
 
 
 def parse_availability(value: Any) -> Availability | None:
@@ -258,7 +266,7 @@ class SystemsModel:
         self.seed = seed
         self.deadline = config.deadline
         self._compute = parse_compute(config.compute)
-        self._latency, self._bandwidth = parse_network(config.network)
+        self._latency, self._bandwidth, self.uplink = parse_network(config.network)
         self.availability = parse_availability(config.availability)
         self._file = None if self._compute.path is None else read_values(self._compute.path, m)
         self._slow = np.zeros(m, dtype=bool)
