@@ -98,7 +98,7 @@ def autocast_steps(runner: Runner, mode: str) -> None:
 def config(device: str, model: str, clients: int, per_client: int, shape: tuple[int, ...],
            algorithm: str = "dfedavg", oracle: str = "stacked", batch: int = 32,
            local_steps: int | None = None, local_epochs: int = 1, rounds: int = 1,
-           topology: str = "ring", **extra: Any) -> Config:
+           topology: str = "ring", chunk_size: int | None = None, **extra: Any) -> Config:
     """A benchmark config on synthetic data of ``shape`` (``per_client`` samples each, iid)."""
     train: dict[str, Any] = {"rounds": rounds, "batch_size": batch, "lr": 0.05}
     train.update({"local_steps": local_steps} if local_steps else {"local_epochs": local_epochs})
@@ -107,7 +107,8 @@ def config(device: str, model: str, clients: int, per_client: int, shape: tuple[
         "data": {"tensors": data, "clients": clients, "partition": "iid"},
         "model": {"name": model}, "topology": {"name": topology},
         "algorithm": {"name": algorithm, **extra}, "train": train,
-        "eval": {"local_models": False}, "engine": {"oracle": oracle}, "device": device,
+        "eval": {"local_models": False}, "engine": {"oracle": oracle, "chunk_size": chunk_size},
+        "device": device,
     })
 
 
@@ -287,6 +288,41 @@ def section_rounds(device: str, small: bool, args: argparse.Namespace,
     return out
 
 
+def section_tuning(device: str, small: bool, args: argparse.Namespace,
+                   deadline: float) -> dict[str, Any]:
+    """cuDNN autotuning (``cudnn.benchmark``) and the block size (``engine.chunk_size``) on the
+    ResNet-18-GN step and the cnn round: what the GPU defaults should be."""
+    dev = torch.device(device)
+    M = 8 if small else 100
+    out: dict[str, Any] = {}
+    saved = torch.backends.cudnn.benchmark
+    try:
+        for autotune in (False, True):
+            torch.backends.cudnn.benchmark = autotune
+            for chunk in (None, 25, 50, 100) if not small else (None, 4):
+                cfg = config(device, "resnet18", M, 64 if small else 500, (3, 32, 32),
+                             local_steps=args.resnet_steps, chunk_size=chunk)
+                name = f"resnet18 stacked, cudnn.benchmark={autotune}, chunk_size={chunk}"
+                out[name] = round_case(name, {"stacked": cfg}, 2, dev, (3, 32, 32),
+                                       "resnet18", 80, "tf32", deadline)
+            if autotune:
+                cfgs = {impl: config(device, "resnet18", M, 64 if small else 500, (3, 32, 32),
+                                     local_steps=args.resnet_steps, oracle=impl)
+                        for impl in ("vmap", "loop")}
+                out["resnet18 vmap/reference, cudnn.benchmark=True"] = round_case(
+                    "resnet18 autotuned", {"vmap": cfgs["vmap"], "reference": cfgs["loop"]},
+                    2, dev, (3, 32, 32), "resnet18", 80, "tf32", deadline)
+            cfgs = {impl: config(device, "cnn", M, 64 if small else 600, (1, 28, 28),
+                                 oracle=impl if impl != "reference" else "loop")
+                    for impl in ("stacked", "vmap", "reference")}
+            out[f"cnn, cudnn.benchmark={autotune}"] = round_case(
+                "cnn", cfgs, 2, dev, (1, 28, 28), "cnn", None, "tf32", deadline)
+            print(table(out), flush=True)
+    finally:
+        torch.backends.cudnn.benchmark = saved
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------
@@ -341,6 +377,7 @@ def main() -> None:
         "same_numbers": lambda: section_same_numbers(args.device, args.small),
         "precision": lambda: section_precision(args.device, args.small),
         "rounds": lambda: section_rounds(args.device, args.small, args, deadline),
+        "tuning": lambda: section_tuning(args.device, args.small, args, deadline),
     }
     for name in args.sections.split(","):
         if time.perf_counter() > deadline:
@@ -356,9 +393,11 @@ def main() -> None:
         results[name + "_seconds"] = time.perf_counter() - start
         save()
     peak = results.get("machine", {}).get("matmul_tf32_tflops")
-    if isinstance(results.get("rounds"), dict):
-        print(table(results["rounds"], peak))
-    print(json.dumps({k: v for k, v in results.items() if k != "rounds"}, default=str)[:4000])
+    for name in ("rounds", "tuning"):
+        if isinstance(results.get(name), dict):
+            print(table(results[name], peak))
+    print(json.dumps({k: v for k, v in results.items() if k not in ("rounds", "tuning")},
+                     default=str)[:4000])
 
 
 if __name__ == "__main__":

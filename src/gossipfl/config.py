@@ -183,6 +183,10 @@ class EngineConfig:
 
     oracle: str = "auto"  # auto | stacked | vmap | loop
     chunk_size: int | None = None  # clients per block (None: chosen from memory)
+    # block-major local training: this many clients run all their local steps before the
+    # next block starts (None: step-major, every client's step t before anyone's step t + 1);
+    # the same numbers either way (docs/benchmarks.md measures which is faster where)
+    block_clients: int | None = None
     keep_freed_memory: bool = True  # on CPU: glibc reuses freed pages (10-30 % faster rounds)
     # gossipfl.distributed: one process (single), torch.distributed ranks each owning a block
     # of clients (distributed), or distributed exactly when launched by torchrun (auto)
@@ -195,7 +199,8 @@ class EngineConfig:
 
         _check_section("engine", self, {
             "oracle": one_of(*ORACLES), "backend": one_of(*BACKENDS),
-            "timeout": Rule(lambda v: v > 0, "> 0 seconds"), "chunk_size": COUNT.or_none()})
+            "timeout": Rule(lambda v: v > 0, "> 0 seconds"), "chunk_size": COUNT.or_none(),
+            "block_clients": COUNT.or_none()})
 
 
 @dataclass

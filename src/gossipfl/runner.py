@@ -66,6 +66,7 @@ class Runner:
         self.trainer = LocalTrainer(config.train, exp.env, exp.fed, exp.sampler, exp.dataset,
                                     augment if augment is not None else exp.dataset.augment,
                                     config.seed)
+        self.trainer.block_clients = config.engine.block_clients
         self.schedule: Schedule = get_schedule(config.topology.order)(
             exp.algorithm, self.trainer, exp.fed)
         if exp.systems is not None:  # offline clients keep their rows (gossipfl.systems)

@@ -40,6 +40,7 @@ class LocalTrainer:
         self.augment = augment
         self.seed = seed
         self.local_step = local_step  # one phase step (an attribute: a profiler may wrap it)
+        self.block_clients: int | None = None  # block-major order: clients per block
 
     def lr(self, t: int) -> float:
         train = self.train_config
@@ -97,7 +98,12 @@ class LocalTrainer:
         sampler's ``stream``; returns the summed per-row loss and the number of client-steps
         computed. ``counters`` (``[S]`` ints, one per row of ``work``): hashed into each
         row's minibatch and augmentation streams, so that a client computing several times
-        in one round (an asynchronous order) draws new samples each time."""
+        in one round (an asynchronous order) draws new samples each time.
+
+        With ``block_clients`` set (block-major order), the rows run in blocks of that many
+        clients, each block through all its phases and steps before the next: the same
+        numbers (each row's minibatches and updates are its own), with a block's parameters
+        hot in the cache instead of the whole stack streamed from memory at every step."""
         clients = work.clients
         ids = self.fed.own_clients(work.y.device) if clients is None else clients
         order = torch.argsort(self.env.sample_sizes[ids], descending=True, stable=True)
@@ -108,8 +114,28 @@ class LocalTrainer:
         if counters is not None:
             counters = counters.cpu()[order.cpu()].tolist()
         keys = self.augment_keys(t, rows, counters)
-        drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
         loss_sum = torch.zeros((), device=work.y.device)
+        loss_count = 0
+        size = self.block_clients or len(rows)
+        for start in range(0, len(rows), size):
+            stop = min(start + size, len(rows))
+            block = inner.block(start, stop, rows[start:stop])
+            block_loss, block_count = self._train_block(
+                t, block, rows[start:stop], phases, stream,
+                None if counters is None else counters[start:stop],
+                None if keys is None else keys[start:stop])
+            loss_sum += block_loss
+            loss_count += block_count
+        if permuted:
+            work.restore(inner, torch.argsort(order))
+        return loss_sum, loss_count
+
+    def _train_block(self, t: int, inner: Work, rows: torch.Tensor, phases: Sequence[Phase],
+                     stream: str, counters: list | None, keys: torch.Tensor | None
+                     ) -> tuple[torch.Tensor, int]:
+        """All phases and steps of the rows ``inner`` (clients ``rows``, largest data first)."""
+        drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
+        loss_sum = torch.zeros((), device=inner.y.device)
         loss_count = 0
         momentum_default, rounds = self.env.train.momentum, self.train_config.rounds
         for index, phase in enumerate(phases):
@@ -135,6 +161,4 @@ class LocalTrainer:
                 loss = self.local_step(step_ctx, rows_at_work, batch)
                 loss_sum += loss.sum()
                 loss_count += active
-        if permuted:
-            work.restore(inner, torch.argsort(order))
         return loss_sum, loss_count

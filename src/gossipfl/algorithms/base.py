@@ -139,6 +139,14 @@ class Work:
         clients = None if self.clients is None else self.clients[:rows]
         return Work(self.y[:rows], clients, **{k: v[:rows] for k, v in self.scratch.items()})
 
+    def block(self, start: int, stop: int, clients: torch.Tensor) -> Work:
+        """Rows ``start:stop`` as views (in-place updates reach this Work), for the clients
+        ``clients`` (their ids)."""
+        if (start, stop) == (0, len(self)):
+            return self
+        return Work(self.y[start:stop], clients,
+                    **{k: v[start:stop] for k, v in self.scratch.items()})
+
     def take(self, order: torch.Tensor, clients: torch.Tensor | None) -> Work:
         """A copy with rows in ``order`` (and the given client ids)."""
         return Work(self.y[order], clients, **{k: v[order] for k, v in self.scratch.items()})
