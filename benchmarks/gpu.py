@@ -65,8 +65,8 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 # --------------------------------------------------------------------------------------------
 @contextmanager
 def precision(mode: str) -> Iterator[None]:
-    """fp32 (TF32 off for matmuls and cuDNN), tf32 (on for both) or bf16 (TF32 on; local
-    steps under ``torch.autocast(bfloat16)``, applied by :func:`autocast_steps`)."""
+    """The TF32 flags of ``mode`` for the matmul peaks (fp32: off; tf32, bf16: on). Runs set
+    them themselves through ``engine.precision`` (gossipfl.engine.precision)."""
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     tf32 = mode != "fp32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -77,28 +77,14 @@ def precision(mode: str) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def autocast_steps(runner: Runner, mode: str) -> None:
-    """Run ``runner``'s local steps under bf16 autocast when ``mode`` is bf16."""
-    if mode != "bf16":
-        return
-    trainer = runner.trainer
-    step = trainer.local_step
-    device_type = runner.exp.device.type
-
-    def bf16_step(*args, **kwargs):
-        with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
-            return step(*args, **kwargs)
-
-    trainer.local_step = bf16_step
-
-
 # --------------------------------------------------------------------------------------------
 # Configs
 # --------------------------------------------------------------------------------------------
 def config(device: str, model: str, clients: int, per_client: int, shape: tuple[int, ...],
            algorithm: str = "dfedavg", oracle: str = "stacked", batch: int = 32,
            local_steps: int | None = None, local_epochs: int = 1, rounds: int = 1,
-           topology: str = "ring", chunk_size: int | None = None, **extra: Any) -> Config:
+           topology: str = "ring", chunk_size: int | None = None, precision: str = "tf32",
+           **extra: Any) -> Config:
     """A benchmark config on synthetic data of ``shape`` (``per_client`` samples each, iid)."""
     train: dict[str, Any] = {"rounds": rounds, "batch_size": batch, "lr": 0.05}
     train.update({"local_steps": local_steps} if local_steps else {"local_epochs": local_epochs})
@@ -107,25 +93,23 @@ def config(device: str, model: str, clients: int, per_client: int, shape: tuple[
         "data": {"tensors": data, "clients": clients, "partition": "iid"},
         "model": {"name": model}, "topology": {"name": topology},
         "algorithm": {"name": algorithm, **extra}, "train": train,
-        "eval": {"local_models": False}, "engine": {"oracle": oracle, "chunk_size": chunk_size},
+        "eval": {"local_models": False}, "engine": {"oracle": oracle, "chunk_size": chunk_size, "precision": precision},
         "device": device,
     })
 
 
-def final_models(cfg: Config, mode: str = "fp32") -> tuple[torch.Tensor, float, float]:
+def final_models(cfg: Config) -> tuple[torch.Tensor, float, float]:
     """Run ``cfg`` to the end: (client models on the CPU in float64, test accuracy, s/round)."""
-    with precision(mode):
-        runner = Runner(cfg)
-        autocast_steps(runner, mode)
-        sync(runner.exp.device)
-        start = time.perf_counter()
-        with torch.no_grad():
-            for t in range(cfg.train.rounds):
-                runner.run_round(t)
-        sync(runner.exp.device)
-        seconds = (time.perf_counter() - start) / cfg.train.rounds
-        acc = runner.evaluate()["test_acc"]
-        return runner.client_models().double().cpu(), acc, seconds
+    runner = Runner(cfg)
+    sync(runner.exp.device)
+    start = time.perf_counter()
+    with torch.no_grad():
+        for t in range(cfg.train.rounds):
+            runner.run_round(t)
+    sync(runner.exp.device)
+    seconds = (time.perf_counter() - start) / cfg.train.rounds
+    acc = runner.evaluate()["test_acc"]
+    return runner.client_models().double().cpu(), acc, seconds
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -170,7 +154,7 @@ def section_same_numbers(device: str, small: bool) -> dict[str, Any]:
         runs = {}
         for where in ("cpu", device):
             cfg = config(where, "cnn", 8, 64, (1, 28, 28), algorithm=name, batch=16,
-                         local_steps=2, rounds=2, **params)
+                         local_steps=2, rounds=2, precision="fp32", **params)
             runs[where] = final_models(cfg)
         (cpu, cpu_acc, _), (gpu, gpu_acc, _) = runs["cpu"], runs[device]
         out[name] = {"models_rel_diff": relative(gpu, cpu), "acc_cpu": cpu_acc,
@@ -184,8 +168,8 @@ def section_precision(device: str, small: bool) -> dict[str, Any]:
     clients = 8 if small else 100
     out = {}
     for model, shape in (("cnn", (1, 28, 28)), ("mlp", (1, 28, 28))):
-        cfg = config(device, model, clients, 64 if small else 600, shape, rounds=3)
-        runs = {mode: final_models(cfg, mode) for mode in PRECISIONS}
+        runs = {mode: final_models(config(device, model, clients, 64 if small else 600, shape,
+                                          rounds=3, precision=mode)) for mode in PRECISIONS}
         base = runs["fp32"][0]
         out[model] = {mode: {"models_rel_diff": relative(x, base), "acc": acc,
                              "s_per_round": s} for mode, (x, acc, s) in runs.items()}
@@ -208,12 +192,9 @@ def round_case(name: str, cfgs: dict[str, Config], reps: int, device: torch.devi
     """Interleaved rounds of every implementation in ``cfgs`` (``reference`` = the loop)."""
     train_flops, _ = flops_per_sample(build_model(model, shape, 10), shape, 10)
     rows: dict[str, list[dict]] = {impl: [] for impl in cfgs}
-    with precision(mode):
-        runs = {}
-        for impl, cfg in cfgs.items():
-            runs[impl] = ReferenceRound(cfg) if impl == "reference" else GossipflRound(cfg)
-            if impl != "reference":
-                autocast_steps(runs[impl].runner, mode)
+    with precision(mode):  # the reference's flags (gossipfl's runs set theirs: engine.precision)
+        runs = {impl: ReferenceRound(cfg) if impl == "reference" else GossipflRound(cfg)
+                for impl, cfg in cfgs.items()}
         for rep in range(reps + 1):  # rep 0 warms up (cuDNN autotuning, allocator)
             for impl in list(runs):
                 if time.perf_counter() > deadline and rep > 1:
@@ -269,8 +250,9 @@ def section_rounds(device: str, small: bool, args: argparse.Namespace,
                          oracle=impl if impl != "reference" else "loop")
             for impl in ("stacked", "vmap", "reference")}
     runs_out = {}
+    bf16 = config(device, "resnet18", M, per, shape, local_steps=steps, precision="bf16")
     for mode in ("tf32", "bf16") if not small else ("tf32",):
-        chosen = cfgs if mode == "tf32" else {"stacked": cfgs["stacked"]}
+        chosen = cfgs if mode == "tf32" else {"stacked": bf16}
         runs_out[mode] = round_case("resnet18", chosen, args.reps, dev, shape, "resnet18", 80,
                                     mode, deadline)
     out[f"resnet18-GN M={M}, per step (5 epochs of 500 = 80 steps)"] = runs_out["tf32"]

@@ -187,6 +187,9 @@ class EngineConfig:
     # next block starts (None: step-major, every client's step t before anyone's step t + 1);
     # the same numbers either way (docs/benchmarks.md measures which is faster where)
     block_clients: int | None = None
+    # CUDA arithmetic: fp32 (TF32 off, the tests' numbers), tf32 or bf16 (autocast local steps);
+    # see gossipfl.engine.precision
+    precision: str = "fp32"
     keep_freed_memory: bool = True  # on CPU: glibc reuses freed pages (10-30 % faster rounds)
     # gossipfl.distributed: one process (single), torch.distributed ranks each owning a block
     # of clients (distributed), or distributed exactly when launched by torchrun (auto)
@@ -196,11 +199,12 @@ class EngineConfig:
     def validate(self) -> None:
         from gossipfl.distributed.launch import BACKENDS
         from gossipfl.engine.oracle import ORACLES
+        from gossipfl.engine.precision import PRECISIONS
 
         _check_section("engine", self, {
             "oracle": one_of(*ORACLES), "backend": one_of(*BACKENDS),
             "timeout": Rule(lambda v: v > 0, "> 0 seconds"), "chunk_size": COUNT.or_none(),
-            "block_clients": COUNT.or_none()})
+            "block_clients": COUNT.or_none(), "precision": one_of(*PRECISIONS)})
 
 
 @dataclass

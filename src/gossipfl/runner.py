@@ -16,6 +16,7 @@ import torch
 
 from gossipfl.algorithms.base import Context
 from gossipfl.config import Config
+from gossipfl.engine.precision import apply_precision
 from gossipfl.errors import Diverged
 from gossipfl.evaluation import Evaluator, consensus_distance
 from gossipfl.experiment import (  # noqa: F401  (the builders, importable from here too)
@@ -67,6 +68,8 @@ class Runner:
                                     augment if augment is not None else exp.dataset.augment,
                                     config.seed)
         self.trainer.block_clients = config.engine.block_clients
+        self.trainer.local_step = apply_precision(config.engine.precision, exp.device,
+                                                  self.trainer.local_step)
         self.schedule: Schedule = get_schedule(config.topology.order)(
             exp.algorithm, self.trainer, exp.fed)
         if exp.systems is not None:  # offline clients keep their rows (gossipfl.systems)
