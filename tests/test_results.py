@@ -332,6 +332,10 @@ def test_clocked_runs_get_time_to_target_columns_and_others_do_not():
     runs = [fake_run("a", 0, [0.5, 0.6]), fake_run("a", 1, [0.55, 0.65])]
     plain = table_markdown(comparison_table(group_runs(runs), "test_acc", [0.6]))
     assert "time to" not in plain
+    for run in runs:  # a systems section with availability only: the clocks stay at 0
+        for row in run.metrics:
+            row["sim_time"] = 0.0
+    assert "time to" not in table_markdown(comparison_table(group_runs(runs), "test_acc", [0.6]))
     for run in runs:  # the systems clock: 1.5 s per evaluated row
         for i, row in enumerate(run.metrics):
             row["sim_time"] = 1.5 * (i + 1)

@@ -379,7 +379,13 @@ def _table_row(label: str, runs: list[Run], ok: list[Run], metric: str,
                     flatness=flatness_stats(ok), metric=metric,
                     held=any(metric in row for r in runs for row in r.metrics),
                     bytes_to_target=sent_to, time_to_target=time_to,
-                    clocked=any("sim_time" in row for r in ok for row in r.metrics))
+                    clocked=clocked(ok))
+
+
+def clocked(runs: Sequence[Run]) -> bool:
+    """Whether a run's systems clock moved (a ``systems`` section with only availability
+    has clocks that stay at 0: no time columns or figure for it)."""
+    return any(row.get("sim_time") for r in runs for row in r.metrics)
 
 
 def flatness_stats(runs: Sequence[Run]) -> dict[str, Stat]:
@@ -668,7 +674,10 @@ def write_figures(groups: dict[str, list[Run]], out_dir: str | Path,
 
     out = Path(out_dir)
     files = []
+    timed = clocked([r for runs in groups.values() for r in runs])
     for name, x_key, y_key, log_y in FIGURES:
+        if x_key == "sim_time" and not timed:
+            continue
         fig = curves_figure(groups, metric if y_key is None else y_key, x_key, metric,
                             log_y=log_y)
         if fig is not None:

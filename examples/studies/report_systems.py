@@ -1,0 +1,49 @@
+"""Rebuild the tables and figures of docs/results section 12 (issue 27) from the study folders
+the sweeps wrote (``gossipfl sweep examples/studies/fmnist_systems_<part>.yaml --out RUNS``):
+
+    python examples/studies/report_systems.py RUNS [OUT]      # OUT default: docs/results
+
+- fmnist_systems_stragglers: the synchronous algorithms (stragglers, fmnist_systems_stragglers),
+  FedAvg with a deadline (fmnist_systems_deadline) and AD-PSGD (fmnist_systems_adpsgd) in one
+  table: compare them by simulated time ("time to X %", accuracy_vs_time.png), not by round
+  (an AD-PSGD round is 1/5 of a synchronous round's gradient work);
+- fmnist_systems_churn: churn and link failures (final accuracy per algorithm and setting);
+- fmnist_systems_links: slow links, exact against compressed gossip on a sparse and a denser
+  graph (time to X % and bytes).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gossipfl.results.reporting import find_runs, report
+
+sys.path.insert(0, str(Path(__file__).parent))
+from report_toolkit import relevant, runs_of  # noqa: E402
+
+
+def main() -> None:
+    root = Path(sys.argv[1])
+    out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("docs/results")
+    sections = {
+        "fmnist_systems_stragglers": [p for study in ("fmnist_systems_stragglers",
+                                                      "fmnist_systems_deadline",
+                                                      "fmnist_systems_adpsgd")
+                                      for p in runs_of(root, study)],
+        "fmnist_systems_churn": runs_of(root, "fmnist_systems_churn"),
+        "fmnist_systems_links": runs_of(root, "fmnist_systems_links"),
+    }
+    for name, paths in sections.items():
+        if not paths:
+            print(f"{name}: no runs yet")
+            continue
+        runs = find_runs(paths)
+        for run in runs:
+            run.config = relevant(run.config)
+        result = report(runs, out / name, targets=[0.75, 0.8])
+        print(f"== {name} ({len(paths)} runs)\n{result.markdown}")
+
+
+if __name__ == "__main__":
+    main()
