@@ -269,11 +269,14 @@ def test_offline_rows_do_not_change_in_their_offline_rounds_and_cost_no_bytes():
     config["systems"] = AVAILABILITY
     runner = Runner(load_config(config))
     rounds_draws = draws(config, 4)
+    steps = runner.exp.systems.steps()  # K_i: one step a round for DSGT
     with torch.no_grad():
         for t in range(4):
             before = {k: v.clone() for k, v in runner.state.items()}
+            computed = runner.client_steps
             row = runner.run_round(t)
             off, failed = rounds_draws[t]
+            assert runner.client_steps - computed == steps[~off].sum()  # no compute when off
             for key in ("x", "tracker"):
                 assert torch.equal(runner.state[key][torch.as_tensor(off)],
                                    before[key][torch.as_tensor(off)])

@@ -41,6 +41,9 @@ class LocalTrainer:
         self.seed = seed
         self.local_step = local_step  # one phase step (an attribute: a profiler may wrap it)
         self.block_clients: int | None = None  # block-major order: clients per block
+        #: ``[M]`` bool or None: the clients that sit the round out (offline, gossipfl.systems):
+        #: handed no minibatch, so they cost no compute and add no loss
+        self.sitting_out: torch.Tensor | None = None
 
     def lr(self, t: int) -> float:
         train = self.train_config
@@ -106,7 +109,11 @@ class LocalTrainer:
         hot in the cache instead of the whole stack streamed from memory at every step."""
         clients = work.clients
         ids = self.fed.own_clients(work.y.device) if clients is None else clients
-        order = torch.argsort(self.env.sample_sizes[ids], descending=True, stable=True)
+        sizes = self.env.sample_sizes[ids]
+        out = None if self.sitting_out is None else self.sitting_out.to(ids.device)[ids]
+        if out is not None:  # they sort last, and every batch of theirs is empty
+            sizes = torch.where(out, torch.zeros_like(sizes), sizes)
+        order = torch.argsort(sizes, descending=True, stable=True)
         permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
         inner = work.take(order, None if clients is None else clients[order]) if permuted \
             else work
@@ -114,6 +121,7 @@ class LocalTrainer:
         if counters is not None:
             counters = counters.cpu()[order.cpu()].tolist()
         keys = self.augment_keys(t, rows, counters)
+        idle = None if out is None or not bool(out.any()) else out[order]
         loss_sum = torch.zeros((), device=work.y.device)
         loss_count = 0
         size = self.block_clients or len(rows)
@@ -123,7 +131,8 @@ class LocalTrainer:
             block_loss, block_count = self._train_block(
                 t, block, rows[start:stop], phases, stream,
                 None if counters is None else counters[start:stop],
-                None if keys is None else keys[start:stop])
+                None if keys is None else keys[start:stop],
+                None if idle is None else idle[start:stop])
             loss_sum += block_loss
             loss_count += block_count
         if permuted:
@@ -131,9 +140,10 @@ class LocalTrainer:
         return loss_sum, loss_count
 
     def _train_block(self, t: int, inner: Work, rows: torch.Tensor, phases: Sequence[Phase],
-                     stream: str, counters: list | None, keys: torch.Tensor | None
-                     ) -> tuple[torch.Tensor, int]:
-        """All phases and steps of the rows ``inner`` (clients ``rows``, largest data first)."""
+                     stream: str, counters: list | None, keys: torch.Tensor | None,
+                     idle: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+        """All phases and steps of the rows ``inner`` (clients ``rows``, largest data first;
+        ``idle``: the rows that sit the round out, last)."""
         drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
         loss_sum = torch.zeros((), device=inner.y.device)
         loss_count = 0
@@ -148,6 +158,8 @@ class LocalTrainer:
                                     phase_index=index, optimizer=optimizer, env=self.env), inner)
             for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows,
                                                                   stream, counters)):
+                if idle is not None:
+                    mask = mask & ~idle[:, None]
                 active = int(mask.any(dim=1).sum())
                 if active == 0:
                     continue

@@ -3,8 +3,9 @@ clients that are online and meet its deadline.
 
 :class:`SystemsSchedule` wraps the run's schedule (``topology.order``):
 
-- decentralized: after the algorithm's round, the ``client_state`` rows of the clients
-  offline in round t are put back as they were before it: they neither trained nor changed.
+- decentralized: the clients offline in round t sit out local training (the trainer hands
+  them no minibatch: no compute, no loss), and after the algorithm's round their
+  ``client_state`` rows are put back as they were before it: they neither trained nor changed.
   Their rows and columns of W'_t are the identity's (:mod:`gossipfl.systems.failures`), so
   no online client read their rows during the round either;
 - centralized: the server's sample (``Federation.sample``) loses its offline clients and,
@@ -52,7 +53,11 @@ class SystemsSchedule(Schedule):
         for key in algo.client_state:
             rows = torch.as_tensor(offline.nonzero()[0], device=state[key].device)
             before[key] = rows, state[key][rows].clone()
-        outcome = self.inner.run_round(ctx, state, keep_trained)
+        self.trainer.sitting_out = torch.as_tensor(offline)
+        try:
+            outcome = self.inner.run_round(ctx, state, keep_trained)
+        finally:
+            self.trainer.sitting_out = None
         for key, (rows, values) in before.items():
             if state[key].dim() and state[key].stride(0) == 0:  # a broadcast view
                 state[key] = state[key].clone()
