@@ -17,10 +17,37 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gossipfl.results.reporting import find_runs, report
+import numpy as np
+
+from gossipfl.results.reporting import find_runs, group_runs, report
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report_toolkit import relevant, runs_of  # noqa: E402
+from report_toolkit import relevant, runs_of
+
+
+def accuracy_at(runs, seconds: float) -> str:
+    """Mean ± std over the runs of the test accuracy of the last evaluation at simulated time
+    ≤ ``seconds`` (– when a run ends before it)."""
+    values = []
+    for run in runs:
+        rows = [r for r in run.metrics if r.get("test_acc") is not None]
+        if not rows or rows[-1]["sim_time"] < seconds:
+            return "–"
+        before = [r["test_acc"] for r in rows if r["sim_time"] <= seconds]
+        if not before:  # no evaluation yet by then
+            return "–"
+        values.append(100 * before[-1])
+    return f"{np.mean(values):.2f} ± {np.std(values, ddof=1) if len(values) > 1 else 0:.2f}"
+
+
+def time_table(runs, seconds=(1, 2, 5, 10, 30)) -> str:
+    """Accuracy at equal simulated time, one row per configuration."""
+    lines = ["| configuration | " + " | ".join(f"at {s} s" for s in seconds) + " |",
+             "|---|" + "---|" * len(seconds)]
+    for label, group in group_runs(runs).items():
+        lines.append(f"| {label} | " + " | ".join(accuracy_at(group, s) for s in seconds)
+                     + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -43,6 +70,10 @@ def main() -> None:
             run.config = relevant(run.config)
         result = report(runs, out / name, targets=[0.75, 0.8])
         print(f"== {name} ({len(paths)} runs)\n{result.markdown}")
+        if any(row.get("sim_time") for run in runs for row in run.metrics):
+            table = time_table(runs)
+            (out / name / "accuracy_at_time.md").write_text(table + "\n")
+            print(f"test accuracy (%) at equal simulated time\n{table}")
 
 
 if __name__ == "__main__":
