@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gossipfl.results.reporting import find_runs, group_runs, report
+from gossipfl.results.reporting import group_runs
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report_toolkit import relevant, runs_of
+from report_toolkit import report_sections, runs_of
 
 
 def accuracy_at(runs, seconds: float) -> str:
@@ -53,27 +53,21 @@ def time_table(runs, seconds=(1, 2, 5, 10, 30)) -> str:
 def main() -> None:
     root = Path(sys.argv[1])
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("docs/results")
+    stragglers = ("fmnist_systems_stragglers", "fmnist_systems_deadline", "fmnist_systems_adpsgd")
     sections = {
-        "fmnist_systems_stragglers": [p for study in ("fmnist_systems_stragglers",
-                                                      "fmnist_systems_deadline",
-                                                      "fmnist_systems_adpsgd")
-                                      for p in runs_of(root, study)],
-        "fmnist_systems_churn": runs_of(root, "fmnist_systems_churn"),
-        "fmnist_systems_links": runs_of(root, "fmnist_systems_links"),
+        "fmnist_systems_stragglers": ([p for study in stragglers for p in runs_of(root, study)],
+                                      [0.75, 0.8]),
+        "fmnist_systems_churn": (runs_of(root, "fmnist_systems_churn"), [0.75, 0.8]),
+        "fmnist_systems_links": (runs_of(root, "fmnist_systems_links"), [0.75, 0.8]),
     }
-    for name, paths in sections.items():
-        if not paths:
-            print(f"{name}: no runs yet")
-            continue
-        runs = find_runs(paths)
-        for run in runs:
-            run.config = relevant(run.config)
-        result = report(runs, out / name, targets=[0.75, 0.8])
-        print(f"== {name} ({len(paths)} runs)\n{result.markdown}")
+
+    def at_equal_time(name: str, runs: list) -> None:
         if any(row.get("sim_time") for run in runs for row in run.metrics):
             table = time_table(runs)
             (out / name / "accuracy_at_time.md").write_text(table + "\n")
             print(f"test accuracy (%) at equal simulated time\n{table}")
+
+    report_sections(sections, out, then=at_equal_time)
 
 
 if __name__ == "__main__":

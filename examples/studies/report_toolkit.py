@@ -12,9 +12,10 @@ accuracy_vs_bytes.png), not per round.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from gossipfl.results.reporting import find_runs, report
+from gossipfl.results.reporting import Run, find_runs, report
 
 #: the topology keys each graph reads (the others hold defaults that would show in labels)
 READS = {"base_k": {"k"}, "k_regular": {"k"}, "random_k": {"k"}, "epidemic": {"s"},
@@ -55,6 +56,13 @@ def main() -> None:
                                       [0.75, 0.8])
     sections["fmnist_compression_named"] = (runs_of(root, "fmnist_compression_named"),
                                             [0.7, 0.75])
+    report_sections(sections, out)
+
+
+def report_sections(sections: dict[str, tuple[list[Path], list[float]]], out: Path,
+                    then: Callable[[str, list[Run]], None] | None = None) -> None:
+    """Each section's table and figures under ``out / name`` (labels without the topology
+    keys that do not apply); ``then(name, runs)`` for anything more a section shows."""
     for name, (paths, targets) in sections.items():
         if not paths:
             print(f"{name}: no runs yet")
@@ -64,6 +72,8 @@ def main() -> None:
             run.config = relevant(run.config)
         result = report(runs, out / name, targets=targets)
         print(f"== {name} ({len(paths)} runs)\n{result.markdown}")
+        if then is not None:
+            then(name, runs)
 
 
 if __name__ == "__main__":
