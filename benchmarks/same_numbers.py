@@ -33,12 +33,13 @@ def points(rounds: int, clients: int | None) -> dict[str, object]:
         study = load_study(path)
         study.seeds = study.seeds[:1]
         overrides = [f"train.rounds={rounds}", "eval.every=1", "output.checkpoint_every=0"]
-        if clients is not None:
-            overrides.append(f"data.clients={clients}")
         for variant in expand(study):
             from gossipfl.config import load_config
 
-            configs[f"{path.stem}/{variant.dirname}"] = load_config(variant.config, overrides)
+            sized = variant.config.topology.name != "custom"  # a custom W fixes M
+            more = [f"data.clients={clients}"] if clients is not None and sized else []
+            configs[f"{path.stem}/{variant.dirname}"] = load_config(variant.config,
+                                                                    overrides + more)
     return configs
 
 
