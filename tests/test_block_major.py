@@ -68,3 +68,23 @@ def test_block_clients_must_be_a_positive_count():
 
     with pytest.raises(GossipflError, match=r"engine\.block_clients: .*got 0"):
         load_config({"engine": {"block_clients": 0}})
+
+
+@pytest.mark.parametrize("size", [None, 2])
+def test_a_work_without_rows_trains_nothing_and_still_begins_its_phases(size):
+    """A rank of the distributed backend can hold no client of a round; its (empty) phases
+    still begin, as every rank's do."""
+    import torch
+
+    from gossipfl.algorithms.base import Phase, Work
+    from gossipfl.testing import least_squares
+    from tests.lsq import Problem
+
+    p = Problem(clients=3)
+    bed = least_squares(p.A, p.b, steps=2)
+    bed.trainer.block_clients = size
+    begun = []
+    phase = Phase(name="local", begin=lambda ctx, work: begun.append(len(work)))
+    empty = Work(torch.zeros(0, bed.env.P), torch.zeros(0, dtype=torch.int64))
+    loss, count = bed.trainer.train(0, empty, [phase])
+    assert (float(loss), count, begun) == (0.0, 0, [0])

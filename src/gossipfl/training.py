@@ -124,8 +124,8 @@ class LocalTrainer:
         idle = None if out is None or not bool(out.any()) else out[order]
         loss_sum = torch.zeros((), device=work.y.device)
         loss_count = 0
-        size = self.block_clients or len(rows)
-        for start in range(0, len(rows), size):
+        size = self.block_clients or max(len(rows), 1)
+        for start in range(0, max(len(rows), 1), size):  # once even without rows (a rank's)
             stop = min(start + size, len(rows))
             block = inner.block(start, stop, rows[start:stop])
             block_loss, block_count = self._train_block(
