@@ -134,14 +134,11 @@ class Work:
 
     def head(self, rows: int) -> Work:
         """The first ``rows`` rows, as views (in-place updates reach this Work)."""
-        if rows == len(self):
-            return self
-        clients = None if self.clients is None else self.clients[:rows]
-        return Work(self.y[:rows], clients, **{k: v[:rows] for k, v in self.scratch.items()})
+        return self.block(0, rows, None if self.clients is None else self.clients[:rows])
 
-    def block(self, start: int, stop: int, clients: torch.Tensor) -> Work:
+    def block(self, start: int, stop: int, clients: torch.Tensor | None) -> Work:
         """Rows ``start:stop`` as views (in-place updates reach this Work), for the clients
-        ``clients`` (their ids)."""
+        ``clients`` (their ids; None: this Work's are all the process's, in order)."""
         if (start, stop) == (0, len(self)):
             return self
         return Work(self.y[start:stop], clients,
