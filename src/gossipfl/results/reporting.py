@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -424,22 +424,27 @@ def _rounds(entry: tuple[Stat | None, int], runs: int, row: TableRow | None = No
     return text if reached == runs else f"{text} ({reached}/{runs})"
 
 
-def _sent(stat: Stat | None, reached: int, runs: int, row: TableRow) -> str:
-    """Mean bytes sent until the target over the runs that reached it ("never": none did)."""
-    if not row.held:
-        return f"no {row.metric}"
+def _until_target(stat: Stat | None, reached: int, runs: int,
+                  text: Callable[[Stat], str]) -> str:
+    """``text(stat)`` of what was spent until the target over the runs that reached it
+    ("never": none did; "—": none recorded it), with "(reached/runs)" when some did not."""
     if stat is None:
         return "never" if reached == 0 else "—"
-    text = format_bytes(stat.mean)
-    return text if reached == runs else f"{text} ({reached}/{runs})"
+    shown = text(stat)
+    return shown if reached == runs else f"{shown} ({reached}/{runs})"
+
+
+def _sent(stat: Stat | None, reached: int, runs: int, row: TableRow) -> str:
+    """Mean bytes sent until the target."""
+    if not row.held:
+        return f"no {row.metric}"
+    return _until_target(stat, reached, runs, lambda s: format_bytes(s.mean))
 
 
 def _seconds(stat: Stat | None, reached: int, runs: int) -> str:
-    """Mean simulated seconds until the target over the runs that reached it."""
-    if stat is None:
-        return "never" if reached == 0 else "—"
-    text = f"{stat.mean:.3g}" if stat.n == 1 else f"{stat.mean:.3g} ± {stat.std:.2g}"
-    return text if reached == runs else f"{text} ({reached}/{runs})"
+    """Mean simulated seconds until the target."""
+    return _until_target(stat, reached, runs, lambda s: f"{s.mean:.3g}" if s.n == 1
+                         else f"{s.mean:.3g} ± {s.std:.2g}")
 
 
 def format_bytes(value: float | None) -> str:
