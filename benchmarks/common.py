@@ -88,6 +88,23 @@ def matmul_peak(device: torch.device, n: int = 2048, reps: int = 5,
     return 2 * n**3 / best / 1e9
 
 
+def bandwidth(device: torch.device, numel: int, reps: int = 5) -> dict[str, float]:
+    """Best GB/s on ``device`` of a copy (2 arrays of ``numel`` floats: read + written) and
+    a triad ``a = b + s·c`` (3 arrays), each timed between device synchronizations."""
+    a, b, c = (torch.ones(numel, device=device) for _ in range(3))
+    best = {"copy": float("inf"), "triad": float("inf")}
+    for _ in range(reps + 1):
+        for name, op in (("copy", lambda: b.copy_(a)),
+                         ("triad", lambda: torch.add(b, c, alpha=0.5, out=a))):
+            sync(device)
+            start = time.perf_counter()
+            op()
+            sync(device)
+            best[name] = min(best[name], time.perf_counter() - start)
+    return {"copy": 2 * 4 * numel / best["copy"] / 1e9,
+            "triad": 3 * 4 * numel / best["triad"] / 1e9}
+
+
 # --------------------------------------------------------------------------------------------
 # FLOPs
 # --------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Sections (each timed against a ``--budget`` of seconds; one that fails is record
 error and the others go on):
 
 1. ``machine``: the GPU, its measured matmul peak (fp32 without TF32, TF32, bf16; n = 8192) and
-   its device-to-device copy bandwidth (bytes read + written).
+   its device-to-device copy and triad bandwidth (bytes read + written).
 2. ``same_numbers``: a few algorithms (DFedAvg, DFedSAM, OledFL, CHOCO, DSGT, FedAvg) on the cnn,
    8 clients, 2 rounds of 2 local steps, run on the CPU and on the GPU (fp32, TF32 off): the
    largest relative difference of the final client models and of the test accuracy.
@@ -43,6 +43,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import (
+    bandwidth,
     cifar_like,
     flops_per_sample,
     machine,
@@ -128,16 +129,8 @@ def section_machine(device: torch.device, small: bool) -> dict[str, Any]:
         with precision(mode):
             out[f"matmul_{mode}_tflops"] = matmul_peak(device, n=n, dtype=dtype) / 1e3
     numel = (2**24 if small else 2**30) // 4  # 16 MB / 1 GiB of float32
-    a = torch.empty(numel, device=device)
-    b = torch.ones(numel, device=device)
-    best = float("inf")
-    for _ in range(6):
-        sync(device)
-        start = time.perf_counter()
-        a.copy_(b)
-        sync(device)
-        best = min(best, time.perf_counter() - start)
-    out["copy_gb_s"] = 2 * 4 * numel / best / 1e9
+    moved = bandwidth(device, numel)
+    out["copy_gb_s"], out["triad_gb_s"] = moved["copy"], moved["triad"]
     return out
 
 

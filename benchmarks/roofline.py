@@ -33,11 +33,11 @@ if __name__ == "__main__":
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts OpenMP
 
 import argparse
-import time
 
 import torch
 
 from benchmarks.common import (
+    bandwidth,
     flops_per_sample,
     markdown_table,
     matmul_peak,
@@ -55,23 +55,9 @@ CASES = {
 }
 
 
-def bandwidth(numel: int = 50_000_000, reps: int = 5) -> dict[str, float]:
-    """Best GB/s of a copy (2 arrays) and a triad (3 arrays) of ``numel`` floats."""
-    a, b, c = (torch.ones(numel) for _ in range(3))
-    best = {"copy": float("inf"), "triad": float("inf")}
-    for _ in range(reps + 1):
-        start = time.perf_counter()
-        b.copy_(a)
-        best["copy"] = min(best["copy"], time.perf_counter() - start)
-        start = time.perf_counter()
-        torch.add(b, c, alpha=0.5, out=a)
-        best["triad"] = min(best["triad"], time.perf_counter() - start)
-    return {"copy": 2 * 4 * numel / best["copy"] / 1e9,
-            "triad": 3 * 4 * numel / best["triad"] / 1e9}
-
-
 def limits() -> dict[str, float]:
-    return {"gflops": matmul_peak(torch.device("cpu"), n=2048), **bandwidth()}
+    cpu = torch.device("cpu")
+    return {"gflops": matmul_peak(cpu, n=2048), **bandwidth(cpu, 50_000_000)}
 
 
 def measure(case: str, clients: int, reps: int) -> dict:
