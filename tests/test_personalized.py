@@ -58,6 +58,26 @@ def test_dfedmdc_head_then_body_then_body_gossip(algorithm, sam):
     assert result.metrics[0]["bytes_round"] == messages * 4 * int((~p.personal).sum())
 
 
+def test_dfedmdc_head_steps_count_the_head_phase_in_steps():
+    """``head_steps`` = 3 runs three head steps (full batch: head_epochs would run one each)."""
+    p = TwoLayer(clients=4, dim=3, hidden=2)
+    W = random_doubly_stochastic(4, seed=2)
+    params = {"name": "dfedsmdc", "head_lr": 0.03, "head_steps": 3, "momentum": 0.5,
+              "sam": "both", "rho": 0.2}
+    result = gossipfl.run(p.config(params, W=W, rounds=3, steps=2, lr=0.05, wd=0.01))
+    X = dfedmdc_reference(p, W, 3, head_steps=3, head_lr=0.03, steps=2, lr=0.05, momentum=0.5,
+                          wd=0.01, rho_head=0.2, rho_body=0.2)
+    assert_close(result.params, X)
+
+
+def test_dfedmdc_refuses_head_steps_with_head_epochs():
+    p = TwoLayer(clients=4, dim=3, hidden=2)
+    config = p.config({"name": "dfedmdc", "head_steps": 3, "head_epochs": 2})
+    with pytest.raises(gossipfl.GossipflError, match=r"algorithm\.head_steps: set it or "
+                       r"algorithm\.head_epochs, not both \(got head_steps 3, head_epochs 2\)"):
+        gossipfl.run(config)
+
+
 class Trained:
     """The trained algorithm with its final state (to read its personalized models)."""
 

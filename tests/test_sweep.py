@@ -232,6 +232,25 @@ def test_study_analysis_adds_flatness_columns(tmp_path):
         recorded, rel=1e-6)
 
 
+@pytest.mark.parametrize(("trained_on", "sweep_device", "cuda", "expected"), [
+    ("cuda", None, True, "cuda"),        # a study trained on the GPU is analyzed there
+    ("cuda:1", None, True, "cuda:1"),
+    ("cuda", None, False, "cpu"),        # its runs copied to a machine without one
+    ("auto", None, False, "auto"),
+    ("cuda", "cpu", True, "cpu"),        # the sweep's --device decides
+    ("cpu", None, True, "cpu"),
+])
+def test_a_study_analyzes_a_run_on_the_device_it_trained_on(tmp_path, monkeypatch, trained_on,
+                                                           sweep_device, cuda, expected):
+    import torch
+
+    from gossipfl.sweep import analysis_device
+
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"device": trained_on}))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert analysis_device(tmp_path, sweep_device) == expected
+
+
 def test_study_without_analysis_has_no_flatness_columns(tmp_path):
     done = run_study(load_study(study(grid=GRID)), out=tmp_path, log=quiet, warn=pytest.fail)
     assert "eigenvalue" not in done.report.markdown

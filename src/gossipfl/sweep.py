@@ -188,15 +188,31 @@ def _analysis(value: Any) -> dict | None:
     return check_study_analysis(value)
 
 
-def analyze_run(path: Path, options: dict, log: Callable[[str], None]) -> None:
-    """The study's flatness analysis of one finished run, unless it was already done."""
+def analyze_run(path: Path, options: dict, log: Callable[[str], None],
+                device: str | None = None) -> None:
+    """The study's flatness analysis of one finished run, unless it was already done, on
+    :func:`analysis_device`."""
     from gossipfl.analysis import analysis_columns, analyze
 
     if RunDirectory(path).status() != "finished" or analysis_columns(path):
         return
-    analyze(path, hessian=True, **options)
+    analyze(path, hessian=True, device=analysis_device(path, device), **options)
     found = ", ".join(f"{key} {value:.4g}" for key, value in analysis_columns(path).items())
     log(f"  analyzed: {found}")
+
+
+def analysis_device(path: Path, device: str | None) -> str:
+    """Where a study analyzes a run: the sweep's ``--device``, else the device the run
+    trained on (its config's ``device``) when this machine has it, else the CPU. A study
+    trained on a GPU is analyzed there, not on the CPU beside it."""
+    if device is not None:
+        return device
+    trained_on = str(RunDirectory(path).read_config_dict().get("device", "cpu"))
+    if trained_on.startswith("cuda"):
+        import torch
+
+        return trained_on if torch.cuda.is_available() else "cpu"
+    return trained_on
 
 
 def _optional_str(key: str, value: Any) -> str | None:
@@ -449,7 +465,7 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
         elif outcome is not None and outcome.status == "diverged":
             warn(f"run {variant.dirname} diverged: {outcome.error}")
         if study.analysis is not None:
-            analyze_run(path / variant.dirname, study.analysis, log)
+            analyze_run(path / variant.dirname, study.analysis, log, device)
         if i == 1:
             atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
     runs = [load_run(path / v.dirname) for v in variants

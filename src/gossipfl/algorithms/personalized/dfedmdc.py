@@ -20,7 +20,10 @@ round); wd and the per-round lr decay come from the ``train`` section.
 
 Paper defaults (App. B.2): η_v = ``head_lr`` = 0.001; η_u = ``train.lr`` = 0.1; K_v =
 ``head_epochs`` = 1 epoch (Dirichlet) / 5 (pathological); K_u = ``train.local_epochs`` = 5;
-ρ = 0.7. The ablation of Table 4 places SAM on the body (``sam: body``, DFedSMDC-U, the
+ρ = 0.7. ``head_steps`` counts K_v in steps instead (then ``head_epochs`` stays at its
+default): the paper's one head epoch is 4 steps of its 500-sample clients, so a setting with
+larger clients keeps the paper's number of head updates with ``head_steps`` rather than an
+epoch of many more steps. The ablation of Table 4 places SAM on the body (``sam: body``, DFedSMDC-U, the
 default), the head (``head``, -V: v ← v − η_v ∇_v F_i(u, v + ρ g_v/‖g_v‖)) or both
 (``both``, -UV).
 """
@@ -41,6 +44,7 @@ from gossipfl.algorithms.base import (
     one_of,
 )
 from gossipfl.algorithms.decentralized.dfedavg import GossipParams
+from gossipfl.errors import GossipflError
 
 SAM_PLACES = ("body", "head", "both")
 
@@ -48,9 +52,18 @@ SAM_PLACES = ("body", "head", "both")
 @dataclass
 class DFedMDCParams(GossipParams):
     head_lr: float = 0.001  # η_v
-    head_epochs: int = 1  # K_v
+    head_epochs: int = 1  # K_v in epochs
+    head_steps: int | None = None  # K_v in steps instead (set: head_epochs is not used)
     momentum: float = 0.9  # local momentum of both phases
-    rules: ClassVar = {"head_lr": POSITIVE, "head_epochs": AT_LEAST_ONE, "momentum": UNIT_INTERVAL}
+    rules: ClassVar = {"head_lr": POSITIVE, "head_epochs": AT_LEAST_ONE,
+                       "head_steps": AT_LEAST_ONE.or_none(), "momentum": UNIT_INTERVAL}
+
+    def validate(self) -> None:
+        super().validate()
+        if self.head_steps is not None and self.head_epochs != 1:
+            raise GossipflError(f"algorithm.head_steps: set it or algorithm.head_epochs, not "
+                                f"both (got head_steps {self.head_steps}, head_epochs "
+                                f"{self.head_epochs}).")
 
 
 @dataclass
@@ -73,7 +86,8 @@ class DFedMDC(Algorithm):
 
     def phases(self):
         p = self.params
-        return [Phase("head", epochs=p.head_epochs, lr=p.head_lr, group="personal",
+        length = {"epochs": p.head_epochs} if p.head_steps is None else {"steps": p.head_steps}
+        return [Phase("head", **length, lr=p.head_lr, group="personal",
                       momentum=p.momentum, rho=self.rho("head")),
                 Phase("body", group="shared", momentum=p.momentum, rho=self.rho("body"))]
 
