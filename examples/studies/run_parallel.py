@@ -30,6 +30,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.results.reporting import load_run, report
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.sweep import (
+    DONE,
     STUDY_FILE,
     analyze_run,
     expand,
@@ -74,13 +75,15 @@ def _one_run(task: tuple) -> tuple[str, str, str]:
 
 
 def write_tables(source: str, overrides: tuple[str, ...], out: str | None) -> Path:
-    """The study's table and figures from its runs that exist (as ``gossipfl sweep`` ends)."""
+    """The study's table and figures from its runs that finished or diverged (as ``gossipfl
+    sweep`` ends; a run stopped part-way is left out, not reported with its first rounds)."""
     study, variants = _study(source, overrides)
     path = study_path(study, out)
     path.mkdir(parents=True, exist_ok=True)
     (path / STUDY_FILE).write_text(yaml.safe_dump(study.to_dict(), sort_keys=False))
     runs = [load_run(path / v.dirname) for v in variants
-            if RunDirectory(path / v.dirname).is_run()]
+            if RunDirectory(path / v.dirname).is_run()
+            and RunDirectory(path / v.dirname).status() in DONE]
     if runs:
         report(runs, path, metric=study.metric, targets=study.targets,
                metric_key="study.metric")
