@@ -269,12 +269,18 @@ def test_bad_study_analysis(analysis, message):
 # --------------------------------------------------------------------------------------------
 # examples/studies/run_parallel.py: a study's runs on worker processes
 # --------------------------------------------------------------------------------------------
-def test_parallel_driver_writes_the_runs_a_sweep_then_skips(tmp_path, monkeypatch):
+@pytest.fixture
+def driver(monkeypatch):
+    """examples/studies/run_parallel.py as a module."""
     import importlib
-    import sys
 
     monkeypatch.syspath_prepend(str(ROOT / "examples" / "studies"))
-    driver = importlib.import_module("run_parallel")
+    return importlib.import_module("run_parallel")
+
+
+def test_parallel_driver_writes_the_runs_a_sweep_then_skips(tmp_path, monkeypatch, driver):
+    import sys
+
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(study(grid=GRID, seeds=[0, 1])))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
@@ -296,11 +302,7 @@ def test_parallel_driver_writes_the_runs_a_sweep_then_skips(tmp_path, monkeypatc
         assert last(folder / run) == pytest.approx(last(alone.path / run), rel=1e-6)
 
 
-def test_parallel_driver_refuses_a_bad_study_in_one_sentence(tmp_path, monkeypatch, capsys):
-    import importlib
-
-    monkeypatch.syspath_prepend(str(ROOT / "examples" / "studies"))
-    driver = importlib.import_module("run_parallel")
+def test_parallel_driver_refuses_a_bad_study_in_one_sentence(tmp_path, capsys, driver):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(study(grid={"algorithm": [{"name": "dfedavgg"}]})))
     assert driver.main([str(path), "--out", str(tmp_path)]) == 2

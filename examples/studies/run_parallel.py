@@ -10,7 +10,8 @@ Every run goes to the directory ``gossipfl sweep`` gives it and is analyzed as t
 runs. Runs are handed out seed 0 of every study first, then seed 1, ...: a job stopped early
 leaves whole seeds. No run starts after ``--stop-after`` seconds; those are left for a later
 sweep. ``--only`` keeps the runs whose directory name matches one of the patterns
-(``fnmatch``: ``dfedsam_rho_0.1_*-seed[12]``). At the end each study's table and figures are written from the runs that finished.
+(``fnmatch``: ``dfedsam_rho_0.1_*-seed[12]``). At the end each study's table and figures are
+written from the runs that finished.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ import torch
 import yaml
 
 from gossipfl.errors import GossipflError
-from gossipfl.results.reporting import load_run, report
-from gossipfl.results.rundir import RunDirectory
+from gossipfl.io import atomic_write_text
 from gossipfl.sweep import (
     DONE,
     STUDY_FILE,
     analyze_run,
     expand,
     load_study,
+    report_study,
     run_variant,
     study_path,
 )
@@ -80,13 +81,8 @@ def write_tables(source: str, overrides: tuple[str, ...], out: str | None) -> Pa
     study, variants = _study(source, overrides)
     path = study_path(study, out)
     path.mkdir(parents=True, exist_ok=True)
-    (path / STUDY_FILE).write_text(yaml.safe_dump(study.to_dict(), sort_keys=False))
-    runs = [load_run(path / v.dirname) for v in variants
-            if RunDirectory(path / v.dirname).is_run()
-            and RunDirectory(path / v.dirname).status() in DONE]
-    if runs:
-        report(runs, path, metric=study.metric, targets=study.targets,
-               metric_key="study.metric")
+    atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
+    report_study(study, variants, path, statuses=DONE)
     return path
 
 

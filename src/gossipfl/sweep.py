@@ -468,13 +468,24 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
             analyze_run(path / variant.dirname, study.analysis, log, device)
         if i == 1:
             atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
-    runs = [load_run(path / v.dirname) for v in variants
-            if RunDirectory(path / v.dirname).is_run()]
-    if not runs:  # a run that failed before recording anything left no directory
-        return result
     try:
-        result.report = report(runs, path, metric=study.metric, targets=study.targets,
-                               metric_key="study.metric")
+        result.report = report_study(study, variants, path)
     except WriteError as exc:
         result.report_error = exc
     return result
+
+
+def report_study(study: Study, variants: list[Variant], path: Path,
+                 statuses: Sequence[str] | None = None) -> Report | None:
+    """The study's table and figures in ``path`` from its run directories there (only those
+    whose status is one of ``statuses``, when given); None when there is none (a run that
+    failed before recording anything leaves no directory)."""
+    def reported(run_dir: RunDirectory) -> bool:
+        return run_dir.is_run() and (statuses is None or run_dir.status() in statuses)
+
+    runs = [load_run(path / v.dirname) for v in variants
+            if reported(RunDirectory(path / v.dirname))]
+    if not runs:
+        return None
+    return report(runs, path, metric=study.metric, targets=study.targets,
+                  metric_key="study.metric")

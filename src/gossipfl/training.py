@@ -124,8 +124,9 @@ class LocalTrainer:
         idle = None if out is None or not bool(out.any()) else out[order]
         loss_sum = torch.zeros((), device=work.y.device)
         loss_count = 0
-        size = self.block_clients or max(len(rows), 1)
-        for start in range(0, max(len(rows), 1), size):  # once even without rows (a rank's)
+        span = max(len(rows), 1)  # one block even without rows (a rank holding no client)
+        size = self.block_clients or span
+        for start in range(0, span, size):
             stop = min(start + size, len(rows))
             block = inner.block(start, stop, rows[start:stop])
             block_loss, block_count = self._train_block(

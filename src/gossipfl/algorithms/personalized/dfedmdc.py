@@ -23,9 +23,9 @@ Paper defaults (App. B.2): η_v = ``head_lr`` = 0.001; η_u = ``train.lr`` = 0.1
 ρ = 0.7. ``head_steps`` counts K_v in steps instead (then ``head_epochs`` stays at its
 default): the paper's one head epoch is 4 steps of its 500-sample clients, so a setting with
 larger clients keeps the paper's number of head updates with ``head_steps`` rather than an
-epoch of many more steps. The ablation of Table 4 places SAM on the body (``sam: body``, DFedSMDC-U, the
-default), the head (``head``, -V: v ← v − η_v ∇_v F_i(u, v + ρ g_v/‖g_v‖)) or both
-(``both``, -UV).
+epoch of many more steps. The ablation of Table 4 places SAM on the body (``sam: body``,
+DFedSMDC-U, the default), the head (``head``, -V: v ← v − η_v ∇_v F_i(u, v + ρ g_v/‖g_v‖))
+or both (``both``, -UV).
 """
 
 from __future__ import annotations
