@@ -6,15 +6,17 @@
 Cases: M = 100 clients of the headline mlp (P = 199 210) and M = 1000 of the 784-64-10 mlp
 (P = 50 890); the ring, a random 10-regular graph and the exponential graph; W applied as CSR
 (``topology.sparse: sparse``). Exact: X ← W Z (nnz(W)·P multiply-adds). Compressed (top-k at
-1 % and sign, steady state): d = Z − X̂, Q(d), X̂ += Q, S += W Q, X = Z + γ (S − X̂) — top-k's
-messages are mixed without densifying (nnz(W)·k), but the selection and the public-copy
-updates read and write [M, P] several times. Prints the median seconds per step and the
-ratio compressed / exact.
+1 % and sign, steady state: one step per round on the same channel): d = Z − X̂, Q(d),
+X̂ += Q, S += W Q, X = Z + γ (S − X̂). top-k runs as compression.kernels' fused CPU kernels
+(one pass over Z, X̂, S writing X; the messages delivered without densifying, nnz(W)·k) and,
+for comparison, as its torch definition (``GOSSIPFL_KERNELS=torch``); sign is dense. Prints
+the median seconds per step and the ratio compressed / exact.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import time
@@ -43,6 +45,15 @@ def federation(m: int, p: int, graph: str) -> Federation:
                       mixer=Mixer(topology, sparse="sparse"))
 
 
+def with_torch_kernels(fn):
+    """``fn()`` with ``GOSSIPFL_KERNELS=torch`` (compression.kernels' torch definition)."""
+    os.environ["GOSSIPFL_KERNELS"] = "torch"
+    try:
+        return fn()
+    finally:
+        del os.environ["GOSSIPFL_KERNELS"]
+
+
 def timed(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -54,9 +65,16 @@ def case(m: int, p: int, graph: str, repeats: int) -> list[dict]:
     z = torch.randn(m, p)
     channels = {name: Channels(build_choco(spec)) for name, spec in COMPRESSIONS.items()}
     runs = {"exact": lambda: fed.gossip(z, 0)}
+    rounds = itertools.count()
     for name, ch in channels.items():
-        ch.gossip(fed, z, 0, 1)  # allocates the public copies (warm-up)
-        runs[name] = (lambda ch=ch: ch.gossip(fed, z, 0, 1))
+        # one step per round, so that every call is channel 0's next step (a second call in
+        # the same round would be a new channel with new public copies)
+        runs[name] = (lambda ch=ch: ch.gossip(fed, z, next(rounds), 1))
+        runs[name]()  # allocates the public copies (warm-up)
+    torch_kernels = Channels(build_choco(COMPRESSIONS["top_k 1%"]))
+    runs["top_k 1%, torch code"] = lambda: with_torch_kernels(
+        lambda: torch_kernels.gossip(fed, z, next(rounds), 1))
+    runs["top_k 1%, torch code"]()
     times = {name: [] for name in runs}
     for name, fn in runs.items():  # warm-up
         fn()

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gossipfl.compression import kernels
 from gossipfl.engine.groups import ParamGroup, ParamGroups
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.rng import client_keys, numpy_generator
@@ -140,29 +141,36 @@ class Federation:
         ``compressor`` to each out-neighbour (``compressor.width(P)`` bytes each) and every
         client mixes the messages it decodes. ``key`` (with the seed and the client id)
         draws a randomized compressor's stream, so sender and receivers agree on it."""
-        return self._send(v, t, compressor, key, self._compress_keys(v, key))
+        return self._send(v, t, compressor, key, self.compress_keys(v, key))
 
-    def publish(self, v: Tensor, t: int, compressor, key: tuple, copy: Tensor, mixed: Tensor
-                ) -> None:
-        """copy ← copy + C(v), mixed ← mixed + W C(v), in place: :meth:`send_compressed` for
-        public copies (CHOCO-Gossip's x̂ and s = W x̂). A compressor that keeps k of the P
-        coordinates is applied without densifying its messages: the mix costs nnz(W)·k
-        instead of nnz(W)·P."""
-        keys = self._compress_keys(v, key)
-        sparse = compressor.sparse(v, keys) if self._mixes_sparse_messages() else None
+    def publish(self, target: Tensor, t: int, compressor, key: tuple, copy: Tensor,
+                mixed: Tensor) -> None:
+        """With q = C(target − copy): copy ← copy + q, mixed ← mixed + W q, in place —
+        :meth:`send_compressed` for public copies (CHOCO-Gossip's x̂ and s = W x̂). A
+        compressor that keeps k of the P coordinates is applied without densifying its
+        messages (:meth:`publish_sparse`)."""
+        keys = self.compress_keys(target, key)
+        sparse = (compressor.sparse(target, keys, copy) if self.mixes_sparse_messages()
+                  else None)
         if sparse is None:
-            q, mixed_q = self._send(v, t, compressor, key, keys)
+            q, mixed_q = self._send(target - copy, t, compressor, key, keys)
             copy.add_(q)
             mixed.add_(mixed_q)
             return
-        self._charge_compressed(t, compressor, v.shape[1])
-        idx, values = sparse
-        copy.scatter_add_(1, idx, values)
-        receivers, senders, weights = self._entries(t, v.device, v.dtype)
-        flat = (receivers[:, None] * v.shape[1] + idx[senders]).reshape(-1)
-        mixed.view(-1).index_add_(0, flat, (values[senders] * weights[:, None]).reshape(-1))
+        self.publish_sparse(*sparse, t, compressor, copy, mixed)
 
-    def _compress_keys(self, v: Tensor, key: tuple) -> Tensor:
+    def publish_sparse(self, idx: Tensor, values: Tensor, t: int, compressor, copy: Tensor,
+                       mixed: Tensor, redo: tuple[Tensor, Tensor, float] | None = None
+                       ) -> None:
+        """:meth:`publish` of the messages q given as ``(idx, values)`` ``[M, k]`` (each
+        client's k coordinates): copy ← copy + q, mixed ← mixed + W q in nnz(W)·k products
+        instead of nnz(W)·P; ``redo = (x, z, γ)``: CHOCO's consensus x, computed before,
+        redone where copy or mixed changed (:func:`~gossipfl.compression.kernels.deliver`)."""
+        self._charge_compressed(t, compressor, copy.shape[1])
+        kernels.deliver(idx, values, self._entries(t, values.device, values.dtype), copy,
+                        mixed, redo)
+
+    def compress_keys(self, v: Tensor, key: tuple) -> Tensor:
         """This process's clients' stream keys for the compressed messages of ``key``."""
         return client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
 
@@ -176,7 +184,7 @@ class Federation:
         q = compressor.compress(v, keys)
         return q, self._mix_compressed(q, v, t, compressor, key, keys)
 
-    def _mixes_sparse_messages(self) -> bool:
+    def mixes_sparse_messages(self) -> bool:
         """Whether :meth:`publish` may mix sparse messages directly (one process: yes)."""
         return True
 

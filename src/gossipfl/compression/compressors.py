@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from gossipfl.compression import kernels
 from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 from gossipfl.rng import counter_bits
 from gossipfl.validation import BOOLEAN, COUNT, Rule, check_all
@@ -101,9 +102,20 @@ class Compressor(ABC):
     def width(self, numel: int) -> int:
         """Exact bytes of one encoded row of ``numel`` values."""
 
-    def sparse(self, x: Tensor, keys: Tensor) -> tuple[Tensor, Tensor] | None:
-        """Q(x) as (indices, values) ``[n, k]`` each when it keeps k coordinates per row (the
-        simulator mixes those without densifying), else None."""
+    def sparse(self, x: Tensor, keys: Tensor, copy: Tensor | None = None
+               ) -> tuple[Tensor, Tensor] | None:
+        """Q(x − copy) (``copy`` None: Q(x)) as (indices, values) ``[n, k]`` each, indices
+        ascending, when it keeps k coordinates per row (the simulator mixes those without
+        densifying), else None. x − copy is never formed in full."""
+        return None
+
+    def sparse_consensus(self, z: Tensor, keys: Tensor, copy: Tensor, mixed: Tensor,
+                         gamma: float) -> tuple[Tensor, Tensor, Tensor] | None:
+        """``(x, *sparse(z, keys, copy))`` with CHOCO-Gossip's consensus
+        x = z + γ (mixed − copy) on the copies *before* the message is added
+        (:func:`~gossipfl.compression.kernels.consensus`), computed in one pass over the rows;
+        None where the compressor has no such pass for these tensors (the caller then
+        publishes first and computes the consensus after)."""
         return None
 
     @abstractmethod
@@ -169,8 +181,13 @@ class _Sparse(Compressor):
 
 class TopK(_Sparse):
     """Top-k sparsification (Stich, Cordonnier & Jaggi, "Sparsified SGD with memory",
-    NeurIPS 2018): Q(x) keeps the k coordinates of largest |x_j| and zeroes the rest (ties
-    as ``torch.topk`` picks them); biased. k from ``k`` or ``fraction`` (:class:`_Sparse`).
+    NeurIPS 2018): Q(x) keeps the k coordinates of largest |x_j| and zeroes the rest;
+    biased. k from ``k`` or ``fraction`` (:class:`_Sparse`).
+
+    The selection is :func:`gossipfl.compression.kernels.top_k`: a NaN counts as the largest,
+    ties at the k-th value go to the lowest indices (so a row's message depends on its values
+    alone), and on the CPU one fused pass finds it (with the consensus, in
+    :meth:`sparse_consensus`).
 
     Wire: the k values as float32, then the cheaper of the k int32 indices (4k bytes) or a
     P-bit bitmap (⌈P/8⌉ bytes; chosen when strictly cheaper), values in ascending index
@@ -185,26 +202,26 @@ class TopK(_Sparse):
         k = self.k_of(numel)
         return 4 * k + min(4 * k, -(-numel // 8))
 
-    def _indices(self, x):
-        idx = x.abs().topk(self.k_of(x.shape[1]), dim=1).indices
-        return idx.sort(dim=1).values
+    def sparse(self, x, keys=None, copy=None):
+        return kernels.top_k(x, self.k_of(x.shape[1]), copy)
 
-    def sparse(self, x, keys=None):
-        idx = self._indices(x)
-        return idx, x.gather(1, idx)
+    def sparse_consensus(self, z, keys, copy, mixed, gamma):
+        if not kernels.fused(z, copy, mixed):
+            return None
+        return kernels.top_k_consensus(z, copy, mixed, gamma, self.k_of(z.shape[1]))
 
     def compress(self, x, keys=None):
         idx, values = self.sparse(x, keys)
         return _dense(values, idx, x.shape[1])
 
     def encode(self, x, keys=None):
-        idx = self._indices(x)
+        idx, values = self.sparse(x, keys)
         if self._bitmap(x.shape[1]):
             mask = torch.zeros_like(x, dtype=torch.bool).scatter(1, idx, True)
             tail = pack_bits(mask, 1)
         else:
             tail = _to_bytes(idx.int())
-        return torch.cat([_to_bytes(x.gather(1, idx).float()), tail], dim=1)
+        return torch.cat([_to_bytes(values.float()), tail], dim=1)
 
     def decode(self, payload, keys, numel, dtype=torch.float32):
         k = self.k_of(numel)
@@ -241,13 +258,13 @@ class RandK(_Sparse):
         idx = hashes.topk(self.k_of(numel), dim=1, largest=False).indices
         return idx.sort(dim=1).values
 
-    def _values(self, x, idx):
-        values = x.gather(1, idx)
+    def _values(self, x, idx, copy=None):
+        values = x.gather(1, idx) if copy is None else x.gather(1, idx) - copy.gather(1, idx)
         return values * (x.shape[1] / idx.shape[1]) if self.scaled else values
 
-    def sparse(self, x, keys):
+    def sparse(self, x, keys, copy=None):
         idx = self._indices(keys, x.shape[1], x.device)
-        return idx, self._values(x, idx)
+        return idx, self._values(x, idx, copy)
 
     def compress(self, x, keys):
         idx, values = self.sparse(x, keys)

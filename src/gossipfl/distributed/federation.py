@@ -161,7 +161,7 @@ class DistributedFederation(Federation):
             flat = plan.weights @ held
         return flat.reshape(x.shape)
 
-    def _mixes_sparse_messages(self) -> bool:
+    def mixes_sparse_messages(self) -> bool:
         return False  # the ranks exchange encodings: the dense path decodes them
 
     def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple,

@@ -73,5 +73,5 @@ class BEER(CompressedAlgorithm):
 
     def _publish(self, state, key: str, target, t: int, compressor) -> None:
         """Public copy ``key`` ← copy + C(target − copy); its mix W·copy likewise."""
-        self.fed.publish(target - state[key], t, compressor, (key, t), state[key],
+        self.fed.publish(target, t, compressor, (key, t), state[key],
                          state[f"{key}_mixed"])

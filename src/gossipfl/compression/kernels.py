@@ -1,0 +1,203 @@
+"""The row operations of compressed gossip, defined in torch and fused on the CPU.
+
+Two operations carry CHOCO-Gossip's cost (:mod:`gossipfl.compression.gossip`):
+
+- :func:`top_k` — per row of ``d = x − copy`` (``copy`` optional), the k coordinates of largest
+  |d_j|, a NaN counting as larger than every number (as in ``torch.topk``) and ties at the
+  k-th value going to the lowest indices; returned as ``(idx, values)`` ``[n, k]``, indices
+  ascending, ``values = d`` there. Because ties are broken by index, a row's selection is
+  defined by its own values alone.
+- :func:`consensus` — ``x = z + γ (s − x̂)``, rounded as ``(s − x̂)·γ + z`` elementwise (the
+  order :class:`~gossipfl.compression.gossip.ChocoGossip` has always used).
+
+:func:`top_k_consensus` does both over the same rows, and :func:`deliver` adds sparse
+messages to the public copies and their mix, redoing the consensus where they changed.
+
+**Two implementations, one result.** The torch code in this module *is* the definition
+(several passes over ``[n, P]`` and ``torch.kthvalue``). On the CPU, when numba imports, the
+same results come from one fused pass per row: a threshold from a 1/64 sample of the |d_j|
+(runs of 16 consecutive coordinates, set so that fewer than k coordinates reach it with
+probability below 1e-9 for independent values, and checked: a row where it misses is redone
+in full), the candidates at or above it collected while the consensus is written, then an
+exact k-th value among the few thousand candidates. Every bit equals the torch definition (tested, ties and NaNs included);
+``GOSSIPFL_KERNELS=torch`` forces the torch code. The rows are split among
+``torch.get_num_threads()`` threads that release the GIL (no numba threading layer: the
+kernels stay fork-safe under the multi-process backend). numba compiles them on first use and
+caches them on disk.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import os
+import threading
+
+import numpy as np
+import torch
+from torch import Tensor
+
+#: the sample stride of the fused top-k's threshold
+STRIDE = 64
+#: below this many values the fused kernels are not worth a thread
+_PARALLEL_NUMEL = 1 << 18
+
+
+def top_k(x: Tensor, k: int, copy: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """``(idx, values)`` of the k largest |x − copy| per row (module docstring)."""
+    k = min(k, x.shape[1])
+    if fused(x, copy):
+        idx = torch.empty(x.shape[0], k, dtype=torch.int64)
+        values = torch.empty(x.shape[0], k, dtype=x.dtype)
+        _run_rows(_kernels().select, x, copy, k, idx, values)
+        return idx, values
+    d = x if copy is None else x - copy
+    return _top_k_torch(d, k)
+
+
+def consensus(z: Tensor, copy: Tensor, mixed: Tensor, gamma: float) -> Tensor:
+    """``(mixed − copy)·γ + z``, the consensus of CHOCO-Gossip (module docstring)."""
+    return torch.sub(mixed, copy).mul_(gamma).add_(z)
+
+
+def top_k_consensus(z: Tensor, copy: Tensor, mixed: Tensor, gamma: float, k: int
+                    ) -> tuple[Tensor, Tensor, Tensor]:
+    """``(consensus(z, copy, mixed, γ), *top_k(z, k, copy))``, in one pass on the CPU."""
+    k = min(k, z.shape[1])
+    if fused(z, copy, mixed):
+        x = torch.empty_like(z)
+        idx = torch.empty(z.shape[0], k, dtype=torch.int64)
+        values = torch.empty(z.shape[0], k, dtype=z.dtype)
+        g = _kernels().scalar(z.dtype, gamma)
+        _run_rows(_kernels().select_consensus, z, copy, k, idx, values, mixed, g, x)
+        return x, idx, values
+    return (consensus(z, copy, mixed, gamma), *top_k(z, k, copy))
+
+
+def deliver(idx: Tensor, values: Tensor, edges: tuple[Tensor, Tensor, Tensor], copy: Tensor,
+            mixed: Tensor, redo: tuple[Tensor, Tensor, float] | None = None) -> None:
+    """Sparse messages q (row j: ``values[j]`` at columns ``idx[j]``) into the public copies,
+    in place: copy ← copy + q, then mixed ← mixed + W q over ``edges`` = (receivers,
+    senders, w) sorted by receiver then sender (``scatter_add_`` and ``index_add_`` of the
+    products w·q, in that order). With ``redo = (x, z, γ)``, x ← :func:`consensus` where
+    copy or mixed changed."""
+    receivers, senders, weights = edges
+    m, p = copy.shape
+    if fused(copy, mixed, *(redo[:2] if redo else ())) and values.dtype == copy.dtype:
+        nb = _kernels()
+        indptr = np.searchsorted(receivers.numpy(), np.arange(m + 1))
+        x, z, g = (None, None, None) if redo is None else (
+            redo[0].numpy(), redo[1].numpy(), nb.scalar(copy.dtype, redo[2]))
+        args = (idx.numpy(), values.numpy(), indptr, senders.numpy(),
+                weights.to(copy.dtype).numpy(), copy.numpy(), mixed.numpy(), x, z, g)
+        _in_threads(m, idx.numel() * (1 + len(senders) // max(m, 1)),
+                    lambda lo, hi: nb.deliver(lo, hi, *args))
+        return
+    copy.scatter_add_(1, idx, values)
+    flat = (receivers[:, None] * p + idx[senders]).reshape(-1)
+    mixed.view(-1).index_add_(0, flat, (values[senders] * weights[:, None]).reshape(-1))
+    if redo is not None:
+        x, z, gamma = redo
+        at = torch.cat([(torch.arange(m, device=idx.device)[:, None] * p + idx).reshape(-1),
+                        flat])
+        x.view(-1)[at] = consensus(z.view(-1)[at], copy.view(-1)[at], mixed.view(-1)[at],
+                                   gamma)
+
+
+def _top_k_torch(d: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """The definition of :func:`top_k`, on ``d = x − copy``: ``torch.topk``'s k-th value
+    decides; where more coordinates than k reach it (ties at the k-th value), the tied ones
+    go to the lowest indices."""
+    a = torch.nan_to_num(d.abs(), nan=math.inf, posinf=math.inf)
+    top = a.topk(k, dim=1, sorted=False)
+    kth = top.values.amin(dim=1, keepdim=True)
+    idx = top.indices.sort(dim=1).values
+    reach = (a >= kth).sum(dim=1)
+    tied = (reach > k).nonzero()[:, 0]
+    if tied.numel():
+        at = a[tied]
+        above, equal = at > kth[tied], at == kth[tied]
+        missing = k - above.sum(dim=1, keepdim=True)
+        keep = above | (equal & (equal.cumsum(dim=1) <= missing))
+        idx[tied] = keep.nonzero()[:, 1].view(-1, k)
+    return idx, d.gather(1, idx)
+
+
+def fused(*tensors: Tensor | None) -> bool:
+    """Whether the numba kernels apply to these tensors: CPU, float32/64, contiguous, of one
+    shape, numba importable, and ``GOSSIPFL_KERNELS`` not ``torch``."""
+    present = [t for t in tensors if t is not None]
+    if os.environ.get("GOSSIPFL_KERNELS", "").lower() == "torch":
+        return False
+    if not all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
+               and t.is_contiguous() and t.dtype == present[0].dtype
+               and t.shape == present[0].shape and not t.requires_grad for t in present):
+        return False
+    return _kernels() is not None
+
+
+def _sampling(p: int, k: int) -> tuple[int, int]:
+    """(stride, rank): the threshold is the rank-th largest of every stride-th |d_j|, so that
+    the expected k/stride sampled coordinates among the top k exceed rank with probability
+    below 1e-9 (a Poisson tail: rank = λ + 6√λ + 6); stride 1 (no sampling) where the
+    candidates would not be fewer than the row."""
+    lam = k / STRIDE
+    rank = math.ceil(lam + 6 * math.sqrt(lam) + 6)
+    if 4 * rank * STRIDE >= p:
+        return 1, 1
+    return STRIDE, rank
+
+
+def _run_rows(kernel, x: Tensor, copy: Tensor | None, k: int, idx: Tensor, values: Tensor,
+              *consensus_args) -> None:
+    """A selection ``kernel`` on blocks of rows (:func:`_in_threads`); a row's result depends
+    on that row alone, so the split changes no bit."""
+    stride, rank = _sampling(x.shape[1], k)
+
+    def rows(a, lo: int, hi: int):
+        return a[lo:hi].numpy() if isinstance(a, Tensor) else a
+
+    def block(lo: int, hi: int) -> None:
+        kernel(rows(x, lo, hi), rows(copy, lo, hi), k, stride, rank, rows(idx, lo, hi),
+               rows(values, lo, hi), *(rows(a, lo, hi) for a in consensus_args))
+
+    _in_threads(x.shape[0], x.numel(), block)
+
+
+def _in_threads(n: int, numel: int, block) -> None:
+    """``block(lo, hi)`` on contiguous blocks of the n rows, one thread each (the kernels
+    release the GIL; as many threads as torch uses, fewer for small work), the first block
+    on the calling thread; an error in any block is raised here."""
+    threads = max(1, min(torch.get_num_threads(), n, numel // _PARALLEL_NUMEL))
+    bounds = [n * i // threads for i in range(threads + 1)]
+    errors: list[BaseException] = []
+
+    def guarded(lo: int, hi: int) -> None:
+        try:
+            block(lo, hi)
+        except BaseException as error:  # noqa: BLE001 (re-raised by the calling thread)
+            errors.append(error)
+
+    workers = [threading.Thread(target=guarded, args=(lo, hi))
+               for lo, hi in itertools.pairwise(bounds[1:])]
+    for w in workers:
+        w.start()
+    guarded(bounds[0], bounds[1])
+    for w in workers:
+        w.join()
+    if errors:
+        raise errors[0]
+
+
+@functools.cache
+def _kernels():
+    """The compiled kernels (:mod:`gossipfl.compression._numba`), or None without numba."""
+    try:
+        from gossipfl.compression import _numba
+    except ImportError:
+        return None
+    return _numba
+
+
+__all__ = ["STRIDE", "consensus", "deliver", "fused", "top_k", "top_k_consensus"]

@@ -1,0 +1,170 @@
+"""The row operations of compressed gossip (gossipfl.compression.kernels): the top-k
+selection against a float64 NumPy re-derivation (ties to the lowest index, NaN largest), the
+fused numba kernels bitwise against the torch definition (adversarial rows included: ties,
+NaNs, a sample that misses, candidates that overflow), and the CHOCO step that uses them
+bitwise against the step computed after the messages."""
+
+import numpy as np
+import pytest
+import torch
+
+from gossipfl.compression import RandK, TopK, kernels
+from gossipfl.compression.gossip import ChocoGossip
+from gossipfl.engine import ParamLayout
+from gossipfl.engine.groups import ParamGroups
+from gossipfl.federation import Federation
+from gossipfl.topology import Mixer, build_topology
+
+numba = pytest.importorskip("numba")
+
+
+def bits(t):
+    return t.view(torch.int32 if t.dtype == torch.float32 else torch.int64)
+
+
+def top_k_reference(d: np.ndarray, k: int):
+    """Per row: sort by (−|d| with NaN as +inf, index), keep the first k, indices ascending."""
+    out_idx, out_val = [], []
+    for row in d.astype(np.float64):
+        a = np.abs(row)
+        a[np.isnan(a)] = np.inf
+        order = np.lexsort((np.arange(row.size), -a))[:k]
+        chosen = np.sort(order)
+        out_idx.append(chosen)
+        out_val.append(row[chosen])
+    return np.array(out_idx).reshape(len(d), k), np.array(out_val).reshape(len(d), k)
+
+
+def adversarial(n: int, p: int, seed: int = 0, dtype=torch.float32) -> torch.Tensor:
+    """Rows with ties, zeros, a NaN, infinities and integer-valued stretches."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, p, generator=gen, dtype=dtype)
+    if n > 1:
+        x[1] = torch.randint(-3, 4, (p,), generator=gen).to(dtype)  # many ties at the k-th
+    if n > 2:
+        x[2, : p // 2] = 0.0
+        x[2, 0] = -0.0
+    if n > 3:
+        x[3, p // 3] = float("nan")
+        x[3, p // 5] = float("-inf")
+    return x
+
+
+CASES = [(4, 1, 1), (5, 7, 3), (6, 50, 50), (6, 1000, 10), (5, 20000, 200), (3, 100000, 1000)]
+
+
+@pytest.fixture(params=["numba", "torch"])
+def path(request, monkeypatch):
+    if request.param == "torch":
+        monkeypatch.setenv("GOSSIPFL_KERNELS", "torch")
+    return request.param
+
+
+@pytest.mark.parametrize(("n", "p", "k"), CASES)
+def test_top_k_is_the_k_largest_magnitudes_ties_to_the_lowest_index(path, n, p, k):
+    x, copy = adversarial(n, p, 1), adversarial(n, p, 2)
+    copy[1] = 0.0  # row 1 keeps its ties in x − copy
+    idx, values = kernels.top_k(x, k, copy)
+    ref_idx, ref_val = top_k_reference((x - copy).numpy(), k)
+    assert np.array_equal(idx.numpy(), ref_idx)
+    assert np.array_equal(values.double().numpy(), ref_val, equal_nan=True)
+    plain_idx, _ = kernels.top_k(x, k)
+    assert np.array_equal(plain_idx.numpy(), top_k_reference(x.numpy(), k)[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("n", "p", "k"), CASES)
+def test_fused_kernels_equal_the_torch_definition_bitwise(monkeypatch, dtype, n, p, k):
+    z, copy, mixed = (adversarial(n, p, s, dtype) for s in (3, 4, 5))
+    copy[1] = 0.0
+    gamma = 0.123456789
+    fused = kernels.top_k_consensus(z, copy, mixed, gamma, k)
+    selected = kernels.top_k(z, k, copy)
+    monkeypatch.setenv("GOSSIPFL_KERNELS", "torch")
+    reference = kernels.top_k_consensus(z, copy, mixed, gamma, k)
+    assert torch.equal(bits(fused[0]), bits(torch.sub(mixed, copy).mul_(gamma).add_(z)))
+    for got, want in zip((*fused, *selected), (*reference, *reference[1:])):
+        assert got.dtype == want.dtype and torch.equal(bits(got) if got.is_floating_point()
+                                                        else got, bits(want)
+                                                        if want.is_floating_point() else want)
+
+
+def test_the_sampled_threshold_falls_back_where_it_misses_or_overflows():
+    p, k = 100_000, 2000
+    stride, _ = kernels._sampling(p, k)
+    run = kernels._kernels().RUN
+    sampled = torch.arange(p) % (run * stride) < run
+    assert k > int(sampled.sum())
+    missing = torch.rand(2, p) * 1e-3
+    missing[:, sampled] = 100.0  # the sample sees only large values: fewer than k reach it
+    constant = torch.full((2, p), 0.5)  # every coordinate ties: the candidates overflow
+    constant[1, 7] = 0.25
+    for x in (missing, constant):
+        idx, values = kernels.top_k(x, k)
+        ref_idx, ref_val = top_k_reference(x.numpy(), k)
+        assert np.array_equal(idx.numpy(), ref_idx)
+        assert np.array_equal(values.double().numpy(), ref_val)
+
+
+def test_rows_do_not_depend_on_the_other_rows_or_the_thread_split(monkeypatch):
+    x = adversarial(9, 40000, 6)
+    whole = kernels.top_k(x, 400)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    split = kernels.top_k(x, 400)
+    alone = [kernels.top_k(x[i:i + 1], 400) for i in range(9)]
+    assert torch.equal(whole[0], split[0])
+    assert torch.equal(whole[0], torch.cat([a[0] for a in alone]))
+
+
+def test_top_k_compressor_with_a_copy_is_top_k_of_the_difference():
+    x, copy = adversarial(4, 3000, 7), adversarial(4, 3000, 8)
+    comp = TopK(fraction=0.01)
+    idx, values = comp.sparse(x, None, copy)
+    ref_idx, ref_values = comp.sparse(x - copy, None)
+    assert torch.equal(idx, ref_idx) and torch.equal(bits(values), bits(ref_values))
+
+
+def federation(m: int, p: int) -> Federation:
+    topology = build_topology("ring", m, mixing="metropolis_hastings", seed=0)
+    groups = ParamGroups.build(ParamLayout.from_module(torch.nn.Linear(p, 1, bias=False)), [])
+    return Federation(m, groups, torch.ones(m), seed=0, mixer=Mixer(topology, sparse="sparse"))
+
+
+@pytest.mark.parametrize("compressor", [TopK(fraction=0.01), RandK(fraction=0.01)],
+                         ids=["top_k", "rand_k"])
+def test_choco_step_equals_the_consensus_computed_after_the_messages(path, compressor):
+    m, p, gamma = 6, 5000, 0.3
+    fed = federation(m, p)
+    choco = ChocoGossip(compressor, gamma)
+    gen = torch.Generator().manual_seed(0)
+    hat, mixed = torch.zeros(m, p), torch.zeros(m, p)
+    hat2, mixed2 = hat.clone(), mixed.clone()
+    for t in range(4):
+        z = torch.randn(m, p, generator=gen)
+        x, hat, mixed = choco.step(fed, z, hat, mixed, t, ("0", t, 0))
+        fed.publish(z, t, choco.compressor, ("0", t, 0), hat2, mixed2)
+        x2 = torch.sub(mixed2, hat2).mul_(gamma).add_(z)
+        assert torch.equal(bits(hat), bits(hat2)) and torch.equal(bits(mixed), bits(mixed2))
+        assert torch.equal(bits(x), bits(x2))
+
+
+@pytest.mark.parametrize("graph", ["ring", "exponential"])
+def test_deliver_fused_equals_the_torch_definition_bitwise(monkeypatch, graph):
+    m, p, k, gamma = 8, 3000, 30, 0.7
+    topology = build_topology(graph, m, mixing="metropolis_hastings", seed=0)
+    W = torch.as_tensor(topology.matrix(0), dtype=torch.float32)
+    receivers, senders = W.nonzero(as_tuple=True)
+    edges = (receivers, senders, W[receivers, senders])
+    gen = torch.Generator().manual_seed(3)
+    z, copy, mixed = (torch.randn(m, p, generator=gen) for _ in range(3))
+    idx, values = kernels.top_k(torch.randn(m, p, generator=gen), k)
+    x = kernels.consensus(z, copy, mixed, gamma)
+    results = []
+    for env in ("", "torch"):
+        monkeypatch.setenv("GOSSIPFL_KERNELS", env)
+        c, s, xx = copy.clone(), mixed.clone(), x.clone()
+        kernels.deliver(idx, values, edges, c, s, (xx, z, gamma))
+        assert torch.equal(bits(xx), bits(kernels.consensus(z, c, s, gamma)))
+        results.append((c, s, xx))
+    for fused_t, torch_t in zip(*results):
+        assert torch.equal(bits(fused_t), bits(torch_t))
