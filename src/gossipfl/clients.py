@@ -69,6 +69,22 @@ class ClientEnv:
             grad = grad * (clip / (grad.norm(dim=1, keepdim=True) + 1e-6)).clamp(max=1.0)
         return loss, grad
 
+    @property
+    def plain_sgd(self) -> bool:
+        """Whether a gradient step is y − η ∇F_i as it comes: no ``train.clip_norm``, no
+        ``train.weight_decay`` (then :meth:`sgd_step` applies)."""
+        return self.train.clip_norm is None and not self.train.weight_decay
+
+    def sgd_step(self, y: Tensor, batch: Batch, lr: float, at: Tensor | None = None
+                 ) -> Tensor:
+        """One SGD step of every row, in place: y ← y − η ∇F_i(a; ξ_i) with a = ``at``
+        (default y), returning the per-client loss at a — the update fused into the gradient
+        where the oracle can (:meth:`~gossipfl.engine.oracle.Oracle.loss_and_step`). For
+        :attr:`plain_sgd` steps only (it neither clips nor decays)."""
+        return self.oracle.loss_and_step(y if at is None else at, batch.inputs,
+                                         batch.targets, batch.mask, lr,
+                                         into=None if at is None else y)
+
     def raw_gradient(self, y: Tensor, batch: Batch, group: str = "all") -> tuple[Tensor, Tensor]:
         """Loss and gradient of ``group``, never clipped (SAM's ascent direction)."""
         wrt = self.groups.parameter_names(group)

@@ -72,9 +72,40 @@ def local_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
     phase = ctx.phase
     if phase.update is not None:
         return phase.update(ctx, work, batch)
+    if _fusable(ctx):
+        return _fused_step(ctx, work, batch)
     loss, direction = phase_direction(ctx, work, batch)
     ctx.optimizer.step(work, direction)
     return loss
+
+
+def _fusable(ctx: Context) -> bool:
+    """Whether the phase's step is y ← y − η g on every coordinate with g the plain or SAM
+    gradient as it comes: the default direction, no momentum, the whole model, no clipping
+    and no weight decay."""
+    phase, optimizer = ctx.phase, ctx.optimizer
+    return (phase.direction is None and optimizer.velocity is None
+            and optimizer.group.is_all and ctx.env.plain_sgd)
+
+
+def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
+    """The step of a :func:`_fusable` phase with the update fused into the (last) gradient
+    (:meth:`~gossipfl.clients.ClientEnv.sgd_step`): the same numbers, no gradient stack."""
+    phase, lr = ctx.phase, ctx.optimizer.lr
+    if not phase.rho:
+        return ctx.env.sgd_step(work.y, batch, lr)
+    loss, point = sam_point(ctx, work.y, batch, phase.rho, phase.group)
+    ctx.env.sgd_step(work.y, batch, lr, at=point)
+    return loss
+
+
+def sam_point(ctx: Context, y: Tensor, batch: Batch, rho: float, group: str
+              ) -> tuple[Tensor, Tensor]:
+    """Loss at ``y`` and SAM's ascent point y + ρ g/‖g‖₂, g = ∇F_i(y; ξ) unclipped, ‖·‖ over
+    the group (only its coordinates move)."""
+    loss, grad = ctx.env.raw_gradient(y, batch, group)
+    norm = grad.norm(dim=1, keepdim=True).clamp_min(1e-12)  # the group's: the rest is 0
+    return loss, y + rho * grad / norm
 
 
 def sam_gradient(ctx: Context, y: Tensor, batch: Batch, rho: float,
@@ -85,9 +116,8 @@ def sam_gradient(ctx: Context, y: Tensor, batch: Batch, rho: float,
     env = ctx.env
     if rho == 0:
         return env.gradient(y, batch, group)
-    loss, grad = env.raw_gradient(y, batch, group)
-    norm = grad.norm(dim=1, keepdim=True).clamp_min(1e-12)  # the group's: the rest is 0
-    _, perturbed = env.gradient(y + rho * grad / norm, batch, group)
+    loss, point = sam_point(ctx, y, batch, rho, group)
+    _, perturbed = env.gradient(point, batch, group)
     return loss, perturbed
 
 

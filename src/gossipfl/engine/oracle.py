@@ -121,14 +121,30 @@ class Oracle(ABC):
         None → (``loss [M]``, ``grad [M, P]``). ``wrt``: the names of the parameters whose
         gradient is wanted (None: all); the other columns of ``grad`` are 0 and cost nothing
         (a phase that trains only the head does not differentiate through the body)."""
-        inputs, targets = _prepare(X, inputs, targets)
-        mask = _full_mask(mask, targets)
+        inputs, targets, mask = self._training_batch(X, inputs, targets, mask)
         losses = torch.zeros(X.shape[0], dtype=X.dtype, device=X.device)
         grads = torch.empty(X.shape[0], self.layout.P, dtype=X.dtype, device=X.device)
-        self.model.train()
         wanted = None if wrt is None or set(wrt) >= set(self.layout.names) else frozenset(wrt)
         self._fill(X, inputs, targets, mask, losses, grads, wanted)
         return losses, grads
+
+    def _training_batch(self, X: Tensor, inputs: Tensor, targets: Tensor,
+                        mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Inputs cast to X's dtype, a full bool mask, and the model in train mode."""
+        inputs, targets = _prepare(X, inputs, targets)
+        self.model.train()
+        return inputs, targets, _full_mask(mask, targets)
+
+    def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor,
+                      mask: Tensor | None, lr: float, into: Tensor | None = None) -> Tensor:
+        """One plain SGD step of every model, in place: Y ← Y − η ∇F(X) with Y = ``into``
+        (default X itself; ``Y.add_(grad, alpha=-η)``), returning ``loss [M]`` at X. The
+        same numbers as :meth:`loss_and_grad` followed by that update; an oracle may apply it
+        layer by layer from the gradients autograd returns, without writing a gradient stack
+        ``[M, P]`` and reading it back."""
+        losses, grads = self.loss_and_grad(X, inputs, targets, mask)
+        (X if into is None else into).add_(grads, alpha=-lr)
+        return losses
 
     @abstractmethod
     def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,

@@ -364,9 +364,9 @@ class StackedOracle(Oracle):
         return max(M, 1) if rows is None else max(1, min(M, rows // max(samples, 1)))
 
     def _block(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
-               out: Tensor, wrt: frozenset[str] | None = None) -> Tensor:
-        """Loss ``[m]`` of a block of m clients; their gradients (those of ``wrt``, the rest
-        0) are written into ``out``."""
+               wrt: frozenset[str] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """Loss ``[m]`` of a block of m clients and their gradients ``{name: [m, *shape]}``
+        (those of ``wrt``; None: all)."""
         m = X.shape[0]
         leaves = {name: v.detach().requires_grad_(wrt is None or name in wrt) for name, v in
                   self.layout.views(X).items()}
@@ -379,27 +379,63 @@ class StackedOracle(Oracle):
                 values.dtype)
             grads = torch.autograd.grad(client.sum(), [leaves[n] for n in names],
                                         allow_unused=True, materialize_grads=True)
-        write_grads(self.layout, out, dict(zip(names, grads, strict=True)))  # one pass each
-        return client.detach()
+        return client.detach(), dict(zip(names, grads, strict=True))
 
-    def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
-              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
+    def _blocks(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
+                losses: Tensor, wrt: frozenset[str] | None, use) -> None:
+        """Every block's loss into ``losses`` and ``use(rows, grads)`` with its gradients:
+        ``rows`` a slice of X's rows (all clients have samples) or an index tensor of the
+        active ones (clients without samples: loss 0, no compute)."""
         sample_shape, B = inputs.shape[2:], inputs.shape[1]
         active = mask.any(1)
         if bool(active.all()):
             step = self.block_size(X.shape[0], sample_shape, B, X)
             for a, b in client_blocks(X.shape[0], step):
-                losses[a:b] = self._block(X[a:b], inputs[a:b], targets[a:b], mask[a:b],
-                                          grads[a:b], wrt)
+                losses[a:b], grads = self._block(X[a:b], inputs[a:b], targets[a:b],
+                                                 mask[a:b], wrt)
+                use(slice(a, b), grads)
             return
-        grads[~active] = 0  # clients without samples: loss 0, gradient 0, no compute
         ids = active.nonzero().squeeze(1)
         for a, b in client_blocks(len(ids), self.block_size(len(ids), sample_shape, B, X)):
             rows = ids[a:b]
+            losses[rows], grads = self._block(X[rows], inputs[rows], targets[rows], mask[rows],
+                                              wrt)
+            use(rows, grads)
+
+    def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
+              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
+        def write(rows, block_grads: dict[str, Tensor]) -> None:
+            if isinstance(rows, slice):
+                write_grads(self.layout, grads[rows], block_grads)  # one pass each
+                return
             block = torch.empty(len(rows), self.layout.P, dtype=X.dtype, device=X.device)
-            losses[rows] = self._block(X[rows], inputs[rows], targets[rows], mask[rows], block,
-                                       wrt)
+            write_grads(self.layout, block, block_grads)
             grads.index_copy_(0, rows, block)
+
+        grads[~mask.any(1)] = 0  # clients without samples: gradient 0
+        self._blocks(X, inputs, targets, mask, losses, wrt, write)
+
+    def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor,
+                      mask: Tensor | None, lr: float, into: Tensor | None = None) -> Tensor:
+        """:meth:`Oracle.loss_and_step` with the update fused into the backward's output:
+        each parameter's rows of X take ``add_(grad, alpha=-η)`` straight from autograd's
+        gradient (bit for bit the unfused update, which reads the same values back from a
+        gradient stack)."""
+        inputs, targets, mask = self._training_batch(X, inputs, targets, mask)
+        losses = torch.zeros(X.shape[0], dtype=X.dtype, device=X.device)
+
+        target = X if into is None else into
+
+        def descend(rows, block_grads: dict[str, Tensor]) -> None:
+            block = target[rows]  # a view for a slice, a copy for index rows
+            with torch.no_grad():
+                for name, view in self.layout.views(block).items():
+                    view.add_(block_grads[name], alpha=-lr)
+            if not isinstance(rows, slice):
+                target.index_copy_(0, rows, block)
+
+        self._blocks(X, inputs, targets, mask, losses, None, descend)
+        return losses
 
     @torch.no_grad()
     def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
