@@ -107,11 +107,11 @@ class Timed:
 
 
 class Ours(Timed):
-    """gossipfl's Runner; local training is ``train_work``."""
+    """gossipfl's Runner; local training is its trainer's ``train``."""
 
     def __init__(self, config: Config, clock: str):
         self.runner = Runner(config)
-        super().__init__(self.runner, "train_work", clock)
+        super().__init__(self.runner.trainer, "train", clock)
         self.train = torch.no_grad()(self.runner.run_round)
         self.evaluate = torch.no_grad()(lambda: self.runner.evaluate()["test_acc"])
         self.steps = lambda: self.runner.client_steps
