@@ -81,26 +81,30 @@ def _choose(z, h, k, cv, ci, c, idx, values):
 
 @numba.njit(inline="always")
 def _buffers(x, stride, rank):
-    """The candidates' |d| and indices for a row of x (allocated once per call: a fresh
-    buffer per row would fault its pages in every time)."""
+    """The candidates' |d| and indices for a row of x (allocated once per call and reused by
+    every row)."""
     p = x.shape[1]
     cap = p if stride == 1 else min(p, 4 * rank * stride)
     return np.empty(cap, x.dtype), np.empty(cap, np.int64)
 
 
-@numba.njit(nogil=True)
-def _select_row(z, h, k, stride, rank, idx, values, cv, ci):
+@numba.njit(inline="always")
+def _select_row(z, h, k, stride, rank, idx, values, cv, ci, s, g, out):
+    """One row's top-k of d = z − h (h None: z); with ``s`` given (compiled apart) the same
+    pass also writes out = (s − h)·g + z. Candidates past the buffer's capacity are dropped
+    and the row redone in full by :func:`_choose`."""
     th = _threshold(z, h, stride, rank)
     c = 0
     for j in range(z.shape[0]):
+        if s is not None:
+            out[j] = (s[j] - h[j]) * g + z[j]
         a = abs(_d(z, h, j))
-        if not a < th:
-            if c == cv.shape[0]:
-                break
-            cv[c] = a
-            ci[c] = j
+        if not a < th and c <= cv.shape[0]:
+            if c < cv.shape[0]:
+                cv[c] = a
+                ci[c] = j
             c += 1
-    _choose(z, h, k, cv, ci, c, idx, values)
+    _choose(z, h, k, cv, ci, min(c, cv.shape[0]), idx, values)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -109,9 +113,11 @@ def select(x, h, k, stride, rank, idx, values):
     cv, ci = _buffers(x, stride, rank)
     for i in range(x.shape[0]):
         if h is None:
-            _select_row(x[i], None, k, stride, rank, idx[i], values[i], cv, ci)
+            _select_row(x[i], None, k, stride, rank, idx[i], values[i], cv, ci, None, 0.0,
+                        None)
         else:
-            _select_row(x[i], h[i], k, stride, rank, idx[i], values[i], cv, ci)
+            _select_row(x[i], h[i], k, stride, rank, idx[i], values[i], cv, ci, None, 0.0,
+                        None)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -120,21 +126,7 @@ def select_consensus(x, h, k, stride, rank, idx, values, s, g, out):
     out = (s − h)·g + x."""
     cv, ci = _buffers(x, stride, rank)
     for i in range(x.shape[0]):
-        z, hi, si, oi = x[i], h[i], s[i], out[i]
-        th = _threshold(z, hi, stride, rank)
-        c = 0
-        full = False
-        for j in range(z.shape[0]):
-            oi[j] = (si[j] - hi[j]) * g + z[j]
-            a = abs(z[j] - hi[j])
-            if not a < th and not full:
-                if c == cv.shape[0]:
-                    full = True
-                else:
-                    cv[c] = a
-                    ci[c] = j
-                    c += 1
-        _choose(z, hi, k, cv, ci, c, idx[i], values[i])
+        _select_row(x[i], h[i], k, stride, rank, idx[i], values[i], cv, ci, s[i], g, out[i])
 
 
 def scalar(dtype, value: float):

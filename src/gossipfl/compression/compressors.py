@@ -109,13 +109,13 @@ class Compressor(ABC):
         densifying), else None. x − copy is never formed in full."""
         return None
 
-    def sparse_consensus(self, z: Tensor, keys: Tensor, copy: Tensor, mixed: Tensor,
-                         gamma: float) -> tuple[Tensor, Tensor, Tensor] | None:
-        """``(x, *sparse(z, keys, copy))`` with CHOCO-Gossip's consensus
-        x = z + γ (mixed − copy) on the copies *before* the message is added
-        (:func:`~gossipfl.compression.kernels.consensus`), computed in one pass over the rows;
-        None where the compressor has no such pass for these tensors (the caller then
-        publishes first and computes the consensus after)."""
+    def sparse_consensus(self, z: Tensor, copy: Tensor, mixed: Tensor, gamma: float
+                         ) -> tuple[Tensor, Tensor, Tensor] | None:
+        """``(x, *sparse(z, None, copy))`` for a compressor without randomness, with
+        CHOCO-Gossip's consensus x = z + γ (mixed − copy) on the copies *before* the message
+        is added (:func:`~gossipfl.compression.kernels.consensus`), computed in one pass over
+        the rows; None where the compressor has no such pass for these tensors (the caller
+        then publishes first and computes the consensus after)."""
         return None
 
     @abstractmethod
@@ -205,7 +205,7 @@ class TopK(_Sparse):
     def sparse(self, x, keys=None, copy=None):
         return kernels.top_k(x, self.k_of(x.shape[1]), copy)
 
-    def sparse_consensus(self, z, keys, copy, mixed, gamma):
+    def sparse_consensus(self, z, copy, mixed, gamma):
         if not kernels.fused(z, copy, mixed):
             return None
         return kernels.top_k_consensus(z, copy, mixed, gamma, self.k_of(z.shape[1]))

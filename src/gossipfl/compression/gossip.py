@@ -66,8 +66,7 @@ class ChocoGossip:
         if not self.error_feedback:
             q, mixed_q = fed.send_compressed(z, t, self.compressor, key)
             return z + self.gamma * (mixed_q - q), hat, mixed
-        fused = (self.compressor.sparse_consensus(z, fed.compress_keys(z, key), hat, mixed,
-                                                  self.gamma)
+        fused = (self.compressor.sparse_consensus(z, hat, mixed, self.gamma)
                  if fed.mixes_sparse_messages() else None)
         if fused is None:
             fed.publish(z, t, self.compressor, key, hat, mixed)

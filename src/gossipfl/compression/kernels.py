@@ -14,13 +14,14 @@ Two operations carry CHOCO-Gossip's cost (:mod:`gossipfl.compression.gossip`):
 messages to the public copies and their mix, redoing the consensus where they changed.
 
 **Two implementations, one result.** The torch code in this module *is* the definition
-(several passes over ``[n, P]`` and ``torch.kthvalue``). On the CPU, when numba imports, the
-same results come from one fused pass per row: a threshold from a 1/64 sample of the |d_j|
-(runs of 16 consecutive coordinates, set so that fewer than k coordinates reach it with
+(several passes over ``[n, P]``: ``torch.topk`` for the k-th value, the tie rule applied to
+the rows where more than k values reach it). On the CPU, when numba imports, the same
+results come from one fused pass per row: a threshold from a 1/64 sample of the |d_j| (runs
+of 16 consecutive coordinates, set so that fewer than k coordinates reach it with
 probability below 1e-9 for independent values, and checked: a row where it misses is redone
 in full), the candidates at or above it collected while the consensus is written, then an
-exact k-th value among the few thousand candidates. Every bit equals the torch definition (tested, ties and NaNs included);
-``GOSSIPFL_KERNELS=torch`` forces the torch code. The rows are split among
+exact k-th value among the few thousand candidates. Every bit equals the torch definition
+(tested, ties and NaNs included); ``GOSSIPFL_KERNELS=torch`` forces the torch code. The rows are split among
 ``torch.get_num_threads()`` threads that release the GIL (no numba threading layer: the
 kernels stay fork-safe under the multi-process backend). numba compiles them on first use and
 caches them on disk.
