@@ -1,8 +1,8 @@
 """The row operations of compressed gossip (gossipfl.compression.kernels): the top-k
 selection against a float64 NumPy re-derivation (ties to the lowest index, NaN largest), the
-fused numba kernels bitwise against the torch definition (adversarial rows included: ties,
-NaNs, a sample that misses, candidates that overflow), and the CHOCO step that uses them
-bitwise against the step computed after the messages."""
+numba kernels bitwise against the torch definition (adversarial rows included: ties, NaNs, a
+sample that misses, candidates that overflow), and the CHOCO step that uses them bitwise
+against the publish-then-consensus definition."""
 
 import numpy as np
 import pytest
@@ -78,12 +78,13 @@ def test_fused_kernels_equal_the_torch_definition_bitwise(monkeypatch, dtype, n,
     z, copy, mixed = (adversarial(n, p, s, dtype) for s in (3, 4, 5))
     copy[1] = 0.0
     gamma = 0.123456789
-    fused = kernels.top_k_consensus(z, copy, mixed, gamma, k)
-    selected = kernels.top_k(z, k, copy)
+    fused = (kernels.consensus(z, copy, mixed, gamma), *kernels.top_k(z, k, copy),
+             *kernels.top_k(z, k))
     monkeypatch.setenv("GOSSIPFL_KERNELS", "torch")
-    reference = kernels.top_k_consensus(z, copy, mixed, gamma, k)
-    assert torch.equal(bits(fused[0]), bits(torch.sub(mixed, copy).mul_(gamma).add_(z)))
-    for got, want in zip((*fused, *selected), (*reference, *reference[1:])):
+    reference = (kernels.consensus(z, copy, mixed, gamma), *kernels.top_k(z, k, copy),
+                 *kernels.top_k(z, k))
+    assert torch.equal(bits(reference[0]), bits(torch.sub(mixed, copy).mul_(gamma).add_(z)))
+    for got, want in zip(fused, reference, strict=True):
         assert got.dtype == want.dtype and torch.equal(bits(got) if got.is_floating_point()
                                                         else got, bits(want)
                                                         if want.is_floating_point() else want)
@@ -150,21 +151,22 @@ def test_choco_step_equals_the_consensus_computed_after_the_messages(path, compr
 
 @pytest.mark.parametrize("graph", ["ring", "exponential"])
 def test_deliver_fused_equals_the_torch_definition_bitwise(monkeypatch, graph):
-    m, p, k, gamma = 8, 3000, 30, 0.7
+    m, p, k = 8, 3000, 30
     topology = build_topology(graph, m, mixing="metropolis_hastings", seed=0)
     W = torch.as_tensor(topology.matrix(0), dtype=torch.float32)
     receivers, senders = W.nonzero(as_tuple=True)
     edges = (receivers, senders, W[receivers, senders])
     gen = torch.Generator().manual_seed(3)
-    z, copy, mixed = (torch.randn(m, p, generator=gen) for _ in range(3))
+    copy, mixed = (torch.randn(m, p, generator=gen) for _ in range(2))
     idx, values = kernels.top_k(torch.randn(m, p, generator=gen), k)
-    x = kernels.consensus(z, copy, mixed, gamma)
     results = []
     for env in ("", "torch"):
         monkeypatch.setenv("GOSSIPFL_KERNELS", env)
-        c, s, xx = copy.clone(), mixed.clone(), x.clone()
-        kernels.deliver(idx, values, edges, c, s, (xx, z, gamma))
-        assert torch.equal(bits(xx), bits(kernels.consensus(z, c, s, gamma)))
-        results.append((c, s, xx))
-    for fused_t, torch_t in zip(*results):
+        c, s = copy.clone(), mixed.clone()
+        kernels.deliver(idx, values, edges, c, s)
+        results.append((c, s))
+    for fused_t, torch_t in zip(*results, strict=True):
         assert torch.equal(bits(fused_t), bits(torch_t))
+    dense = torch.zeros(m, p).scatter_(1, idx, values)
+    assert torch.allclose(results[0][0], copy + dense)
+    assert torch.allclose(results[0][1], mixed + W @ dense, atol=1e-5)

@@ -160,15 +160,13 @@ class Federation:
         self.publish_sparse(*sparse, t, compressor, copy, mixed)
 
     def publish_sparse(self, idx: Tensor, values: Tensor, t: int, compressor, copy: Tensor,
-                       mixed: Tensor, redo: tuple[Tensor, Tensor, float] | None = None
-                       ) -> None:
+                       mixed: Tensor) -> None:
         """:meth:`publish` of the messages q given as ``(idx, values)`` ``[M, k]`` (each
         client's k coordinates): copy ← copy + q, mixed ← mixed + W q in nnz(W)·k products
-        instead of nnz(W)·P; ``redo = (x, z, γ)``: CHOCO's consensus x, computed before,
-        redone where copy or mixed changed (:func:`~gossipfl.compression.kernels.deliver`)."""
+        instead of nnz(W)·P (:func:`~gossipfl.compression.kernels.deliver`)."""
         self._charge_compressed(t, compressor, copy.shape[1])
         kernels.deliver(idx, values, self._entries(t, values.device, values.dtype), copy,
-                        mixed, redo)
+                        mixed)
 
     def compress_keys(self, v: Tensor, key: tuple) -> Tensor:
         """This process's clients' stream keys for the compressed messages of ``key``."""

@@ -35,13 +35,15 @@ def _threshold(z, h, stride, rank):
     RUN consecutive coordinates, one run every RUN·stride (a cache line each, so the sample
     reads 1/stride of the row's lines rather than all of them)."""
     if stride == 1:
-        return -np.inf
+        none = np.empty(1, z.dtype)
+        none[0] = -np.inf
+        return none[0]
     p = z.shape[0]
     period = RUN * stride
     n = 0
     for start in range(0, p, period):
         n += min(RUN, p - start)
-    sample = np.empty(n, np.float64)
+    sample = np.empty(n, z.dtype)  # |d| values: the threshold stays in the rows' dtype
     q = 0
     for start in range(0, p, period):
         for j in range(start, min(start + RUN, p)):
@@ -81,52 +83,60 @@ def _choose(z, h, k, cv, ci, c, idx, values):
 
 @numba.njit(inline="always")
 def _buffers(x, stride, rank):
-    """The candidates' |d| and indices for a row of x (allocated once per call and reused by
-    every row)."""
+    """The candidates' |d| and indices, and the candidate mask, for a row of x (allocated
+    once per call and reused by every row; the mask's bytes past P stay 0)."""
     p = x.shape[1]
     cap = p if stride == 1 else min(p, 4 * rank * stride)
-    return np.empty(cap, x.dtype), np.empty(cap, np.int64)
+    return np.empty(cap, x.dtype), np.empty(cap, np.int64), np.zeros(-(-p // 8) * 8, np.uint8)
 
 
 @numba.njit(inline="always")
-def _select_row(z, h, k, stride, rank, idx, values, cv, ci, s, g, out):
-    """One row's top-k of d = z − h (h None: z); with ``s`` given (compiled apart) the same
-    pass also writes out = (s − h)·g + z. Candidates past the buffer's capacity are dropped
-    and the row redone in full by :func:`_choose`."""
-    th = _threshold(z, h, stride, rank)
+def _collect(z, h, mask, cv, ci):
+    """The candidates flagged in ``mask``, in index order, into cv (|d|) and ci (index),
+    eight flags at a time; returns how many fit (the capacity where they did not)."""
     c = 0
+    words = mask.view(np.uint64)
+    for w in range(words.shape[0]):
+        if words[w] != 0:
+            for j in range(8 * w, 8 * w + 8):
+                if mask[j]:
+                    if c == cv.shape[0]:
+                        return c
+                    cv[c] = abs(_d(z, h, j))
+                    ci[c] = j
+                    c += 1
+    return c
+
+
+@numba.njit(inline="always")
+def _select_row(z, h, k, stride, rank, idx, values, cv, ci, mask):
+    """One row's top-k of d = z − h (h None: z). The pass over the row only flags the
+    candidates (a loop the compiler vectorizes); :func:`_collect` gathers them. Candidates
+    past the buffer's capacity are dropped and the row redone in full by :func:`_choose`."""
+    th = _threshold(z, h, stride, rank)
     for j in range(z.shape[0]):
-        if s is not None:
-            out[j] = (s[j] - h[j]) * g + z[j]
-        a = abs(_d(z, h, j))
-        if not a < th and c <= cv.shape[0]:
-            if c < cv.shape[0]:
-                cv[c] = a
-                ci[c] = j
-            c += 1
-    _choose(z, h, k, cv, ci, min(c, cv.shape[0]), idx, values)
+        mask[j] = not abs(_d(z, h, j)) < th
+    _choose(z, h, k, cv, ci, _collect(z, h, mask, cv, ci), idx, values)
 
 
 @numba.njit(nogil=True, cache=True)
 def select(x, h, k, stride, rank, idx, values):
     """kernels.top_k on the rows of x (d = x − h, or x with h None)."""
-    cv, ci = _buffers(x, stride, rank)
+    cv, ci, mask = _buffers(x, stride, rank)
     for i in range(x.shape[0]):
         if h is None:
-            _select_row(x[i], None, k, stride, rank, idx[i], values[i], cv, ci, None, 0.0,
-                        None)
+            _select_row(x[i], None, k, stride, rank, idx[i], values[i], cv, ci, mask)
         else:
-            _select_row(x[i], h[i], k, stride, rank, idx[i], values[i], cv, ci, None, 0.0,
-                        None)
+            _select_row(x[i], h[i], k, stride, rank, idx[i], values[i], cv, ci, mask)
 
 
 @numba.njit(nogil=True, cache=True)
-def select_consensus(x, h, k, stride, rank, idx, values, s, g, out):
-    """kernels.top_k_consensus: select's pass over d = x − h also writes
-    out = (s − h)·g + x."""
-    cv, ci = _buffers(x, stride, rank)
-    for i in range(x.shape[0]):
-        _select_row(x[i], h[i], k, stride, rank, idx[i], values[i], cv, ci, s[i], g, out[i])
+def consensus(z, copy, mixed, g, out):
+    """kernels.consensus: out = (mixed − copy)·g + z, one pass (each operation rounded in
+    the arrays' dtype, as torch's sub, mul and add)."""
+    for i in range(z.shape[0]):
+        for j in range(z.shape[1]):
+            out[i, j] = (mixed[i, j] - copy[i, j]) * g + z[i, j]
 
 
 def scalar(dtype, value: float):
@@ -135,21 +145,29 @@ def scalar(dtype, value: float):
     return np.float32(value) if str(dtype) == "torch.float32" else np.float64(value)
 
 
+@numba.njit(inline="always")
+def _touch(a, b):
+    """Read one value per cache line of a and b: a streaming
+    read that the hardware prefetches, so that the scattered updates after it hit the cache
+    instead of waiting on memory one line at a time. Returns a sum, so that the reads stay."""
+    t = a[0] - a[0]
+    for c in range(0, a.shape[0], 16):
+        t += a[c] + b[c]
+    return t
+
+
 @numba.njit(nogil=True, cache=True)
-def deliver(lo, hi, idx, values, indptr, senders, weights, copy, mixed, x, z, g):
+def deliver(lo, hi, idx, values, indptr, senders, weights, copy, mixed):
     """kernels.deliver for the receivers lo..hi−1 (edges of receiver i at
     indptr[i]:indptr[i+1]), in the torch definition's order of additions."""
     k = idx.shape[1]
+    lines = 0.0
     for i in range(lo, hi):
+        lines += _touch(copy[i], mixed[i])
         for q in range(k):
-            c = idx[i, q]
-            copy[i, c] += values[i, q]
-            if x is not None:  # final unless a message below changes mixed[i, c] again
-                x[i, c] = (mixed[i, c] - copy[i, c]) * g + z[i, c]
+            copy[i, idx[i, q]] += values[i, q]
         for e in range(indptr[i], indptr[i + 1]):
             j, w = senders[e], weights[e]
             for q in range(k):
-                c = idx[j, q]
-                mixed[i, c] += w * values[j, q]
-                if x is not None:  # the last message to (i, c) writes the final value
-                    x[i, c] = (mixed[i, c] - copy[i, c]) * g + z[i, c]
+                mixed[i, idx[j, q]] += w * values[j, q]
+    return lines

@@ -109,15 +109,6 @@ class Compressor(ABC):
         densifying), else None. x − copy is never formed in full."""
         return None
 
-    def sparse_consensus(self, z: Tensor, copy: Tensor, mixed: Tensor, gamma: float
-                         ) -> tuple[Tensor, Tensor, Tensor] | None:
-        """``(x, *sparse(z, None, copy))`` for a compressor without randomness, with
-        CHOCO-Gossip's consensus x = z + γ (mixed − copy) on the copies *before* the message
-        is added (:func:`~gossipfl.compression.kernels.consensus`), computed in one pass over
-        the rows; None where the compressor has no such pass for these tensors (the caller
-        then publishes first and computes the consensus after)."""
-        return None
-
     @abstractmethod
     def compress(self, x: Tensor, keys: Tensor) -> Tensor:
         """Q(x), ``[n, P]`` in ``x.dtype``."""
@@ -186,8 +177,7 @@ class TopK(_Sparse):
 
     The selection is :func:`gossipfl.compression.kernels.top_k`: a NaN counts as the largest,
     ties at the k-th value go to the lowest indices (so a row's message depends on its values
-    alone), and on the CPU one fused pass finds it (with the consensus, in
-    :meth:`sparse_consensus`).
+    alone), and on the CPU one compiled pass per row finds it.
 
     Wire: the k values as float32, then the cheaper of the k int32 indices (4k bytes) or a
     P-bit bitmap (⌈P/8⌉ bytes; chosen when strictly cheaper), values in ascending index
@@ -204,11 +194,6 @@ class TopK(_Sparse):
 
     def sparse(self, x, keys=None, copy=None):
         return kernels.top_k(x, self.k_of(x.shape[1]), copy)
-
-    def sparse_consensus(self, z, copy, mixed, gamma):
-        if not kernels.fused(z, copy, mixed):
-            return None
-        return kernels.top_k_consensus(z, copy, mixed, gamma, self.k_of(z.shape[1]))
 
     def compress(self, x, keys=None):
         idx, values = self.sparse(x, keys)

@@ -66,16 +66,8 @@ class ChocoGossip:
         if not self.error_feedback:
             q, mixed_q = fed.send_compressed(z, t, self.compressor, key)
             return z + self.gamma * (mixed_q - q), hat, mixed
-        fused = (self.compressor.sparse_consensus(z, hat, mixed, self.gamma)
-                 if fed.mixes_sparse_messages() else None)
-        if fused is None:
-            fed.publish(z, t, self.compressor, key, hat, mixed)
-            return kernels.consensus(z, hat, mixed, self.gamma), hat, mixed
-        # x from the copies before this step's messages, then redone where they changed:
-        # the same bits as computing it afterwards, one pass over [M, P] fewer
-        x, idx, values = fused
-        fed.publish_sparse(idx, values, t, self.compressor, hat, mixed, (x, z, self.gamma))
-        return x, hat, mixed
+        fed.publish(z, t, self.compressor, key, hat, mixed)
+        return kernels.consensus(z, hat, mixed, self.gamma), hat, mixed
 
 
 def build_choco(spec: Any, key: str = "topology.compression") -> ChocoGossip | None:

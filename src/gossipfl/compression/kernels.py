@@ -10,21 +10,25 @@ Two operations carry CHOCO-Gossip's cost (:mod:`gossipfl.compression.gossip`):
 - :func:`consensus` — ``x = z + γ (s − x̂)``, rounded as ``(s − x̂)·γ + z`` elementwise (the
   order :class:`~gossipfl.compression.gossip.ChocoGossip` has always used).
 
-:func:`top_k_consensus` does both over the same rows, and :func:`deliver` adds sparse
-messages to the public copies and their mix, redoing the consensus where they changed.
+:func:`deliver` adds sparse messages to the public copies and their mix. A CHOCO step is the
+three in turn: the messages selected from z and x̂, delivered, and the consensus computed on
+the copies that now include them.
 
 **Two implementations, one result.** The torch code in this module *is* the definition
 (several passes over ``[n, P]``: ``torch.topk`` for the k-th value, the tie rule applied to
 the rows where more than k values reach it). On the CPU, when numba imports, the same
-results come from one fused pass per row: a threshold from a 1/64 sample of the |d_j| (runs
-of 16 consecutive coordinates, set so that fewer than k coordinates reach it with
-probability below 1e-9 for independent values, and checked: a row where it misses is redone
-in full), the candidates at or above it collected while the consensus is written, then an
-exact k-th value among the few thousand candidates. Every bit equals the torch definition
-(tested, ties and NaNs included); ``GOSSIPFL_KERNELS=torch`` forces the torch code. The rows are split among
-``torch.get_num_threads()`` threads that release the GIL (no numba threading layer: the
-kernels stay fork-safe under the multi-process backend). numba compiles them on first use and
-caches them on disk.
+results come from compiled kernels. :func:`top_k`: one pass per row after a threshold from a
+1/64 sample of the |d_j| (runs of 16 consecutive coordinates, set so that fewer than k
+coordinates reach it with probability below 1e-9 for independent values, and checked: a row
+where it misses is redone in full); the pass only flags the coordinates at or above it (a
+loop the compiler vectorizes), the flags are gathered eight at a time, and the exact k-th
+value is found among the few thousand candidates. :func:`deliver`: the receiver's rows read
+once in order before the scattered additions (they then hit the cache rather than wait on
+memory one line at a time). :func:`consensus`: one pass instead of three. Every bit equals the
+torch definition (tested, ties and NaNs included); ``GOSSIPFL_KERNELS=torch`` forces the
+torch code. The rows are split among ``torch.get_num_threads()`` threads that release the
+GIL (no numba threading layer: the kernels stay fork-safe under the multi-process backend).
+numba compiles them on first use and caches them on disk.
 """
 
 from __future__ import annotations
@@ -59,51 +63,34 @@ def top_k(x: Tensor, k: int, copy: Tensor | None = None) -> tuple[Tensor, Tensor
 
 def consensus(z: Tensor, copy: Tensor, mixed: Tensor, gamma: float) -> Tensor:
     """``(mixed − copy)·γ + z``, the consensus of CHOCO-Gossip (module docstring)."""
+    if fused(z, copy, mixed):
+        x = torch.empty_like(z)
+        g = _kernels().scalar(z.dtype, gamma)
+        _in_threads(z.shape[0], z.numel(), lambda lo, hi: _kernels().consensus(
+            *(a[lo:hi].numpy() for a in (z, copy, mixed)), g, x[lo:hi].numpy()))
+        return x
     return torch.sub(mixed, copy).mul_(gamma).add_(z)
 
 
-def top_k_consensus(z: Tensor, copy: Tensor, mixed: Tensor, gamma: float, k: int
-                    ) -> tuple[Tensor, Tensor, Tensor]:
-    """``(consensus(z, copy, mixed, γ), *top_k(z, k, copy))``, in one pass on the CPU."""
-    k = min(k, z.shape[1])
-    if fused(z, copy, mixed):
-        x = torch.empty_like(z)
-        idx = torch.empty(z.shape[0], k, dtype=torch.int64)
-        values = torch.empty(z.shape[0], k, dtype=z.dtype)
-        g = _kernels().scalar(z.dtype, gamma)
-        _run_rows(_kernels().select_consensus, z, copy, k, idx, values, mixed, g, x)
-        return x, idx, values
-    return (consensus(z, copy, mixed, gamma), *top_k(z, k, copy))
-
-
 def deliver(idx: Tensor, values: Tensor, edges: tuple[Tensor, Tensor, Tensor], copy: Tensor,
-            mixed: Tensor, redo: tuple[Tensor, Tensor, float] | None = None) -> None:
+            mixed: Tensor) -> None:
     """Sparse messages q (row j: ``values[j]`` at columns ``idx[j]``) into the public copies,
     in place: copy ← copy + q, then mixed ← mixed + W q over ``edges`` = (receivers,
     senders, w) sorted by receiver then sender (``scatter_add_`` and ``index_add_`` of the
-    products w·q, in that order). With ``redo = (x, z, γ)``, x ← :func:`consensus` where
-    copy or mixed changed."""
+    products w·q, in that order)."""
     receivers, senders, weights = edges
     m, p = copy.shape
-    if fused(copy, mixed, *(redo[:2] if redo else ())) and values.dtype == copy.dtype:
+    if fused(copy, mixed) and values.dtype == copy.dtype:
         nb = _kernels()
         indptr = np.searchsorted(receivers.numpy(), np.arange(m + 1))
-        x, z, g = (None, None, None) if redo is None else (
-            redo[0].numpy(), redo[1].numpy(), nb.scalar(copy.dtype, redo[2]))
         args = (idx.numpy(), values.numpy(), indptr, senders.numpy(),
-                weights.to(copy.dtype).numpy(), copy.numpy(), mixed.numpy(), x, z, g)
+                weights.to(copy.dtype).numpy(), copy.numpy(), mixed.numpy())
         _in_threads(m, idx.numel() * (1 + len(senders) // max(m, 1)),
                     lambda lo, hi: nb.deliver(lo, hi, *args))
         return
     copy.scatter_add_(1, idx, values)
     flat = (receivers[:, None] * p + idx[senders]).reshape(-1)
     mixed.view(-1).index_add_(0, flat, (values[senders] * weights[:, None]).reshape(-1))
-    if redo is not None:
-        x, z, gamma = redo
-        at = torch.cat([(torch.arange(m, device=idx.device)[:, None] * p + idx).reshape(-1),
-                        flat])
-        x.view(-1)[at] = consensus(z.view(-1)[at], copy.view(-1)[at], mixed.view(-1)[at],
-                                   gamma)
 
 
 def _top_k_torch(d: Tensor, k: int) -> tuple[Tensor, Tensor]:
@@ -150,8 +137,8 @@ def _sampling(p: int, k: int) -> tuple[int, int]:
     return STRIDE, rank
 
 
-def _run_rows(kernel, x: Tensor, copy: Tensor | None, k: int, idx: Tensor, values: Tensor,
-              *consensus_args) -> None:
+def _run_rows(kernel, x: Tensor, copy: Tensor | None, k: int, idx: Tensor, values: Tensor
+              ) -> None:
     """A selection ``kernel`` on blocks of rows (:func:`_in_threads`); a row's result depends
     on that row alone, so the split changes no bit."""
     stride, rank = _sampling(x.shape[1], k)
@@ -161,7 +148,7 @@ def _run_rows(kernel, x: Tensor, copy: Tensor | None, k: int, idx: Tensor, value
 
     def block(lo: int, hi: int) -> None:
         kernel(rows(x, lo, hi), rows(copy, lo, hi), k, stride, rank, rows(idx, lo, hi),
-               rows(values, lo, hi), *(rows(a, lo, hi) for a in consensus_args))
+               rows(values, lo, hi))
 
     _in_threads(x.shape[0], x.numel(), block)
 
@@ -201,4 +188,4 @@ def _kernels():
     return _numba
 
 
-__all__ = ["STRIDE", "consensus", "deliver", "fused", "top_k", "top_k_consensus"]
+__all__ = ["STRIDE", "consensus", "deliver", "fused", "top_k"]
