@@ -1,6 +1,6 @@
-"""The row operations of compressed gossip, defined in torch and fused on the CPU.
+"""The row operations of compressed gossip, defined in torch and compiled on the CPU.
 
-Two operations carry CHOCO-Gossip's cost (:mod:`gossipfl.compression.gossip`):
+The operations that carry CHOCO-Gossip's cost (:mod:`gossipfl.compression.gossip`), with :func:`deliver` below:
 
 - :func:`top_k` — per row of ``d = x − copy`` (``copy`` optional), the k coordinates of largest
   |d_j|, a NaN counting as larger than every number (as in ``torch.topk``) and ties at the
@@ -43,9 +43,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-#: the sample stride of the fused top-k's threshold
+#: the sample stride of the compiled top-k's threshold
 STRIDE = 64
-#: below this many values the fused kernels are not worth a thread
+#: below this many values the compiled kernels are not worth a thread
 _PARALLEL_NUMEL = 1 << 18
 
 
