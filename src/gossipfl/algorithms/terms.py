@@ -105,7 +105,7 @@ def sam_point(ctx: Context, y: Tensor, batch: Batch, rho: float, group: str
     the group (only its coordinates move)."""
     loss, grad = ctx.env.raw_gradient(y, batch, group)
     norm = grad.norm(dim=1, keepdim=True).clamp_min(1e-12)  # the group's: the rest is 0
-    return loss, y + rho * grad / norm
+    return loss, y.addcdiv(grad, norm, value=rho)  # y + (ρ·g) / ‖g‖, one pass
 
 
 def sam_gradient(ctx: Context, y: Tensor, batch: Batch, rho: float,

@@ -412,7 +412,9 @@ class StackedOracle(Oracle):
             write_grads(self.layout, block, block_grads)
             grads.index_copy_(0, rows, block)
 
-        grads[~mask.any(1)] = 0  # clients without samples: gradient 0
+        empty = ~mask.any(1)  # clients without samples: gradient 0
+        if bool(empty.any()):  # (a masked write over [M, P] costs a pass even when none is)
+            grads[empty] = 0
         self._blocks(X, inputs, targets, mask, losses, wrt, write)
 
     def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor,
