@@ -147,9 +147,9 @@ def scalar(dtype, value: float):
 
 @numba.njit(inline="always")
 def _touch(a, b):
-    """Read one value per cache line of a and b: a streaming
-    read that the hardware prefetches, so that the scattered updates after it hit the cache
-    instead of waiting on memory one line at a time. Returns a sum, so that the reads stay."""
+    """Read one value per cache line of a and b: a streaming read that the hardware
+    prefetches, so that the scattered updates after it hit the cache instead of waiting on
+    memory one line at a time. Returns a sum, so that the reads stay."""
     t = a[0] - a[0]
     for c in range(0, a.shape[0], 16):
         t += a[c] + b[c]

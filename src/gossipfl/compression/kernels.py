@@ -1,6 +1,7 @@
 """The row operations of compressed gossip, defined in torch and compiled on the CPU.
 
-The operations that carry CHOCO-Gossip's cost (:mod:`gossipfl.compression.gossip`), with :func:`deliver` below:
+The operations that carry CHOCO-Gossip's cost (:mod:`gossipfl.compression.gossip`), with
+:func:`deliver` below:
 
 - :func:`top_k` — per row of ``d = x − copy`` (``copy`` optional), the k coordinates of largest
   |d_j|, a NaN counting as larger than every number (as in ``torch.topk``) and ties at the
