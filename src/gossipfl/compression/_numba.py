@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
 #: the sample's runs of consecutive coordinates (a 64-byte cache line of float32)
 RUN = 16
@@ -52,6 +54,43 @@ def _threshold(z, h, stride, rank):
     return np.partition(sample, n - rank)[n - rank]
 
 
+def _bits(a):
+    """The unsigned integers with a's bits (compiled only, through the overload below)."""
+    raise NotImplementedError
+
+
+@overload(_bits)
+def _bits_overload(a):
+    if a.dtype == types.float32:
+        return lambda a: a.view(np.uint32)
+    return lambda a: a.view(np.uint64)
+
+
+@numba.njit(inline="always")
+def _kth_key(keys, c, r):
+    """The r-th smallest (from 0) of keys[:c], by radix selection one byte at a time from the
+    most significant: for non-negative floats (and +inf) the order of their bits as unsigned
+    integers is the order of the values, and the counting has almost no branches to
+    mispredict, where a quickselect on fresh data mispredicts half of its comparisons."""
+    hist = np.zeros(256, np.int64)
+    prefix = keys[0] ^ keys[0]
+    fixed = prefix
+    shift = 8 * keys.itemsize
+    while shift > 0:
+        shift -= 8
+        hist[:] = 0
+        for q in range(c):
+            key = keys[q]
+            hist[(key >> shift) & 255] += (key & fixed) == prefix
+        digit = 0
+        while r >= hist[digit]:
+            r -= hist[digit]
+            digit += 1
+        prefix |= type(prefix)(digit) << shift
+        fixed |= type(prefix)(255) << shift
+    return prefix
+
+
 @numba.njit(inline="always")
 def _choose(z, h, k, cv, ci, c, idx, values):
     """The k largest of the c candidates (|d| in cv, ascending indices in ci), ties to the
@@ -64,15 +103,15 @@ def _choose(z, h, k, cv, ci, c, idx, values):
             cv[j] = abs(_d(z, h, j))
     for q in range(c):
         cv[q] = _finite(cv[q])
-    kth = np.partition(cv[:c].copy(), c - k)[c - k]
+    keys = _bits(cv)  # |d| ≥ 0 or +inf: compared as their bits
+    kth = _kth_key(keys, c, c - k)
     missing = k
     for q in range(c):
-        if cv[q] > kth:
-            missing -= 1
+        missing -= keys[q] > kth
     o = 0
     for q in range(c):
-        take = cv[q] > kth
-        if not take and cv[q] == kth and missing > 0:
+        take = keys[q] > kth
+        if not take and keys[q] == kth and missing > 0:
             take = True
             missing -= 1
         if take:

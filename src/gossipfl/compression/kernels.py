@@ -23,7 +23,7 @@ results come from compiled kernels. :func:`top_k`: one pass per row after a thre
 coordinates reach it with probability below 1e-9 for independent values, and checked: a row
 where it misses is redone in full); the pass only flags the coordinates at or above it (a
 loop the compiler vectorizes), the flags are gathered eight at a time, and the exact k-th
-value is found among the few thousand candidates. :func:`deliver`: the receiver's rows read
+value is found among the few thousand candidates (radix selection on their bits). :func:`deliver`: the receiver's rows read
 once in order before the scattered additions (they then hit the cache rather than wait on
 memory one line at a time). :func:`consensus`: one pass instead of three. Every bit equals the
 torch definition (tested, ties and NaNs included); ``GOSSIPFL_KERNELS=torch`` forces the
