@@ -170,3 +170,19 @@ def test_deliver_fused_equals_the_torch_definition_bitwise(monkeypatch, graph):
     dense = torch.zeros(m, p).scatter_(1, idx, values)
     assert torch.allclose(results[0][0], copy + dense)
     assert torch.allclose(results[0][1], mixed + W @ dense, atol=1e-5)
+
+
+def test_radix_selection_is_the_kth_smallest_of_non_negative_floats():
+    from gossipfl.compression import _numba as compiled
+
+    @numba.njit
+    def kth(a, r):
+        return compiled._kth_key(compiled._bits(a), a.shape[0], r)
+
+    rng = np.random.default_rng(0)
+    for dtype, uint in ((np.float32, np.uint32), (np.float64, np.uint64)):
+        a = np.abs(rng.standard_normal(3001)).astype(dtype)
+        a[::7] = a[3]  # ties
+        a[5], a[6], a[8] = np.inf, 0.0, np.abs(np.array(-0.0, dtype))
+        for r in (0, 1, 2, 1500, 2999, 3000):
+            assert kth(a, r) == np.partition(a, r)[r:r + 1].view(uint)[0]
