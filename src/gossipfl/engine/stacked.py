@@ -382,10 +382,11 @@ class StackedOracle(Oracle):
         return client.detach(), dict(zip(names, grads, strict=True))
 
     def _blocks(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
-                losses: Tensor, wrt: frozenset[str] | None, use) -> None:
+                losses: Tensor, wrt: frozenset[str] | None, use, idle=None) -> None:
         """Every block's loss into ``losses`` and ``use(rows, grads)`` with its gradients:
         ``rows`` a slice of X's rows (all clients have samples) or an index tensor of the
-        active ones (clients without samples: loss 0, no compute)."""
+        active ones (clients without samples: loss 0, no compute, and ``idle(mask)`` called
+        with their bool mask when given)."""
         sample_shape, B = inputs.shape[2:], inputs.shape[1]
         active = mask.any(1)
         if bool(active.all()):
@@ -395,6 +396,8 @@ class StackedOracle(Oracle):
                                                  mask[a:b], wrt)
                 use(slice(a, b), grads)
             return
+        if idle is not None:
+            idle(~active)
         ids = active.nonzero().squeeze(1)
         for a, b in client_blocks(len(ids), self.block_size(len(ids), sample_shape, B, X)):
             rows = ids[a:b]
@@ -412,10 +415,10 @@ class StackedOracle(Oracle):
             write_grads(self.layout, block, block_grads)
             grads.index_copy_(0, rows, block)
 
-        empty = ~mask.any(1)  # clients without samples: gradient 0
-        if bool(empty.any()):  # (a masked write over [M, P] costs a pass even when none is)
+        def zero(empty: Tensor) -> None:  # clients without samples: gradient 0
             grads[empty] = 0
-        self._blocks(X, inputs, targets, mask, losses, wrt, write)
+
+        self._blocks(X, inputs, targets, mask, losses, wrt, write, zero)
 
     def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor,
                       mask: Tensor | None, lr: float, into: Tensor | None = None) -> Tensor:
