@@ -149,27 +149,36 @@ def test_choco_step_equals_the_consensus_computed_after_the_messages(path, compr
         assert torch.equal(bits(x), bits(x2))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("graph", ["ring", "exponential"])
-def test_deliver_fused_equals_the_torch_definition_bitwise(monkeypatch, graph):
-    m, p, k = 8, 3000, 30
+def test_deliver_fused_equals_the_torch_definition_bitwise(monkeypatch, graph, dtype):
+    m, p, k, gamma = 8, 3000, 30, 0.123456789
     topology = build_topology(graph, m, mixing="metropolis_hastings", seed=0)
-    W = torch.as_tensor(topology.matrix(0), dtype=torch.float32)
+    W = torch.as_tensor(topology.matrix(0), dtype=dtype)
     receivers, senders = W.nonzero(as_tuple=True)
     edges = (receivers, senders, W[receivers, senders])
     gen = torch.Generator().manual_seed(3)
-    copy, mixed = (torch.randn(m, p, generator=gen) for _ in range(2))
-    idx, values = kernels.top_k(torch.randn(m, p, generator=gen), k)
+    copy, mixed, z = (torch.randn(m, p, generator=gen, dtype=dtype) for _ in range(3))
+    idx, values = kernels.top_k(torch.randn(m, p, generator=gen, dtype=dtype), k)
     results = []
-    for env in ("", "torch"):
+    # the compiled kernel on one thread and on three (every row alone), then the torch code
+    for env, threads in (("", 1), ("", 3), ("torch", 1)):
         monkeypatch.setenv("GOSSIPFL_KERNELS", env)
-        c, s = copy.clone(), mixed.clone()
-        kernels.deliver(idx, values, edges, c, s)
-        results.append((c, s))
-    for fused_t, torch_t in zip(*results, strict=True):
+        monkeypatch.setattr(torch, "get_num_threads", lambda threads=threads: threads)
+        monkeypatch.setattr(kernels, "_PARALLEL_NUMEL", 1)
+        c, s, c2, s2 = copy.clone(), mixed.clone(), copy.clone(), mixed.clone()
+        assert kernels.deliver(idx, values, edges, c, s) is None
+        x = kernels.deliver(idx, values, edges, c2, s2, (z, gamma))
+        assert torch.equal(bits(c2), bits(c)) and torch.equal(bits(s2), bits(s))
+        results.append((c, s, x))
+    for fused_t, split_t, torch_t in zip(*results, strict=True):
         assert torch.equal(bits(fused_t), bits(torch_t))
-    dense = torch.zeros(m, p).scatter_(1, idx, values)
-    assert torch.allclose(results[0][0], copy + dense)
-    assert torch.allclose(results[0][1], mixed + W @ dense, atol=1e-5)
+        assert torch.equal(bits(split_t), bits(torch_t))
+    c, s, x = results[0]
+    dense = torch.zeros(m, p, dtype=dtype).scatter_(1, idx, values)
+    assert torch.allclose(c, copy + dense)
+    assert torch.allclose(s, mixed + W @ dense, atol=1e-5)
+    assert torch.equal(bits(x), bits(torch.sub(s, c).mul_(gamma).add_(z)))
 
 
 def test_radix_selection_is_the_kth_smallest_of_non_negative_floats():

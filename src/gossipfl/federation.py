@@ -144,29 +144,35 @@ class Federation:
         return self._send(v, t, compressor, key, self.compress_keys(v, key))
 
     def publish(self, target: Tensor, t: int, compressor, key: tuple, copy: Tensor,
-                mixed: Tensor) -> None:
+                mixed: Tensor, gamma: float | None = None) -> Tensor | None:
         """With q = C(target − copy): copy ← copy + q, mixed ← mixed + W q, in place —
         :meth:`send_compressed` for public copies (CHOCO-Gossip's x̂ and s = W x̂). A
         compressor that keeps k of the P coordinates is applied without densifying its
-        messages (:meth:`publish_sparse`)."""
+        messages (:meth:`publish_sparse`). With ``gamma``, also returns CHOCO-Gossip's
+        consensus target + γ (mixed − copy) on the updated copies
+        (:func:`~gossipfl.compression.kernels.consensus`; computed row by row with the
+        delivery where the messages are sparse)."""
         keys = self.compress_keys(target, key)
         sparse = (compressor.sparse(target, keys, copy) if self.mixes_sparse_messages()
                   else None)
+        consensus_of = None if gamma is None else (target, gamma)
         if sparse is None:
             q, mixed_q = self._send(target - copy, t, compressor, key, keys)
             copy.add_(q)
             mixed.add_(mixed_q)
-            return
-        self.publish_sparse(*sparse, t, compressor, copy, mixed)
+            return None if gamma is None else kernels.consensus(target, copy, mixed, gamma)
+        return self.publish_sparse(*sparse, t, compressor, copy, mixed, consensus_of)
 
     def publish_sparse(self, idx: Tensor, values: Tensor, t: int, compressor, copy: Tensor,
-                       mixed: Tensor) -> None:
+                       mixed: Tensor, consensus_of: tuple[Tensor, float] | None = None
+                       ) -> Tensor | None:
         """:meth:`publish` of the messages q given as ``(idx, values)`` ``[M, k]`` (each
         client's k coordinates): copy ← copy + q, mixed ← mixed + W q in nnz(W)·k products
-        instead of nnz(W)·P (:func:`~gossipfl.compression.kernels.deliver`)."""
+        instead of nnz(W)·P (:func:`~gossipfl.compression.kernels.deliver`, which also
+        returns the consensus of ``consensus_of = (target, γ)``)."""
         self._charge_compressed(t, compressor, copy.shape[1])
-        kernels.deliver(idx, values, self._entries(t, values.device, values.dtype), copy,
-                        mixed)
+        return kernels.deliver(idx, values, self._entries(t, values.device, values.dtype),
+                               copy, mixed, consensus_of)
 
     def compress_keys(self, v: Tensor, key: tuple) -> Tensor:
         """This process's clients' stream keys for the compressed messages of ``key``."""

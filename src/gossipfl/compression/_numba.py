@@ -13,10 +13,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 from numba.core import types
+from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import overload
 
-#: the sample's runs of consecutive coordinates (a 64-byte cache line of float32)
-RUN = 16
+from gossipfl.compression.kernels import RUN
 
 
 @numba.njit(inline="always")
@@ -32,26 +32,23 @@ def _finite(a):
 
 
 @numba.njit(inline="always")
-def _threshold(z, h, stride, rank):
-    """The rank-th largest of a 1/stride sample of the |d_j| (−inf without sampling): runs of
-    RUN consecutive coordinates, one run every RUN·stride (a cache line each, so the sample
-    reads 1/stride of the row's lines rather than all of them)."""
+def _threshold(z, h, stride, rank, sample):
+    """The rank-th largest of a sample of the |d_j| (−inf without sampling): runs of RUN
+    consecutive coordinates, one run every RUN·stride (each run a few cache lines that the
+    hardware prefetches, so that the sample costs a few scattered reads per row rather than
+    one per line), the rank-th largest found by radix selection on its bits."""
     if stride == 1:
-        none = np.empty(1, z.dtype)
-        none[0] = -np.inf
-        return none[0]
+        sample[0] = -np.inf
+        return sample[0]
     p = z.shape[0]
-    period = RUN * stride
     n = 0
-    for start in range(0, p, period):
-        n += min(RUN, p - start)
-    sample = np.empty(n, z.dtype)  # |d| values: the threshold stays in the rows' dtype
-    q = 0
-    for start in range(0, p, period):
+    for start in range(0, p, RUN * stride):
         for j in range(start, min(start + RUN, p)):
-            sample[q] = _finite(abs(_d(z, h, j)))
-            q += 1
-    return np.partition(sample, n - rank)[n - rank]
+            sample[n] = _finite(abs(_d(z, h, j)))
+            n += 1
+    keys = _bits(sample)
+    keys[0] = _kth_key(keys, n, n - rank)
+    return sample[0]
 
 
 def _bits(a):
@@ -122,51 +119,70 @@ def _choose(z, h, k, cv, ci, c, idx, values):
 
 @numba.njit(inline="always")
 def _buffers(x, stride, rank):
-    """The candidates' |d| and indices, and the candidate mask, for a row of x (allocated
-    once per call and reused by every row; the mask's bytes past P stay 0)."""
+    """The threshold's sample, the candidates' |d| and indices, and the candidate flags (one
+    bit per coordinate), for a row of x (allocated once per call and reused by every row)."""
     p = x.shape[1]
     cap = p if stride == 1 else min(p, 4 * rank * stride)
-    return np.empty(cap, x.dtype), np.empty(cap, np.int64), np.zeros(-(-p // 8) * 8, np.uint8)
+    sample = np.empty(max(1, -(-p // (RUN * stride)) * RUN), x.dtype)
+    return sample, np.empty(cap, x.dtype), np.empty(cap, np.int64), np.empty(-(-p // 64),
+                                                                              np.uint64)
 
 
 @numba.njit(inline="always")
-def _collect(z, h, mask, cv, ci):
-    """The candidates flagged in ``mask``, in index order, into cv (|d|) and ci (index),
-    eight flags at a time; returns how many fit (the capacity where they did not)."""
+def _flag(z, h, th, flags):
+    """flags' bit j (of word j // 64) set where |d_j| ≥ θ or d_j is NaN: 64 comparisons
+    to a word (a loop the compiler vectorizes)."""
+    p = z.shape[0]
+    for w in range(flags.shape[0]):
+        lo = 64 * w
+        word = np.uint64(0)
+        for b in range(min(64, p - lo)):
+            word |= np.uint64(not abs(_d(z, h, lo + b)) < th) << np.uint64(b)
+        flags[w] = word
+
+
+@numba.njit(inline="always")
+def _collect(z, h, flags, cv, ci):
+    """The flagged coordinates, in index order, into ci (index) and cv (|d|), one set bit at
+    a time (its trailing zeros); returns how many fit (the capacity where they did not)."""
     c = 0
-    words = mask.view(np.uint64)
-    for w in range(words.shape[0]):
-        if words[w] != 0:
-            for j in range(8 * w, 8 * w + 8):
-                if mask[j]:
-                    if c == cv.shape[0]:
-                        return c
-                    cv[c] = abs(_d(z, h, j))
-                    ci[c] = j
-                    c += 1
+    for w in range(flags.shape[0]):
+        word = flags[w]
+        while word != 0:
+            if c == cv.shape[0]:
+                return c
+            ci[c] = 64 * w + trailing_zeros(word)
+            word &= word - np.uint64(1)
+            c += 1
+    for q in range(c):
+        cv[q] = abs(_d(z, h, ci[q]))
     return c
 
 
 @numba.njit(inline="always")
-def _select_row(z, h, k, stride, rank, idx, values, cv, ci, mask):
+def _select_row(z, h, k, stride, rank, idx, values, sample, cv, ci, flags):
     """One row's top-k of d = z − h (h None: z). The pass over the row only flags the
-    candidates (a loop the compiler vectorizes); :func:`_collect` gathers them. Candidates
-    past the buffer's capacity are dropped and the row redone in full by :func:`_choose`."""
-    th = _threshold(z, h, stride, rank)
-    for j in range(z.shape[0]):
-        mask[j] = not abs(_d(z, h, j)) < th
-    _choose(z, h, k, cv, ci, _collect(z, h, mask, cv, ci), idx, values)
+    candidates; :func:`_collect` gathers them. Candidates past the buffer's capacity are
+    dropped and the row redone in full by :func:`_choose`."""
+    _flag(z, h, _threshold(z, h, stride, rank, sample), flags)
+    _choose(z, h, k, cv, ci, _collect(z, h, flags, cv, ci), idx, values)
 
 
 @numba.njit(nogil=True, cache=True)
 def select(x, h, k, stride, rank, idx, values):
     """kernels.top_k on the rows of x (d = x − h, or x with h None)."""
-    cv, ci, mask = _buffers(x, stride, rank)
+    sample, cv, ci, flags = _buffers(x, stride, rank)
     for i in range(x.shape[0]):
         if h is None:
-            _select_row(x[i], None, k, stride, rank, idx[i], values[i], cv, ci, mask)
+            _select_row(x[i], None, k, stride, rank, idx[i], values[i], sample, cv, ci, flags)
         else:
-            _select_row(x[i], h[i], k, stride, rank, idx[i], values[i], cv, ci, mask)
+            _select_row(x[i], h[i], k, stride, rank, idx[i], values[i], sample, cv, ci, flags)
+
+
+@numba.njit(inline="always")
+def _consensus_row(z, copy, mixed, g, out):
+    for j in range(z.shape[0]):
+        out[j] = (mixed[j] - copy[j]) * g + z[j]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -174,8 +190,7 @@ def consensus(z, copy, mixed, g, out):
     """kernels.consensus: out = (mixed − copy)·g + z, one pass (each operation rounded in
     the arrays' dtype, as torch's sub, mul and add)."""
     for i in range(z.shape[0]):
-        for j in range(z.shape[1]):
-            out[i, j] = (mixed[i, j] - copy[i, j]) * g + z[i, j]
+        _consensus_row(z[i], copy[i], mixed[i], g, out[i])
 
 
 def scalar(dtype, value: float):
@@ -196,9 +211,11 @@ def _touch(a, b):
 
 
 @numba.njit(nogil=True, cache=True)
-def deliver(lo, hi, idx, values, indptr, senders, weights, copy, mixed):
+def deliver(lo, hi, idx, values, indptr, senders, weights, copy, mixed, z, g, out):
     """kernels.deliver for the receivers lo..hi−1 (edges of receiver i at
-    indptr[i]:indptr[i+1]), in the torch definition's order of additions."""
+    indptr[i]:indptr[i+1]), in the torch definition's order of additions; with z (not None)
+    also each receiver's consensus row into out, right after its delivery, while its copy and
+    mix are still in cache."""
     k = idx.shape[1]
     lines = 0.0
     for i in range(lo, hi):
@@ -209,4 +226,6 @@ def deliver(lo, hi, idx, values, indptr, senders, weights, copy, mixed):
             j, w = senders[e], weights[e]
             for q in range(k):
                 mixed[i, idx[j, q]] += w * values[j, q]
+        if z is not None:
+            _consensus_row(z[i], copy[i], mixed[i], g, out[i])
     return lines

@@ -41,7 +41,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gossipfl.compression import kernels
 from gossipfl.compression.compressors import Compressor, build_compressor
 from gossipfl.errors import GossipflError
 from gossipfl.validation import BOOLEAN, FRACTION
@@ -66,8 +65,7 @@ class ChocoGossip:
         if not self.error_feedback:
             q, mixed_q = fed.send_compressed(z, t, self.compressor, key)
             return z + self.gamma * (mixed_q - q), hat, mixed
-        fed.publish(z, t, self.compressor, key, hat, mixed)
-        return kernels.consensus(z, hat, mixed, self.gamma), hat, mixed
+        return fed.publish(z, t, self.compressor, key, hat, mixed, self.gamma), hat, mixed
 
 
 def build_choco(spec: Any, key: str = "topology.compression") -> ChocoGossip | None:

@@ -11,25 +11,27 @@ The operations that carry CHOCO-Gossip's cost (:mod:`gossipfl.compression.gossip
 - :func:`consensus` — ``x = z + γ (s − x̂)``, rounded as ``(s − x̂)·γ + z`` elementwise (the
   order :class:`~gossipfl.compression.gossip.ChocoGossip` has always used).
 
-:func:`deliver` adds sparse messages to the public copies and their mix. A CHOCO step is the
-three in turn: the messages selected from z and x̂, delivered, and the consensus computed on
-the copies that now include them.
+:func:`deliver` adds sparse messages to the public copies and their mix, and can compute the
+consensus on them in the same pass. A CHOCO step is the three in turn: the messages selected
+from z and x̂, delivered, and the consensus computed on the copies that now include them.
 
 **Two implementations, one result.** The torch code in this module *is* the definition
 (several passes over ``[n, P]``: ``torch.topk`` for the k-th value, the tie rule applied to
 the rows where more than k values reach it). On the CPU, when numba imports, the same
 results come from compiled kernels. :func:`top_k`: one pass per row after a threshold from a
-1/64 sample of the |d_j| (runs of 16 consecutive coordinates, set so that fewer than k
+1/64 sample of the |d_j| (runs of 256 consecutive coordinates, set so that fewer than k
 coordinates reach it with probability below 1e-9 for independent values, and checked: a row
-where it misses is redone in full); the pass only flags the coordinates at or above it (a
-loop the compiler vectorizes), the flags are gathered eight at a time, and the exact k-th
-value is found among the few thousand candidates (radix selection on their bits). :func:`deliver`: the receiver's rows read
-once in order before the scattered additions (they then hit the cache rather than wait on
-memory one line at a time). :func:`consensus`: one pass instead of three. Every bit equals the
-torch definition (tested, ties and NaNs included); ``GOSSIPFL_KERNELS=torch`` forces the
-torch code. The rows are split among ``torch.get_num_threads()`` threads that release the
-GIL (no numba threading layer: the kernels stay fork-safe under the multi-process backend).
-numba compiles them on first use and caches them on disk.
+where it misses is redone in full); the pass only sets a bit per coordinate at or above it
+(a loop the compiler vectorizes), the set bits are gathered by their trailing zeros, and the
+exact k-th value is found among the few thousand candidates (radix selection on their bits,
+as the threshold is found in its sample). :func:`deliver`: the receiver's rows read once in
+order before the scattered additions (they then hit the cache rather than wait on memory one
+line at a time), and the receiver's consensus row right after them, while they are in cache.
+:func:`consensus`: one pass instead of three. Every bit equals the torch definition (tested,
+ties and NaNs included); ``GOSSIPFL_KERNELS=torch`` forces the torch code. The rows are split
+among ``torch.get_num_threads()`` threads that release the GIL (no numba threading layer: the
+kernels stay fork-safe under the multi-process backend). numba compiles them on first use and
+caches them on disk.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-#: the sample stride of the compiled top-k's threshold
+#: the compiled top-k's threshold samples 1 coordinate in STRIDE ...
 STRIDE = 64
+#: ... in runs of RUN consecutive ones (1 KiB of float32: few scattered reads per row)
+RUN = 256
 #: below this many values the compiled kernels are not worth a thread
 _PARALLEL_NUMEL = 1 << 18
 
@@ -74,24 +78,32 @@ def consensus(z: Tensor, copy: Tensor, mixed: Tensor, gamma: float) -> Tensor:
 
 
 def deliver(idx: Tensor, values: Tensor, edges: tuple[Tensor, Tensor, Tensor], copy: Tensor,
-            mixed: Tensor) -> None:
+            mixed: Tensor, consensus_of: tuple[Tensor, float] | None = None
+            ) -> Tensor | None:
     """Sparse messages q (row j: ``values[j]`` at columns ``idx[j]``) into the public copies,
     in place: copy ← copy + q, then mixed ← mixed + W q over ``edges`` = (receivers,
     senders, w) sorted by receiver then sender (``scatter_add_`` and ``index_add_`` of the
-    products w·q, in that order)."""
+    products w·q, in that order). With ``consensus_of = (z, γ)``, also returns
+    :func:`consensus` ``(z, copy, mixed, γ)`` on the updated copies; the compiled kernel
+    computes each receiver's row right after its delivery, while the row is in cache."""
     receivers, senders, weights = edges
     m, p = copy.shape
-    if fused(copy, mixed) and values.dtype == copy.dtype:
+    z, gamma = consensus_of if consensus_of is not None else (None, 0.0)
+    if fused(copy, mixed, z) and values.dtype == copy.dtype:
         nb = _kernels()
+        out = None if z is None else torch.empty_like(z)
         indptr = np.searchsorted(receivers.numpy(), np.arange(m + 1))
         args = (idx.numpy(), values.numpy(), indptr, senders.numpy(),
                 weights.to(copy.dtype).numpy(), copy.numpy(), mixed.numpy())
-        _in_threads(m, idx.numel() * (1 + len(senders) // max(m, 1)),
-                    lambda lo, hi: nb.deliver(lo, hi, *args))
-        return
+        rows = (None, 0.0, None) if z is None else (z.numpy(), nb.scalar(z.dtype, gamma),
+                                                    out.numpy())
+        work = idx.numel() * (1 + len(senders) // max(m, 1)) + (0 if z is None else z.numel())
+        _in_threads(m, work, lambda lo, hi: nb.deliver(lo, hi, *args, *rows))
+        return out
     copy.scatter_add_(1, idx, values)
     flat = (receivers[:, None] * p + idx[senders]).reshape(-1)
     mixed.view(-1).index_add_(0, flat, (values[senders] * weights[:, None]).reshape(-1))
+    return None if z is None else consensus(z, copy, mixed, gamma)
 
 
 def _top_k_torch(d: Tensor, k: int) -> tuple[Tensor, Tensor]:
@@ -127,13 +139,16 @@ def fused(*tensors: Tensor | None) -> bool:
 
 
 def _sampling(p: int, k: int) -> tuple[int, int]:
-    """(stride, rank): the threshold is the rank-th largest of every stride-th |d_j|, so that
-    the expected k/stride sampled coordinates among the top k exceed rank with probability
-    below 1e-9 (a Poisson tail: rank = λ + 6√λ + 6); stride 1 (no sampling) where the
-    candidates would not be fewer than the row."""
-    lam = k / STRIDE
+    """(stride, rank): the threshold is the rank-th largest of a sample of the |d_j| — runs of
+    RUN coordinates, one every RUN·stride, n values in all — with rank set so that the
+    expected λ = k·n/p sampled coordinates among the top k exceed it with probability below
+    1e-9 (a Poisson tail: rank = λ + 6√λ + 6); stride 1 (no sampling) where the candidates
+    would not be fewer than the row."""
+    period = RUN * STRIDE
+    n = (p // period) * RUN + min(RUN, p % period)
+    lam = k * n / p
     rank = math.ceil(lam + 6 * math.sqrt(lam) + 6)
-    if 4 * rank * STRIDE >= p:
+    if 4 * rank * STRIDE >= p or rank > n:
         return 1, 1
     return STRIDE, rank
 
@@ -189,4 +204,4 @@ def _kernels():
     return _numba
 
 
-__all__ = ["STRIDE", "consensus", "deliver", "fused", "top_k"]
+__all__ = ["RUN", "STRIDE", "consensus", "deliver", "fused", "top_k"]
