@@ -227,6 +227,21 @@ def test_a_row_depends_only_on_itself_and_its_key(comp):
 
 # -- float64 ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("comp", ALL, ids=ids)
+def test_only_keyed_compressors_depend_on_the_keys(comp):
+    """keyed False: the simulator passes no keys, so Q, the wire and its decoding must not
+    change with them; keyed True: other keys give another Q."""
+    x = torch.randn(5, 200, generator=torch.Generator().manual_seed(0))
+    results = [(comp.compress(x, keys), comp.decode(comp.encode(x, keys), keys, 200))
+               for keys in (keys_for(5, 0), keys_for(5, 1), None)
+               if keys is not None or not comp.keyed]
+    same = [torch.equal(bits(a), bits(b)) for a, b in zip(results[0], results[1], strict=True)]
+    assert all(same) != comp.keyed
+    if not comp.keyed:
+        assert all(torch.equal(bits(a), bits(b)) for a, b in zip(results[0], results[2],
+                                                                  strict=True))
+
+
+@pytest.mark.parametrize("comp", ALL, ids=ids)
 def test_float64_is_computed_in_float64(comp):
     x = torch.randn(3, 50, dtype=torch.float64)
     q = comp.compress(x, keys_for(3))

@@ -141,7 +141,7 @@ class Federation:
         ``compressor`` to each out-neighbour (``compressor.width(P)`` bytes each) and every
         client mixes the messages it decodes. ``key`` (with the seed and the client id)
         draws a randomized compressor's stream, so sender and receivers agree on it."""
-        return self._send(v, t, compressor, key, self.compress_keys(v, key))
+        return self._send(v, t, compressor, key, self.compress_keys(v, key, compressor))
 
     def publish(self, target: Tensor, t: int, compressor, key: tuple, copy: Tensor,
                 mixed: Tensor, gamma: float | None = None) -> Tensor | None:
@@ -152,7 +152,7 @@ class Federation:
         consensus target + γ (mixed − copy) on the updated copies
         (:func:`~gossipfl.compression.kernels.consensus`; computed row by row with the
         delivery where the messages are sparse)."""
-        keys = self.compress_keys(target, key)
+        keys = self.compress_keys(target, key, compressor)
         sparse = (compressor.sparse(target, keys, copy) if self.mixes_sparse_messages()
                   else None)
         consensus_of = None if gamma is None else (target, gamma)
@@ -174,8 +174,11 @@ class Federation:
         return kernels.deliver(idx, values, self._entries(t, values.device, values.dtype),
                                copy, mixed, consensus_of)
 
-    def compress_keys(self, v: Tensor, key: tuple) -> Tensor:
-        """This process's clients' stream keys for the compressed messages of ``key``."""
+    def compress_keys(self, v: Tensor, key: tuple, compressor) -> Tensor | None:
+        """This process's clients' stream keys for the compressed messages of ``key`` (None
+        for a compressor that draws no randomness)."""
+        if not compressor.keyed:
+            return None
         return client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
 
     def _charge_compressed(self, t: int, compressor, numel: int) -> None:

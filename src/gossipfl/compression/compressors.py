@@ -7,6 +7,9 @@ rows' stream keys (e.g. ``rng.client_keys(seed, clients, "compress", round, chan
 - ``encode(x, keys)``: uint8 ``[n, width(P)]``, the bytes actually sent;
 - ``decode(payload, keys, P, dtype)``: the receiver's ``[n, P]``.
 
+A deterministic compressor (``keyed`` False: identity, top_k, sign) ignores the keys, and
+the simulator gives it None rather than draw them.
+
 Contract: for float32 ``x``, ``decode(encode(x, keys), keys, P)`` equals ``compress(x, keys)``
 bitwise, and ``encode(x, keys).shape[1] == width(P)``. A row's result depends only on its
 own values and its own key, never on the other rows. Wire conventions: values are float32
@@ -91,6 +94,7 @@ class Compressor(ABC):
 
     name: ClassVar[str]
     unbiased: ClassVar[bool]  # E[Q(x)] = x over the keys
+    keyed: ClassVar[bool] = True  # Q draws on the keys (False: deterministic, keys may be None)
     rules: ClassVar[dict[str, Rule]] = {}  # the parameters a config may give
 
     @classmethod
@@ -126,7 +130,7 @@ class Compressor(ABC):
 class Identity(Compressor):
     """Q(x) = x (returned as is, no copy). Wire: the P values as float32; width 4P."""
 
-    name, unbiased = "identity", True
+    name, unbiased, keyed = "identity", True, False
 
     def width(self, numel):
         return 4 * numel
@@ -183,7 +187,7 @@ class TopK(_Sparse):
     P-bit bitmap (⌈P/8⌉ bytes; chosen when strictly cheaper), values in ascending index
     order; width = 4k + min(4k, ⌈P/8⌉), fixed by (k, P)."""
 
-    name, unbiased = "top_k", False
+    name, unbiased, keyed = "top_k", False, False
 
     def _bitmap(self, numel):
         return -(-numel // 8) < 4 * self.k_of(numel)
@@ -323,7 +327,7 @@ class Sign(Compressor):
     Wire: the scale ‖x‖₁/P as float32, then one bit per coordinate, 1 for x_j < 0
     (:func:`pack_bits`); width = 4 + ⌈P/8⌉."""
 
-    name, unbiased = "sign", False
+    name, unbiased, keyed = "sign", False, False
 
     def width(self, numel):
         return 4 + -(-numel // 8)

@@ -174,7 +174,8 @@ class DistributedFederation(Federation):
         what = f"compressed gossip in round {t + 1}"
         with communicating(self.processes, what):
             held = self._exchange(plan, payload, what)
-        senders = client_keys(self.seed, plan.columns, "compress", *key, device=v.device)
+        senders = (client_keys(self.seed, plan.columns, "compress", *key, device=v.device)
+                   if compressor.keyed else None)
         decoded = compressor.decode(held, senders, v.shape[1], dtype=q.dtype)
         return (plan.weights @ decoded).reshape(q.shape)
 
