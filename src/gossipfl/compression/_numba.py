@@ -123,7 +123,7 @@ def _buffers(x, stride, rank):
     bit per coordinate), for a row of x (allocated once per call and reused by every row)."""
     p = x.shape[1]
     cap = p if stride == 1 else min(p, 4 * rank * stride)
-    sample = np.empty(max(1, -(-p // (RUN * stride)) * RUN), x.dtype)
+    sample = np.empty(1 if stride == 1 else -(-p // (RUN * stride)) * RUN, x.dtype)
     return sample, np.empty(cap, x.dtype), np.empty(cap, np.int64), np.empty(-(-p // 64),
                                                                               np.uint64)
 
