@@ -8,8 +8,8 @@ Cases: M = 100 clients of the headline mlp (P = 199 210) and M = 1000 of the 784
 (``topology.sparse: sparse``). Exact: X ← W Z (nnz(W)·P multiply-adds). Compressed (top-k at
 1 % and sign, steady state: one step per round on the same channel): d = Z − X̂, Q(d),
 X̂ += Q, S += W Q, X = Z + γ (S − X̂). top-k runs as compression.kernels' compiled CPU kernels
-(the selection from Z and X̂; the messages delivered without densifying, nnz(W)·k; the
-consensus in one pass) and, for comparison, as its torch definition
+(the selection from Z and X̂; the messages delivered without densifying, nnz(W)·k, each
+receiver's consensus row computed right after its delivery) and, for comparison, as its torch definition
 (``GOSSIPFL_KERNELS=torch``); sign is dense. Prints
 the median seconds per step and the ratio compressed / exact.
 
