@@ -440,6 +440,20 @@ def test_figures_are_png(tmp_path):
     assert_png(topology_figure(ring, tmp_path / "t.png", title="ring"))
 
 
+def test_curves_past_ten_colours_differ_in_line_style():
+    """tab10 has ten colours: curve 10 shares curve 0's colour, so it is drawn dashed (and
+    curve 20 dotted); a style a curve asks for is kept."""
+    from gossipfl.plots import lines
+
+    x = np.arange(3)
+    curves = [Curve(str(i), x, x + i) for i in range(21)] + [Curve("own", x, x, style="o")]
+    drawn = lines(curves, xlabel="x", ylabel="y").axes[0].get_lines()
+    keys = [(line.get_color(), line.get_linestyle()) for line in drawn[:21]]
+    assert len(set(keys)) == 21
+    assert [drawn[i].get_linestyle() for i in (0, 9, 10, 19, 20)] == ["-", "-", "--", "--", ":"]
+    assert drawn[21].get_marker() == "o" and drawn[21].get_linestyle() == "None"
+
+
 def test_topology_positions():
     a = np.ones((6, 6)) - np.eye(6)
     circle = topology_positions(a)

@@ -74,10 +74,10 @@ def lines(curves: Sequence[Curve], *, xlabel: str, ylabel: str, title: str | Non
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
     x_div, x_unit = _bytes_unit(max(float(np.max(c.x)) for c in curves)) if bytes_x else (1, "")
-    for curve in curves:
+    for i, curve in enumerate(curves):
         x = np.asarray(curve.x, dtype=np.float64) / x_div
         y = np.asarray(curve.mean, dtype=np.float64) * y_scale
-        (line,) = ax.plot(x, y, curve.style, label=curve.label, linewidth=1.6)
+        (line,) = ax.plot(x, y, _style(curve.style, i), label=curve.label, linewidth=1.6)
         if curve.std is not None and np.any(curve.std > 0):
             s = np.asarray(curve.std, dtype=np.float64) * y_scale
             low = np.maximum(y - s, y[y > 0].min() * 0.5) if log_y and np.any(y > 0) else y - s
@@ -92,6 +92,18 @@ def lines(curves: Sequence[Curve], *, xlabel: str, ylabel: str, title: str | Non
     if len(curves) > 1 or curves[0].label:
         ax.legend(fontsize="small")
     return fig
+
+
+#: the line styles of the curves past each round of the 10-colour cycle (tab10)
+_PAST_THE_COLOURS = ("--", ":", "-.")
+
+
+def _style(style: str, i: int) -> str:
+    """Curve i's line style: its own, except that a solid line that reuses an earlier
+    curve's colour (i ≥ 10) is drawn dashed, then dotted, then dash-dotted."""
+    if i < 10 or style != "-":
+        return style
+    return _PAST_THE_COLOURS[(i // 10 - 1) % len(_PAST_THE_COLOURS)]
 
 
 def _bytes_unit(largest: float) -> tuple[float, str]:
