@@ -181,6 +181,7 @@ def select(x, h, k, stride, rank, idx, values):
 
 @numba.njit(inline="always")
 def _consensus_row(z, copy, mixed, g, out):
+    """One row of the consensus: out = (mixed − copy)·g + z."""
     for j in range(z.shape[0]):
         out[j] = (mixed[j] - copy[j]) * g + z[j]
 
