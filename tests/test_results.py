@@ -454,6 +454,25 @@ def test_curves_past_ten_colours_differ_in_line_style():
     assert drawn[21].get_marker() == "o" and drawn[21].get_linestyle() == "None"
 
 
+def test_a_long_legend_goes_below_the_axes_and_fits_the_figure():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from gossipfl.plots import lines
+
+    x = np.arange(3)
+    few = lines([Curve("a", x, x), Curve("b", x, x + 1)], xlabel="x", ylabel="y")
+    assert few.axes[0].get_legend() is not None and not few.legends
+    label = "dsgt, custom, rounds=500, local_steps=1, every=25, mixing=custom, path=" + "p" * 30
+    for curves in ([Curve(str(i), x, x + i) for i in range(12)], [Curve(label, x, x)]):
+        fig = lines(curves, xlabel="x", ylabel="y")
+        assert fig.axes[0].get_legend() is None and len(fig.legends) == 1
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.draw(renderer)
+        box, page = fig.legends[0].get_window_extent(renderer), fig.bbox
+        assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0
+        assert box.y1 <= fig.axes[0].get_window_extent(renderer).y0  # below the axes
+
+
 def test_topology_positions():
     a = np.ones((6, 6)) - np.eye(6)
     circle = topology_positions(a)

@@ -71,7 +71,12 @@ def lines(curves: Sequence[Curve], *, xlabel: str, ylabel: str, title: str | Non
           y_scale: float = 1.0, log_y: bool = False, bytes_x: bool = False) -> Figure:
     """The :class:`~matplotlib.figure.Figure` of curves with shaded ± std bands; ``y_scale``
     multiplies y (100 for percent)."""
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    below = _legend_below(curves)
+    # below the axes, the figure grows by a line per curve and widens to the longest label
+    # (≤ 0.07 inch a character at the legend's size), so the axes keep their size
+    size = (max(7.0, 1.0 + 0.07 * max(len(c.label) for c in curves)), 4.5 + 0.2 * len(curves)
+            ) if below else (7.0, 4.5)
+    fig = Figure(figsize=size, layout="constrained")
     ax = fig.add_subplot()
     x_div, x_unit = _bytes_unit(max(float(np.max(c.x)) for c in curves)) if bytes_x else (1, "")
     for i, curve in enumerate(curves):
@@ -89,9 +94,17 @@ def lines(curves: Sequence[Curve], *, xlabel: str, ylabel: str, title: str | Non
     if title:
         ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    if len(curves) > 1 or curves[0].label:
+    if below:
+        fig.legend(loc="outside lower center", fontsize="small")
+    elif len(curves) > 1 or curves[0].label:
         ax.legend(fontsize="small")
     return fig
+
+
+def _legend_below(curves: Sequence[Curve]) -> bool:
+    """Whether the legend goes below the axes: inside it would cover the curves (more than
+    eight of them, or labels longer than about half the axes' width)."""
+    return len(curves) > 8 or max(len(c.label) for c in curves) > 45
 
 
 #: the line styles of the curves past each round of the 10-colour cycle (tab10)
