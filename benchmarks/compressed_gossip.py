@@ -9,9 +9,9 @@ Cases: M = 100 clients of the headline mlp (P = 199 210) and M = 1000 of the 784
 1 % and sign, steady state: one step per round on the same channel): d = Z − X̂, Q(d),
 X̂ += Q, S += W Q, X = Z + γ (S − X̂). top-k runs as compression.kernels' compiled CPU kernels
 (the selection from Z and X̂; the messages delivered without densifying, nnz(W)·k, each
-receiver's consensus row computed right after its delivery) and, for comparison, as its torch definition
-(``GOSSIPFL_KERNELS=torch``); sign is dense. Prints
-the median seconds per step and the ratio compressed / exact.
+receiver's consensus row computed right after its delivery) and, for comparison, as its
+torch definition (``GOSSIPFL_KERNELS=torch``); sign is dense. Prints the median seconds per
+step and the ratio compressed / exact.
 
 The allocator is set as the runner sets it (``engine.keep_freed_memory``: glibc reuses freed
 pages), so that neither step pays page faults for its fresh ``[M, P]`` output; without it

@@ -174,12 +174,13 @@ class Federation:
         return kernels.deliver(idx, values, self._entries(t, values.device, values.dtype),
                                copy, mixed, consensus_of)
 
-    def compress_keys(self, v: Tensor, key: tuple, compressor) -> Tensor | None:
-        """This process's clients' stream keys for the compressed messages of ``key`` (None
-        for a compressor that draws no randomness)."""
+    def compress_keys(self, v: Tensor, key: tuple, compressor, clients=None) -> Tensor | None:
+        """The stream keys of ``clients`` (default: this process's) for the compressed
+        messages of ``key`` (None for a compressor that draws no randomness)."""
         if not compressor.keyed:
             return None
-        return client_keys(self.seed, self.own_clients(), "compress", *key, device=v.device)
+        clients = self.own_clients() if clients is None else clients
+        return client_keys(self.seed, clients, "compress", *key, device=v.device)
 
     def _charge_compressed(self, t: int, compressor, numel: int) -> None:
         self.traffic.clients += self._out_degree(t) * compressor.width(numel)

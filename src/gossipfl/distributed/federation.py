@@ -35,7 +35,6 @@ from torch import Tensor
 from gossipfl.distributed.launch import Processes
 from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation, Traffic, message_bytes
-from gossipfl.rng import client_keys
 
 FAILURE_KEY = "gossipfl/failed"
 
@@ -174,8 +173,7 @@ class DistributedFederation(Federation):
         what = f"compressed gossip in round {t + 1}"
         with communicating(self.processes, what):
             held = self._exchange(plan, payload, what)
-        senders = (client_keys(self.seed, plan.columns, "compress", *key, device=v.device)
-                   if compressor.keyed else None)
+        senders = self.compress_keys(v, key, compressor, plan.columns)
         decoded = compressor.decode(held, senders, v.shape[1], dtype=q.dtype)
         return (plan.weights @ decoded).reshape(q.shape)
 
