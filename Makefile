@@ -2,7 +2,9 @@
 #
 #   make run    virtual environment + gossipfl + Fashion-MNIST, then the quickstart experiment
 #   make test   virtual environment + gossipfl (+ test tools), Fashion-MNIST when it can be
-#               had (the tests that need it skip otherwise), then the whole test suite
+#               had (the tests that need it skip otherwise), then the fast tier of the tests
+#               (minutes: every module, every equation test; -m "not slow")
+#   make test-all   the same set-up, then every test, in parallel (what CI runs)
 #   make docs   the documentation site in site/ (MkDocs, strict: a broken link is an error)
 #
 # Both are idempotent: stamp files in .venv/ record what is done, so a second call reuses it.
@@ -14,11 +16,12 @@ PIP    := $(PY) -m pip
 STAMPS := $(VENV)/.stamps
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup data lint help docs docs-serve
+.PHONY: run test test-all setup data lint help docs docs-serve
 
 help:
 	@echo "make run    set up, fetch Fashion-MNIST, run the quickstart (gossipfl run)"
-	@echo "make test   set up, run the test suite"
+	@echo "make test   set up, run the fast tier of the tests (minutes)"
+	@echo "make test-all   set up, run every test in parallel (CI)"
 	@echo "make data   fetch Fashion-MNIST only"
 	@echo "make lint   ruff check"
 	@echo "make docs   build the documentation site into site/ (strict)"
@@ -27,9 +30,16 @@ run: setup data
 	$(VENV)/bin/gossipfl run
 
 # The real-data tests use Fashion-MNIST when it can be had; they skip when it cannot.
+# Tiers (tests/conftest.py): `make test` leaves out the tests marked slow; `make test-all`
+# runs every test, spread over the cores by pytest-xdist (JOBS=N to choose).
+JOBS ?= auto
 test: setup
 	-@$(MAKE) --no-print-directory data
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(JOBS) -m "not slow"
+
+test-all: setup
+	-@$(MAKE) --no-print-directory data
+	$(PY) -m pytest -n $(JOBS)
 
 setup: $(STAMPS)/installed
 

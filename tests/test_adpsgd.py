@@ -15,8 +15,8 @@ from gossipfl.errors import GossipflError
 from gossipfl.rng import numpy_generator
 from gossipfl.runner import Runner
 from gossipfl.schedules.asynchronous import waves
+from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
-from tests.test_results import stopped_and_resumed
 
 LR, DECAY, WD, SEED = 0.05, 0.9, 1e-2, 3
 

@@ -15,8 +15,8 @@ from gossipfl import cli
 from gossipfl.analysis import analysis_columns, analyze, generalization_gap, load_run_models
 from gossipfl.analysis.columns import train_subset
 from gossipfl.analysis.write import read_csv
+from tests.helpers import TINY
 from tests.test_hessian import dense_hessian
-from tests.test_results import TINY
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

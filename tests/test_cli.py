@@ -17,30 +17,10 @@ from gossipfl import cli
 from gossipfl.config import load_config
 from gossipfl.results.rundir import RunDirectory, metrics_from_csv
 from gossipfl.runner import Runner
-from tests.test_results import (  # noqa: F401 - fixtures used by pytest
-    TINY,
-    assert_png,
-    fast_figures,
-    with_figures,
-    without_timing,
-)
+from tests.helpers import TINY, assert_png, gossipfl, with_figures, without_timing
 
 ROOT = Path(__file__).resolve().parents[1]
 GOSSIPFL = Path(sys.executable).with_name("gossipfl")
-
-
-@pytest.fixture
-def work(tmp_path, monkeypatch):
-    """A working directory holding tiny.yaml (runs land in ./runs)."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    return tmp_path
-
-
-def gossipfl(capsys, *args: str) -> tuple[int, str, str]:
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def read(root: Path, name: str) -> list[dict]:

@@ -14,10 +14,9 @@ from gossipfl.errors import Diverged
 from gossipfl.results.lifecycle import execute, prepare_fresh
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.sweep import load_study, run_study
+from tests.helpers import TINY
+from tests.helpers import gossipfl as command
 from tests.lsq import Problem, ring_mh
-from tests.test_cli import gossipfl as command
-from tests.test_cli import work  # noqa: F401 - fixture
-from tests.test_results import TINY, fast_figures  # noqa: F401 - fixture
 
 # OledFL at β = 0.99 on a ring of 4 (1/3 weights): the synchronous Ole recursion grows
 # disagreement by 1.65 per round and passes the default bound 1e6 after about 24 rounds; the
@@ -58,7 +57,7 @@ def test_diverged_run_keeps_its_metrics(tmp_path):
     assert len(run_dir.read_metrics()) == summary["rounds_done"] >= 10
 
 
-def test_cli_exits_3(work, capsys):  # noqa: F811 - fixture
+def test_cli_exits_3(work, capsys):
     (work / "boom.yaml").write_text(yaml.safe_dump(EXPLODING))
     code, _, err = command(capsys, "run", "boom.yaml", "--out", "boom", "--quiet")
     last = err.splitlines()[-1]  # (a stability warning may come first)

@@ -21,9 +21,16 @@ happens to it:
     ``text`` for output), so that a command cannot hide in an unlabelled block.
 
 **Shortening.** Runs are shortened by a documented mechanism, never skipped: every
-``gossipfl run``, ``sweep`` and ``stability`` command (and every ``gossipfl.run(...)`` call in
-a python block) gets ``SHORTEN`` (``--set train.rounds=1``) appended, after the block's own
-overrides, unless the block is marked ``full`` (a resume takes no ``--set`` and is left alone).
+``gossipfl run``, ``sweep`` and ``stability`` command (and every call of the Python verbs that
+train, ``gossipfl.run``, ``sweep`` and ``stability``, in a python block) gets ``SHORTEN``
+(``--set train.rounds=1``) appended, after the block's own overrides, unless the block is
+marked ``full`` (a resume takes no ``--set`` and is left alone).
+
+**Tiers.** Every block is parsed in the fast tier (``test_docs_block_parses``: commands
+through their argument parsers, python compiled with its imports run, configs and studies
+validated); a block runs in ``test_docs_block_runs`` (marker ``docs``), which is also
+``slow`` when the block trains (a ``gossipfl run``/``sweep``/``stability``/``analyze``
+command, a config, a run-dir, or python calling a verb that trains).
 
 **Markers.** An HTML comment on the last non-blank line before a fence (invisible when the
 Markdown is rendered) changes what happens to that block; clauses are separated by ``;``::
@@ -59,6 +66,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.util
 import os
 import re
 import runpy
@@ -299,7 +307,7 @@ def names_in(files: list[str]) -> set[str]:
     return names
 
 
-def run_python(block: Block, monkeypatch) -> None:
+def run_python(block: Block, monkeypatch, parse: bool = False) -> None:
     import gossipfl
     import gossipfl.api
 
@@ -310,7 +318,7 @@ def run_python(block: Block, monkeypatch) -> None:
                              f"{block.directives['excerpt']} do not define")
         return
     code = compile(block.code, block.id, "exec")
-    if block.directives.get("check"):
+    if parse or block.directives.get("check"):
         imports = [node for node in ast.parse(block.code).body
                    if isinstance(node, ast.Import | ast.ImportFrom)]
         exec(compile(ast.Module(imports, []), block.id, "exec"),  # noqa: S102 - the docs' own
@@ -321,19 +329,27 @@ def run_python(block: Block, monkeypatch) -> None:
                  if flag == "--set"]
     if not block.directives.get("full"):
         overrides += SHORTEN[1::2]
-    real = gossipfl.api.run
-
-    def run(config=None, **kwargs):
-        kwargs["overrides"] = [*kwargs.get("overrides", ()), *overrides]
-        return real(config, **kwargs)
-
-    monkeypatch.setattr(gossipfl, "run", run)
-    monkeypatch.setattr(gossipfl.api, "run", run)
+    for verb in TRAINING_VERBS:
+        shortened_verb = with_overrides(getattr(gossipfl.api, verb), overrides)
+        monkeypatch.setattr(gossipfl, verb, shortened_verb, raising=False)
+        monkeypatch.setattr(gossipfl.api, verb, shortened_verb)
     for target, forced in block.directives.get("patch", []):
         module_name, name = target.rsplit(".", 1)
         module = importlib.import_module(module_name)
         monkeypatch.setattr(module, name, forcing(getattr(module, name), forced))
     exec(code, {"__name__": "__docs__"})  # noqa: S102 - the docs' own code
+
+
+#: The Python API's verbs that train (each takes ``overrides=``): every call is shortened.
+TRAINING_VERBS = ("run", "sweep", "stability")
+
+
+def with_overrides(function, overrides: list[str]):
+    """``function`` with ``overrides`` appended to its ``overrides=`` argument."""
+    def call(*args, **kwargs):
+        kwargs["overrides"] = [*kwargs.get("overrides", ()), *overrides]
+        return function(*args, **kwargs)
+    return call
 
 
 def forcing(function, forced: dict):
@@ -360,9 +376,70 @@ def run_yaml(block: Block, checkout: Path) -> None:
 
 
 RUNNABLE = [b for b in ALL_BLOCKS if LANGUAGES.get(b.language)]
+#: The Python calls and commands that train (or analyze a trained model).
+TRAINING_CALL = re.compile(r"\b(run|sweep|stability|analyze|Runner)\(")
+
+
+def trains(block: Block) -> bool:
+    """Whether running ``block`` trains a model (the slow tier) rather than only parsing,
+    listing or validating."""
+    kind = LANGUAGES[block.language]
+    if block.directives.get("check"):
+        return False
+    if block.directives.get("run-dir"):
+        return True
+    if kind == "python":
+        return bool(block.directives.get("excerpt") is None and TRAINING_CALL.search(block.code))
+    if kind == "yaml":
+        data = yaml.safe_load(block.code)
+        study = isinstance(data, dict) and any(k in data for k in ("grid", "base", "seeds"))
+        return not study or bool(block.directives.get("run"))
+    return any(program(words)[0] == "python"
+               or (program(words)[0] == "gossipfl" and program(words)[1][:1] in
+                   [[verb] for verb in (*RUNS, "analyze")])
+               for words in commands(block.code))
+
+
+def parse_block(block: Block, checkout: Path, monkeypatch) -> None:
+    """What the fast tier does with every block: commands through their argument parsers,
+    python compiled with its imports run (excerpts checked), configs loaded and validated,
+    studies loaded (every grid point validated)."""
+    kind = LANGUAGES[block.language]
+    if kind == "python":
+        run_python(block, monkeypatch, parse=True)
+    elif kind == "yaml":
+        data = yaml.safe_load(block.code)
+        study = isinstance(data, dict) and any(k in data for k in ("grid", "base", "seeds"))
+        path = checkout / "examples" / f"docs_{Path(block.file).stem}_{block.line}.yaml"
+        path.write_text(block.code, encoding="utf-8")
+        from gossipfl.config import load_config
+        from gossipfl.sweep import load_study
+
+        (load_study if study else load_config)(path, block.directives["args"][1::2])
+    else:
+        for words in commands(block.code):
+            name, args = program(words)
+            if name == "python" and args[:1] != ["-m"]:
+                script = Path(args[0])  # compiled; one an earlier command writes is not there
+                if script.is_file():
+                    compile(script.read_text(encoding="utf-8"), str(script), "exec")
+            elif name == "python" and not args[1].startswith(("benchmarks", "gossipfl")):
+                assert importlib.util.find_spec(args[1]), f"{block.id}: no module {args[1]}"
+            else:
+                check_command(words, block.id, monkeypatch)
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def test_docs_block_parses(block, checkout, monkeypatch):
+    parse_block(block, checkout, monkeypatch)
+
+
+RUN_PARAMS = [pytest.param(b, id=b.id, marks=[pytest.mark.docs]
+                           + ([pytest.mark.slow] if trains(b) else []))
+              for b in RUNNABLE if not b.directives.get("check")]
+
+
+@pytest.mark.parametrize("block", RUN_PARAMS)
 def test_docs_block_runs(block, checkout, monkeypatch):
     if block.directives.get("run-dir"):
         (path,) = block.directives["run-dir"]
@@ -372,9 +449,6 @@ def test_docs_block_runs(block, checkout, monkeypatch):
         run_python(block, monkeypatch)
     elif kind == "yaml":
         run_yaml(block, checkout)
-    elif block.directives.get("check"):
-        for words in commands(block.code):
-            check_command(words, block.id, monkeypatch)
     else:
         for words in commands(block.code):
             run_command(words, block)

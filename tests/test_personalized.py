@@ -12,8 +12,8 @@ import gossipfl
 from gossipfl.config import load_config
 from gossipfl.rng import numpy_generator
 from gossipfl.runner import Runner
+from tests.helpers import stopped_and_resumed
 from tests.lsq import random_doubly_stochastic
-from tests.test_results import stopped_and_resumed
 from tests.two_layer import TwoLayer, assert_close, sgd_phase
 
 SEED = 3  # TwoLayer.config's seed

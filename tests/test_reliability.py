@@ -22,11 +22,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.io import FolderInUse, FolderLock
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.runner import Runner
-from tests import test_cli
-from tests.test_cli import gossipfl
-from tests.test_results import TINY
-
-work = test_cli.work  # the fixture: a working directory holding tiny.yaml
+from tests.helpers import TINY, gossipfl, with_figures
 
 #: The environment of a child process that imports this checkout's gossipfl.
 SRC_ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
@@ -217,6 +213,7 @@ def test_disk_full_at_run_start_leaves_nothing(work, capsys, monkeypatch):
     assert not (work / "start").exists()
 
 
+@with_figures
 def test_disk_full_while_drawing_figures_keeps_a_finished_run(work, capsys, monkeypatch):
     disk_full_on(monkeypatch, "accuracy.png")
     code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "figs", "--quiet")

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.plots import (
     Curve,
@@ -37,90 +36,19 @@ from gossipfl.results.reporting import (
     table_markdown,
 )
 from gossipfl.results.rundir import (
-    TIMING_COLUMNS,
     RunDirectory,
     metric_columns,
     metrics_from_csv,
     metrics_to_csv,
 )
 from gossipfl.runner import Runner
-
-#: A run that takes a fraction of a second: 4 clients, logistic regression on Gaussian blobs.
-TINY: dict = {
-    "name": "tiny",
-    "data": {"dataset": "synthetic", "clients": 4,
-             "options": {"dim": 6, "train_size": 120, "test_size": 40, "num_classes": 3}},
-    "model": {"name": "logistic"},
-    "topology": {"name": "ring"},
-    "algorithm": {"name": "dfedavg"},
-    "train": {"rounds": 6, "local_steps": 2, "batch_size": 8, "lr": 0.1},
-    "eval": {"every": 1},
-    "output": {"checkpoint_every": 2},
-}
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def with_figures(test):
-    """Decorator: let this test write the real per-run figures."""
-    test.real_figures = True
-    return test
-
-
-@pytest.fixture(autouse=True)
-def fast_figures(request, monkeypatch):
-    """Skip the per-run figures (about 0.3 s a run) unless the test is ``with_figures``."""
-    if not getattr(request.function, "real_figures", False):
-        monkeypatch.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
-
-
-def tiny(*overrides: str):
-    return load_config(TINY, list(overrides))
-
-
-def without_timing(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in row.items() if k not in TIMING_COLUMNS} for row in rows]
-
-
-def assert_png(path: Path) -> None:
-    data = Path(path).read_bytes()
-    assert data[:8] == PNG_MAGIC and len(data) > 1000
-
-
-class Interrupt:
-    """Callback raising KeyboardInterrupt after round ``k`` (1-based)."""
-
-    def __init__(self, k: int):
-        self.k = k
-
-    def __call__(self, runner, t, row):
-        if t + 1 == self.k:
-            raise KeyboardInterrupt
-
-
-def stopped_and_resumed(config: dict, k: int = 2):
-    """The state of ``config``'s run stopped after round ``k`` (in memory, no run directory),
-    and a fresh Runner resumed from it and run to the end: ``(saved state, resumed)``."""
-    first = Runner(load_config(config))
-    with torch.no_grad():
-        for t in range(k):
-            first.run_round(t)
-            first.round = t + 1
-    saved = first.state_dict()
-    resumed = Runner(load_config(config))
-    resumed.load_state_dict(saved)
-    resumed.run()
-    return saved, resumed
-
-
-def interrupted_and_resumed(config: dict, folder: Path, k: int = 3):
-    """Outcomes of ``config`` run straight through (``folder/ref``) and interrupted after
-    round ``k`` then resumed (``folder/run``)."""
-    reference = execute(prepare_fresh(load_config(config), folder / "ref"), warn=print)
-    with pytest.raises(KeyboardInterrupt):
-        execute(prepare_fresh(load_config(config), folder / "run"), [Interrupt(k)],
-                warn=print)
-    return reference, execute(prepare_resume(folder / "run"), warn=print)
+from tests.helpers import (
+    Interrupt,
+    assert_png,
+    tiny,
+    with_figures,
+    without_timing,
+)
 
 
 # --------------------------------------------------------------------------------------------

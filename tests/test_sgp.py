@@ -152,7 +152,7 @@ def test_column_stochastic_custom_topology():
 
 
 def test_sgp_resumes_from_a_checkpoint(tmp_path, monkeypatch):
-    from tests.test_results import interrupted_and_resumed
+    from tests.helpers import interrupted_and_resumed
 
     monkeypatch.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
     np.save(tmp_path / "push.npy", push_matrix(6))

@@ -22,8 +22,8 @@ from gossipfl.data import make_synthetic
 from gossipfl.rng import numpy_generator
 from gossipfl.runner import build_data
 from gossipfl.stability_study import Neighbour, run_pair
+from tests.helpers import TINY, assert_png
 from tests.lsq import Problem, assert_close
-from tests.test_results import TINY, assert_png
 
 CENTRAL = {"name": "fedavg", "participation": 0.5}
 

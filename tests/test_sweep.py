@@ -13,11 +13,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.runner import Runner
 from gossipfl.sweep import expand, load_study, run_study, set_key, study_path
-from tests.test_results import (  # noqa: F401 - fixtures used by pytest
-    TINY,
-    fast_figures,
-    without_timing,
-)
+from tests.helpers import TINY, without_timing
 
 ROOT = Path(__file__).resolve().parents[1]
 

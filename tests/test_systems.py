@@ -23,8 +23,8 @@ from gossipfl.runner import Runner
 from gossipfl.systems import FailingTopology, SystemsModel, renormalize
 from gossipfl.testing import least_squares, run_round
 from gossipfl.topology import Topology
+from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
-from tests.test_results import stopped_and_resumed
 
 ROOT = Path(__file__).resolve().parents[1]
 LR, DECAY = 0.05, 0.9

@@ -13,7 +13,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.results.trackers import wandb_mode
-from tests.test_results import TINY as RESULTS_TINY
+from tests.helpers import TINY as RESULTS_TINY
 
 TINY: dict = {**RESULTS_TINY, "train": {**RESULTS_TINY["train"], "rounds": 4},
               "eval": {"every": 2}}

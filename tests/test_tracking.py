@@ -20,8 +20,8 @@ from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.runner import Runner
 from gossipfl.testing import least_squares, run_round
+from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
-from tests.test_results import stopped_and_resumed
 
 LR, DECAY, WD = 0.05, 0.9, 1e-2
 

@@ -1,0 +1,92 @@
+"""What several test modules share: a tiny run's config, run-directory helpers, and runs
+stopped and resumed. Fixtures live in ``conftest.py``; this module holds plain functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gossipfl import cli
+from gossipfl.config import load_config
+from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
+from gossipfl.results.rundir import TIMING_COLUMNS
+from gossipfl.runner import Runner
+
+#: A run that takes a fraction of a second: 4 clients, logistic regression on Gaussian blobs.
+TINY: dict = {
+    "name": "tiny",
+    "data": {"dataset": "synthetic", "clients": 4,
+             "options": {"dim": 6, "train_size": 120, "test_size": 40, "num_classes": 3}},
+    "model": {"name": "logistic"},
+    "topology": {"name": "ring"},
+    "algorithm": {"name": "dfedavg"},
+    "train": {"rounds": 6, "local_steps": 2, "batch_size": 8, "lr": 0.1},
+    "eval": {"every": 1},
+    "output": {"checkpoint_every": 2},
+}
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def with_figures(test):
+    """Decorator: let this test write the real per-run figures."""
+    test.real_figures = True
+    return test
+
+
+def tiny(*overrides: str):
+    return load_config(TINY, list(overrides))
+
+
+def without_timing(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in TIMING_COLUMNS} for row in rows]
+
+
+def assert_png(path: Path) -> None:
+    data = Path(path).read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 1000
+
+
+class Interrupt:
+    """Callback raising KeyboardInterrupt after round ``k`` (1-based)."""
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def __call__(self, runner, t, row):
+        if t + 1 == self.k:
+            raise KeyboardInterrupt
+
+
+def stopped_and_resumed(config: dict, k: int = 2):
+    """The state of ``config``'s run stopped after round ``k`` (in memory, no run directory),
+    and a fresh Runner resumed from it and run to the end: ``(saved state, resumed)``."""
+    first = Runner(load_config(config))
+    with torch.no_grad():
+        for t in range(k):
+            first.run_round(t)
+            first.round = t + 1
+    saved = first.state_dict()
+    resumed = Runner(load_config(config))
+    resumed.load_state_dict(saved)
+    resumed.run()
+    return saved, resumed
+
+
+def interrupted_and_resumed(config: dict, folder: Path, k: int = 3):
+    """Outcomes of ``config`` run straight through (``folder/ref``) and interrupted after
+    round ``k`` then resumed (``folder/run``)."""
+    reference = execute(prepare_fresh(load_config(config), folder / "ref"), warn=print)
+    with pytest.raises(KeyboardInterrupt):
+        execute(prepare_fresh(load_config(config), folder / "run"), [Interrupt(k)],
+                warn=print)
+    return reference, execute(prepare_resume(folder / "run"), warn=print)
+
+
+def gossipfl(capsys, *args: str) -> tuple[int, str, str]:
+    """``gossipfl ARGS`` in this process: (exit status, stdout, stderr)."""
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
