@@ -746,7 +746,8 @@ def small_step_case(ctx: Context, section: str, model_name: str, M: int,
         return None
     mode = ctx.args.step_precision if device.type == "cuda" else "fp32"
     out: dict[str, Any] = {"model": model_name, "M": M, "N": N, "P": P, "precision": mode,
-                           "steps_timed": steps}
+                           "steps_timed": steps, "captured": "gossipfl's StackedOracle._block "
+                           "+ the update per parameter view (one block of M clients)"}
     try:
         with precision(mode, device):
             step = SmallStep(model_name, M, N, device)
@@ -1019,7 +1020,6 @@ def main(argv: list[str] | None = None) -> int:
         say("CUDA is not available; run with --device cpu --small to check the script.")
         record.close()
         return 1
-    torch.set_float32_matmul_precision("highest")  # the TF32 flags are set per case
     if args.small and ctx.device.type == "cpu":
         torch.set_num_threads(1)  # a check, not a measurement: robust on a busy machine
     chosen = args.sections.split(",")
