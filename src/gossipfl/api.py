@@ -102,9 +102,8 @@ def report(paths: str | Path | Sequence[str | Path], *,
     ``files``, ``left_out``: runs without usable metrics, and why).
     """
     from gossipfl.io import check_writable
-    from gossipfl.results.reporting import find_runs, parse_target
+    from gossipfl.results.reporting import find_runs, parse_target, study_settings
     from gossipfl.results.reporting import report as write_report
-    from gossipfl.sweep import study_settings
 
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:

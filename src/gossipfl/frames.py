@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gossipfl.errors import GossipflError
+from gossipfl.result import EXTRA, MissingExtra, metrics_frame, pandas  # noqa: F401 (re-exported)
 from gossipfl.results.reporting import (
     Report,
     Run,
@@ -27,36 +28,10 @@ from gossipfl.results.reporting import (
 )
 from gossipfl.results.reporting import load_run as read_run
 from gossipfl.results.rundir import (
-    METRIC_COLUMNS,
     NON_RESULT_KEYS,
     is_personalized,
     primary_metric,
 )
-
-EXTRA = "pip install 'gossipfl[pandas]'"
-
-
-class MissingExtra(GossipflError, ImportError):
-    """An optional dependency (pandas) that a call needs is not installed."""
-
-
-def pandas(what: str) -> Any:
-    """The pandas module, or :class:`MissingExtra` saying that ``what`` needs it."""
-    try:
-        import pandas as pd
-    except ImportError:
-        raise MissingExtra(f"{what} needs pandas: {EXTRA}") from None
-    return pd
-
-
-def metrics_frame(rows: Sequence[dict], what: str = "Result.metrics_frame()") -> Any:
-    """One row per evaluated round, the columns in metrics.csv's order (NaN where a round
-    has no value)."""
-    pd = pandas(what)
-    keys = list(dict.fromkeys(k for row in rows for k in row))
-    order = [k for k in METRIC_COLUMNS if k in keys] + [k for k in keys
-                                                        if k not in METRIC_COLUMNS]
-    return pd.DataFrame.from_records(list(rows), columns=order)
 
 
 def _figure(groups: dict[str, list[Run]], y: str | dict[str, str], x: str,
@@ -225,8 +200,7 @@ def load_study(path: str | Path | Sequence[str | Path], *, metric: str | None = 
     :class:`StudyResults`. ``metric`` and ``targets`` default to the study file's (the
     study.yaml a sweep writes), as in the table the sweep wrote; targets are fractions in
     (0, 1] or percentages written ``"70%"``."""
-    from gossipfl.results.reporting import parse_target
-    from gossipfl.sweep import study_settings
+    from gossipfl.results.reporting import parse_target, study_settings
 
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     saved = study_settings(paths)

@@ -3,12 +3,43 @@ directories by :mod:`gossipfl.results.rundir`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from gossipfl.config import Config
+from gossipfl.errors import GossipflError
+
+#: metrics.csv's columns, in this order (then any others).
+METRIC_COLUMNS = ("round", "lr", "train_loss", "test_acc", "test_loss", "local_acc_mean",
+                  "local_acc_std", "personalized_acc", "personalized_acc_std", "consensus",
+                  "bytes_round", "bytes_total", "seconds", "eval_seconds", "elapsed")
+EXTRA = "pip install 'gossipfl[pandas]'"
+
+
+class MissingExtra(GossipflError, ImportError):
+    """An optional dependency (pandas) that a call needs is not installed."""
+
+
+def pandas(what: str) -> Any:
+    """The pandas module, or :class:`MissingExtra` saying that ``what`` needs it."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise MissingExtra(f"{what} needs pandas: {EXTRA}") from None
+    return pd
+
+
+def metrics_frame(rows: Sequence[dict], what: str = "Result.metrics_frame()") -> Any:
+    """One row per evaluated round, the columns in metrics.csv's order (NaN where a round
+    has no value)."""
+    pd = pandas(what)
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    order = [k for k in METRIC_COLUMNS if k in keys] + [k for k in keys
+                                                        if k not in METRIC_COLUMNS]
+    return pd.DataFrame.from_records(list(rows), columns=order)
 
 
 @dataclass
@@ -36,8 +67,6 @@ class Result:
     def metrics_frame(self) -> Any:
         """``metrics`` as a pandas DataFrame: one row per evaluated round, the columns of
         metrics.csv (pandas is the optional extra ``gossipfl[pandas]``)."""
-        from gossipfl.frames import metrics_frame
-
         return metrics_frame(self.metrics, "Result.metrics_frame()")
 
     def summary(self, metric: str = "test_acc") -> dict:

@@ -54,11 +54,18 @@ from gossipfl.results.lifecycle import (
     prepare_fresh,
     prepare_resume,
 )
-from gossipfl.results.reporting import Report, config_labels, flatten, load_run, report
+from gossipfl.results.reporting import (  # noqa: F401 (study_settings: gossipfl.sweep's too)
+    STUDY_FILE,
+    Report,
+    config_labels,
+    flatten,
+    load_run,
+    report,
+    study_settings,
+)
 from gossipfl.results.rundir import RunDirectory, comparable_config, is_vacant, slug
 
 STUDY_KEYS = ("name", "out", "base", "grid", "seeds", "targets", "metric", "analysis")
-STUDY_FILE = "study.yaml"
 DONE = ("finished", "diverged")  # statuses a study does not run again
 
 
@@ -334,30 +341,6 @@ def check_analysis_fits(analysis: dict, variants: list[Variant]) -> None:
         if P is not None and top_k > P:
             raise GossipflError(f"study.analysis.top_k: must be at most P = {P} (the model's "
                                 f"parameters), got {top_k}{where}.")
-
-
-def study_settings(paths: Sequence[str | Path]) -> dict:
-    """``targets`` (fractions) and ``metric`` of the study file (``study.yaml``, written by a
-    sweep) in the single folder given, where there is one and they can be read; {} else."""
-    from gossipfl.results.reporting import parse_target
-
-    if len(paths) != 1 or not (Path(paths[0]) / STUDY_FILE).is_file():
-        return {}
-    try:
-        raw = yaml.safe_load((Path(paths[0]) / STUDY_FILE).read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return {}
-    if not isinstance(raw, dict):
-        return {}
-    out: dict = {}
-    if isinstance(raw.get("metric"), str):
-        out["metric"] = raw["metric"]
-    if isinstance(raw.get("targets"), list):
-        try:
-            out["targets"] = [parse_target(str(t)) for t in raw["targets"]]
-        except GossipflError:
-            pass  # the study's own check names it when the study runs
-    return out
 
 
 def study_path(study: Study, out: str | Path | None = None) -> Path:

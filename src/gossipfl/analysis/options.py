@@ -102,7 +102,7 @@ def check_device(device: Any, key: str = "--device") -> Any:
     :func:`gossipfl.runner.resolve_device`)."""
     import torch
 
-    from gossipfl.runner import resolve_device
+    from gossipfl.experiment import resolve_device
 
     if not isinstance(device, str) or not (
             device in ("cpu", "auto", "cuda") or (device.startswith("cuda:")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from gossipfl.analysis.columns import analysis_columns
 from gossipfl.errors import GossipflError, unknown_choice
@@ -744,3 +745,29 @@ def _local_curve(run: Run, x_key: str) -> list:
 
     return [Curve("local models (mean ± std over clients)", col(x_key), col("local_acc_mean"),
                   col("local_acc_std"), style="--")]
+
+
+#: The study file a sweep writes into its folder.
+STUDY_FILE = "study.yaml"
+
+
+def study_settings(paths: Sequence[str | Path]) -> dict:
+    """``targets`` (fractions) and ``metric`` of the study file (``study.yaml``, written by a
+    sweep) in the single folder given, where there is one and they can be read; {} else."""
+    if len(paths) != 1 or not (Path(paths[0]) / STUDY_FILE).is_file():
+        return {}
+    try:
+        raw = yaml.safe_load((Path(paths[0]) / STUDY_FILE).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    out: dict = {}
+    if isinstance(raw.get("metric"), str):
+        out["metric"] = raw["metric"]
+    if isinstance(raw.get("targets"), list):
+        try:
+            out["targets"] = [parse_target(str(t)) for t in raw["targets"]]
+        except GossipflError:
+            pass  # the study's own check names it when the study runs
+    return out

@@ -44,6 +44,7 @@ from gossipfl.io import (
     atomic_write_text,
     check_writable,
 )
+from gossipfl.result import METRIC_COLUMNS, Result
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.csv"
@@ -51,9 +52,6 @@ SUMMARY_FILE = "summary.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = 1
 
-METRIC_COLUMNS = ("round", "lr", "train_loss", "test_acc", "test_loss", "local_acc_mean",
-                  "local_acc_std", "personalized_acc", "personalized_acc_std", "consensus",
-                  "bytes_round", "bytes_total", "seconds", "eval_seconds", "elapsed")
 #: Columns that measure wall-clock time: the only ones a resumed run may change.
 TIMING_COLUMNS = ("seconds", "eval_seconds", "elapsed")
 #: Accuracy metrics in order of preference for tables and figures.
@@ -303,8 +301,6 @@ def is_personalized(algorithm: str | None) -> bool:
 
 def summarize_rows(rows: Sequence[dict], metric: str | None = None) -> dict:
     """Final and best ``metric``, round of the best, time per round and bytes sent."""
-    from gossipfl.result import Result
-
     metric = metric or primary_metric(rows)
     out = Result(config=None, metrics=list(rows), params=None).summary(metric)
     last = rows[-1] if rows else {}
