@@ -35,8 +35,8 @@ from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 from gossipfl.rng import torch_generator
 from gossipfl.validation import Rule, one_of
 
-_NUMBER = Rule(lambda v: not isinstance(v, (bool, str)) and float(v) == v, "a number")
-_POSITIVE = Rule(lambda v: not isinstance(v, (bool, str)) and v > 0, "a number > 0")
+_NUMBER = Rule(lambda v: not isinstance(v, (bool, str)) and float(v) == v, "a number", quoted=True)
+_POSITIVE = Rule(lambda v: not isinstance(v, (bool, str)) and v > 0, "a number > 0", quoted=True)
 _VIEW = one_of("neighbourhood", "all")
 
 ATTACKS: dict[str, type[Attack]] = {}

@@ -34,10 +34,11 @@ from torch import Tensor
 from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 from gossipfl.validation import Rule
 
-_COUNT0 = Rule(lambda v: not isinstance(v, bool) and v >= 0 and int(v) == v, "an integer >= 0")
+_COUNT0 = Rule(lambda v: not isinstance(v, bool) and v >= 0 and int(v) == v, "an integer >= 0",
+               quoted=True)
 _RADIUS = Rule(lambda v: v in ("adaptive", "inf") or (not isinstance(v, (bool, str)) and v > 0),
-               "a number > 0, 'inf' (no clipping) or 'adaptive'")
-_DELTA = Rule(lambda v: not isinstance(v, bool) and 0 < v < 1, "in (0, 1)")
+               "a number > 0, 'inf' (no clipping) or 'adaptive'", quoted=True)
+_DELTA = Rule(lambda v: not isinstance(v, bool) and 0 < v < 1, "in (0, 1)", quoted=True)
 
 RULES: dict[str, type[RobustRule]] = {}
 
@@ -181,7 +182,7 @@ class ClippedGossip(RobustRule):
         own = messages[:, :1]
         step = messages - own  # [n, d + 1, P]; column 0 is zero
         norm = torch.linalg.vector_norm(step, dim=2)  # [n, d + 1]
-        known = None if byzantine is None else (weights * byzantine).sum(dim=1)
+        known = None if byzantine is None else (weights * byzantine)[:, 1:].sum(dim=1)
         radius = self.radius(norm, weights, known)
         scale = torch.where(norm > radius, radius / norm.clamp_min(1e-30), 1.0)
         return own.squeeze(1) + torch.bmm((weights * scale).unsqueeze(1), step).squeeze(1)
