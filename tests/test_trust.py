@@ -245,12 +245,15 @@ def test_label_flip_poisons_only_the_byzantine_clients_labels():
 
 
 # -- every decentralized algorithm, resumption ---------------------------------------------------
-@pytest.mark.parametrize("algorithm", ["dpsgd", "dsgt", "kgt", "d2", "dfedsam", "qgm"])
+@pytest.mark.parametrize("algorithm", ["dpsgd", "dsgt", "kgt", "d2", "dfedsam", "qgm",
+                                       pytest.param("dfedmdc", marks=pytest.mark.slow)])
 def test_every_gossiping_algorithm_runs_robust_gossip_under_attack(algorithm):
     config = {**TINY, "algorithm": {"name": algorithm},
               "topology": {"name": "full", "robust": {"rule": "trimmed_mean", "b": 1}},
               "byzantine": {"clients": [3], "attack": "gaussian", "sigma": 1.0},
               "train": {**TINY["train"], "rounds": 2}}
+    if algorithm == "dfedmdc":  # gossips its shared body only
+        config["model"] = {"name": "mlp", "options": {"hidden": [8]}}
     if algorithm == "d2":
         config["topology"].update(name="custom", mixing="custom",
                                   matrix=(np.eye(4) + np.full((4, 4), 0.25)) / 2)
@@ -270,6 +273,47 @@ def test_resume_is_exact_under_attack(attack):
     _, resumed = stopped_and_resumed(config)
     assert torch.equal(whole.client_models(), resumed.client_models())
     assert whole.bytes_total == resumed.bytes_total
+
+
+def test_chunks_of_receivers_give_the_same_bits(monkeypatch):
+    """Receivers gathered a few at a time (a small block budget) or all at once."""
+    from gossipfl.trust import neighbourhoods
+
+    p = Problem(clients=M)
+    rule, attack = {"rule": "krum", "b": 1}, {"clients": BYZANTINE, "attack": "alie"}
+    whole = run(p, W7, rule, attack)
+    monkeypatch.setattr(neighbourhoods, "BLOCK_ELEMENTS", 2 * 7 * p.d)
+    assert torch.equal(run(p, W7, rule, attack).params, whole.params)
+
+
+def test_time_varying_graph_checks_every_round_s_degrees():
+    config = _config(topology={"name": "random_matching", "robust": {"rule": "trimmed_mean",
+                                                                     "b": 1}})
+    with pytest.raises(GossipflError, match=r"client \d+ has 1 in round 0"):
+        Runner(load_config(config))
+
+
+def test_a_researchers_own_rule_registers_and_runs(capsys):
+    from gossipfl import cli
+    from gossipfl.trust.rules import RULES, RobustRule, register_rule
+
+    @register_rule
+    class KeepOwn(RobustRule):
+        """x_i = z_i: a client that ignores every message."""
+
+        name, paper = "keep_own", "no gossip at all"
+
+        def aggregate(self, messages, weights, byzantine=None):
+            return messages[:, 0]
+
+    try:
+        p = Problem(clients=M)
+        result = run(p, W7, {"rule": "keep_own"})
+        assert_close(result.params, dfedavg_reference(p, np.eye(M), {"rule": "mean"}))
+        cli.main(["list"])
+        assert "  keep_own  " in capsys.readouterr().out
+    finally:
+        RULES.pop("keep_own")
 
 
 def test_byzantine_fraction_draws_from_its_seed():

@@ -120,9 +120,12 @@ def check_degree(rule: RobustRule, bucket_or_degrees: Any, round: int | None = N
             return
         client, degree = int(low[0]), int(bucket_or_degrees[low[0]])
     at = "" if round is None else f" in round {round}"
-    raise GossipflError(f"topology.robust.b: rule {rule.name} with b = {rule.b} needs "
-                        f"{rule.requirement()} per client, but client {client} has "
-                        f"{degree}{at}; lower b or use a denser topology.")
+    b = getattr(rule, "b", None)
+    key, given, fix = ("topology.robust", "", "use") if b is None else \
+        ("topology.robust.b", f" with b = {b}", "lower b or use")
+    raise GossipflError(f"{key}: rule {rule.name}{given} needs {rule.requirement()} per "
+                        f"client, but client {client} has {degree}{at}; {fix} a denser "
+                        f"topology.")
 
 
 @dataclass
