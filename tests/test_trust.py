@@ -134,7 +134,9 @@ def gaussian_noise(p, sigma, seed=3):
     return out
 
 
-RULES = [{"rule": "mean"}, {"rule": "trimmed_mean", "b": 1}, {"rule": "median"},
+RULES = [{"rule": "mean"}, {"rule": "trimmed_mean", "b": 1},
+         {"rule": "trimmed_mean", "b": 2},  # d_i = 4 = 2b on some receivers: only z_i left
+         {"rule": "median"},
          {"rule": "krum", "b": 1}, {"rule": "clipped_gossip", "tau": 0.3},
          {"rule": "clipped_gossip", "tau": "adaptive"},
          {"rule": "clipped_gossip", "tau": "adaptive", "delta": 0.3}]
@@ -204,6 +206,13 @@ def test_adaptive_clipping_without_byzantine_neighbours_does_not_clip():
     p = Problem(clients=M)
     assert_close(run(p, W7, {"rule": "clipped_gossip"}).params,
                  run(p, W7).params.double().numpy())
+
+
+def test_trimmed_mean_at_degree_2b_keeps_the_own_value():
+    """A ring with b = 1: both neighbours trimmed, x_i = z_i (no communication)."""
+    p = Problem(clients=M)
+    trimmed = run(p, ring_mh(M), {"rule": "trimmed_mean", "b": 1})
+    assert_close(trimmed.params, dfedavg_reference(p, np.eye(M), {"rule": "mean"}))
 
 
 def test_alie_z_max_is_the_papers():
@@ -287,8 +296,8 @@ def test_chunks_of_receivers_give_the_same_bits(monkeypatch):
 
 
 def test_time_varying_graph_checks_every_round_s_degrees():
-    config = _config(topology={"name": "random_matching", "robust": {"rule": "trimmed_mean",
-                                                                     "b": 1}})
+    config = _config(topology={"name": "random_matching", "robust": {"rule": "krum",
+                                                                     "b": 0}})
     with pytest.raises(GossipflError, match=r"client \d+ has 1 in round 0"):
         Runner(load_config(config))
 
@@ -374,11 +383,11 @@ def test_bad_settings_are_one_sentence(sections, sentence):
 
 
 REFUSED = [
-    ({"topology": {"name": "ring", "robust": {"rule": "trimmed_mean", "b": 1}}},
-     ("rule trimmed_mean with b = 1 needs at least 2b + 1 = 3 neighbours per client, but "
+    ({"topology": {"name": "ring", "robust": {"rule": "trimmed_mean", "b": 2}}},
+     ("rule trimmed_mean with b = 2 needs at least 2b = 4 neighbours per client, but "
      "client 0 has 2")),
     ({"topology": {"name": "ring", "robust": {"rule": "krum", "b": 1}}},
-     "needs at least 2b + 2 = 4 neighbours per client, but client 0 has 2"),
+     "needs at least b + 2 = 3 neighbours per client, but client 0 has 2"),
     ({"algorithm": {"name": "sgp"}, "topology": {"robust": {"rule": "median"}}},
      "algorithm sgp gossips with push-sum weights"),
     ({"algorithm": {"name": "dispfl"}, "byzantine": {"clients": [1]}},

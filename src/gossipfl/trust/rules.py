@@ -82,8 +82,22 @@ class RobustRule:
         raise NotImplementedError
 
 
-def _sorted_neighbours(messages: Tensor) -> Tensor:
-    return messages[:, 1:].sort(dim=1).values
+def _middle(values: Tensor, b: int) -> list[Tensor]:
+    """The d − 2b slices ``[n, P]`` of ``values [n, d, P]`` left, per coordinate, after the b
+    largest and b smallest are removed (in no particular order). Pass k bubbles the largest
+    of the rest to the top and the smallest to the bottom by compare-exchanges (a min and a
+    max, so every value is one of the inputs, bit for bit): O(b·d) elementwise operations on
+    ``[n, P]``, several times faster than torch's sort over a short dimension."""
+    rows = list(values.unbind(dim=1))
+    d = len(rows)
+    for k in range(b):
+        for j in range(k, d - 1 - k):
+            rows[j], rows[j + 1] = torch.minimum(rows[j], rows[j + 1]), \
+                torch.maximum(rows[j], rows[j + 1])
+        for j in range(d - 2 - k, k, -1):
+            rows[j - 1], rows[j] = torch.minimum(rows[j - 1], rows[j]), \
+                torch.maximum(rows[j - 1], rows[j])
+    return rows[b:d - b]
 
 
 @register_rule
@@ -100,23 +114,25 @@ class Mean(RobustRule):
 class TrimmedMean(RobustRule):
     """BRIDGE-T (Yang & Bajwa 2019): per coordinate k, the b largest and b smallest
     [m_{j→i}]_k of the neighbours removed, then [x_i]_k = ([z_i]_k + Σ_{kept} [m_{j→i}]_k) /
-    (d_i − 2b + 1). Defined where d_i ≥ 2b + 1 (a neighbour is left); b = 0 is the uniform
-    mean of the neighbourhood."""
+    (d_i − 2b + 1). Defined where d_i ≥ 2b (at d_i = 2b only the own value is left: no
+    communication, as on a ring with b = 1); b = 0 is the uniform mean of the
+    neighbourhood."""
 
     name, paper = "trimmed_mean", "Yang & Bajwa 2019, BRIDGE-T (coordinate-wise trimmed mean)"
     rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0}
     b: int = 1
 
     def min_degree(self):
-        return 2 * self.b + 1
+        return 2 * self.b
 
     def requirement(self):
-        return f"at least 2b + 1 = {self.min_degree()} neighbours"
+        return f"at least 2b = {self.min_degree()} neighbours"
 
     def aggregate(self, messages, weights, byzantine=None):
         d, b = messages.shape[1] - 1, self.b
-        kept = _sorted_neighbours(messages)[:, b:d - b]
-        return (messages[:, 0] + kept.sum(dim=1)) / (d - 2 * b + 1)
+        kept = torch.stack(_middle(messages[:, 1:], b), dim=1).sum(dim=1) if d > 2 * b \
+            else torch.zeros_like(messages[:, 0])
+        return (messages[:, 0] + kept) / (d - 2 * b + 1)
 
 
 @register_rule
@@ -127,11 +143,8 @@ class Median(RobustRule):
     name, paper = "median", "Yang & Bajwa 2019, BRIDGE-M (coordinate-wise median)"
 
     def aggregate(self, messages, weights, byzantine=None):
-        ordered = messages.sort(dim=1).values
-        n = ordered.shape[1]
-        if n % 2:
-            return ordered[:, n // 2]
-        return (ordered[:, n // 2 - 1] + ordered[:, n // 2]) / 2
+        middle = _middle(messages, (messages.shape[1] - 1) // 2)
+        return middle[0] if len(middle) == 1 else (middle[0] + middle[1]) / 2
 
 
 @register_rule
@@ -139,22 +152,24 @@ class Krum(RobustRule):
     """BRIDGE-K (Yang & Bajwa 2019): Krum (Blanchard et al. 2017) over the n = d_i + 1
     vectors v_0 = z_i, v_1.. = m_{j→i}: score(v_a) = Σ of the n − b − 2 smallest ‖v_a − v_c‖²,
     c ≠ a; x_i = the v_a of smallest score (ties: the lowest a, the receiver's own first).
-    Defined where n > 2b + 2, i.e. d_i ≥ 2b + 2 (Krum's condition)."""
+    Defined where a score sums at least one distance, n − b − 2 ≥ 1, i.e. d_i ≥ b + 2
+    (Krum's guarantee needs more, n > 2b + 2)."""
 
     name, paper = "krum", "Yang & Bajwa 2019, BRIDGE-K (Krum on the neighbourhood)"
     rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0}
     b: int = 1
 
     def min_degree(self):
-        return 2 * self.b + 2
+        return self.b + 2
 
     def requirement(self):
-        return f"at least 2b + 2 = {self.min_degree()} neighbours"
+        return f"at least b + 2 = {self.min_degree()} neighbours"
 
     def aggregate(self, messages, weights, byzantine=None):
         n = messages.shape[1]
-        distance = torch.cdist(messages, messages,
-                               compute_mode="donot_use_mm_for_euclid_dist").pow(2)
+        gram = torch.bmm(messages, messages.transpose(1, 2))  # ‖v_a − v_c‖² from the Gram
+        norms = gram.diagonal(dim1=1, dim2=2)
+        distance = (norms.unsqueeze(2) + norms.unsqueeze(1) - 2 * gram).clamp_min(0)
         distance.diagonal(dim1=1, dim2=2).fill_(math.inf)
         nearest = distance.sort(dim=2).values[:, :, :n - self.b - 2]
         best = nearest.sum(dim=2).argmin(dim=1)
