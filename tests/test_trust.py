@@ -431,3 +431,11 @@ def test_config_round_trips_through_yaml():
     assert again.byzantine.flat() == {"clients": [1], "attack": "alie", "seed": None, "z": 1.0}
     assert again.topology.robust == {"rule": "krum", "b": 1}
     assert "options" not in config.to_dict()["byzantine"]
+
+
+def test_reports_take_the_honest_accuracy_first():
+    from gossipfl.results.rundir import primary_metric
+
+    rows = [{"test_acc": 0.5, "honest_test_acc": 0.6, "local_acc_mean": 0.4}]
+    assert primary_metric(rows) == "honest_test_acc"
+    assert primary_metric([{"test_acc": 0.5}]) == "test_acc"
