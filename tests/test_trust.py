@@ -271,7 +271,8 @@ def test_every_gossiping_algorithm_runs_robust_gossip_under_attack(algorithm):
 
 
 @pytest.mark.parametrize("attack", [{"attack": "gaussian", "sigma": 0.5}, {"attack": "alie"},
-                                    {"attack": "dissensus"}])
+                                    {"attack": "dissensus"}, {"attack": "sign_flip"},
+                                    {"attack": "ipm", "view": "all"}])
 def test_resume_is_exact_under_attack(attack):
     p = Problem(clients=M)
     config = p.config({"name": "dsgt"}, W=W7, rounds=5)  # two gossip calls per round
