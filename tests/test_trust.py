@@ -13,6 +13,7 @@ import torch
 
 import gossipfl
 from gossipfl.config import load_config
+from gossipfl.engine import evaluate_stack
 from gossipfl.errors import GossipflError
 from gossipfl.rng import numpy_generator, torch_generator
 from gossipfl.runner import Runner
@@ -234,6 +235,15 @@ def test_honest_columns_measure_the_honest_clients_only():
     x = result.params.double().numpy()[[0, 2, 3]]
     expected = ((x - x.mean(0)) ** 2).sum(1).mean()
     assert row["honest_consensus"] == pytest.approx(expected, rel=1e-4)
+    runner = Runner(load_config(config))
+    runner.run()
+    honest_mean = runner.client_models()[[0, 2, 3]].mean(dim=0, keepdim=True)
+    acc, loss = evaluate_stack(runner.exp.oracle, honest_mean, runner.exp.dataset.test_x,
+                               runner.exp.dataset.test_y)
+    assert runner.rows[-1]["honest_test_acc"] == pytest.approx(float(acc[0]))
+    assert runner.rows[-1]["honest_test_loss"] == pytest.approx(float(loss[0]))
+    clean = gossipfl.run({**config, "byzantine": None})  # attackers' bytes: as the honest's
+    assert clean.metrics[-1]["bytes_total"] == row["bytes_total"]
     assert "honest_consensus" not in gossipfl.run({**TINY, "train": {
         **TINY["train"], "rounds": 1}}).metrics[-1]
 
