@@ -355,6 +355,14 @@ def cmd_list(args: argparse.Namespace) -> int:
                          ("models", MODELS), ("topologies", topology_names()),
                          ("mixing rules", MIXING_RULES)):
         print(f"{title}: {', '.join(names)}")
+    from gossipfl.trust import ATTACKS, RULES
+
+    for title, pieces in (("robust rules (topology.robust.rule)", RULES),
+                          ("attacks (byzantine.attack)", ATTACKS)):
+        print(f"{title}:")
+        width = max(len(n) for n in pieces)
+        for name, cls in pieces.items():
+            print(f"  {name:<{width}}  {cls.paper}")
     return 0
 
 
@@ -514,7 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     stab.add_argument("--quiet", action="store_true", help="no progress bars")
     stab.set_defaults(func=cmd_stability)
 
-    sub.add_parser("list", help="algorithms, datasets, models, topologies, mixing rules"
+    sub.add_parser("list", help="algorithms, datasets, models, topologies, mixing rules, "
+                   "robust rules, attacks"
                    ).set_defaults(func=cmd_list)
 
     topo = sub.add_parser("topology", help="degree, spectral gap and a drawing of a graph")

@@ -1,7 +1,8 @@
 """Typed experiment configuration: parsing, validation with clear messages, YAML in/out.
 
 A config is a nested mapping with the sections ``data``, ``model``, ``topology``,
-``algorithm``, ``train``, ``eval``, ``engine``, the optional ``systems`` and the scalars ``seed``, ``device``, ``name``.
+``algorithm``, ``train``, ``eval``, ``engine``, the optional ``systems`` and ``byzantine`` and
+the scalars ``seed``, ``device``, ``name``.
 :func:`load_config` turns a dict (or YAML file) into a :class:`Config`; every mistake becomes
 one :class:`~gossipfl.errors.GossipflError` sentence naming the dotted key and the value.
 
@@ -101,6 +102,9 @@ class TopologyConfig:
     # CHOCO-Gossip for every gossip: {compressor: top_k, fraction: 0.01, gamma: 0.2}
     # (gossipfl.compression); None: exact gossip
     compression: Any = None
+    # a robust aggregation rule for every gossip: {rule: trimmed_mean, b: 1} (gossipfl.trust);
+    # None: plain W X
+    robust: Any = None
 
     def validate(self) -> None:
         """Every key, also where the algorithm ignores the graph (centralized)."""
@@ -115,6 +119,9 @@ class TopologyConfig:
             "name": one_of(*topology_names()), "mixing": one_of(*MIXING_RULES),
             "sparse": one_of(*SPARSE_MODES), "p": FRACTION, "k": COUNT, "s": COUNT})
         build_choco(self.compression)  # one sentence on a bad compressor or gamma
+        from gossipfl.trust.rules import build_rule
+
+        build_rule(self.robust)  # one sentence on a bad rule or parameter
 
 
 @dataclass
@@ -250,6 +257,47 @@ class SystemsConfig:
 
 
 @dataclass
+class ByzantineConfig:
+    """Byzantine clients and their attack (:mod:`gossipfl.trust`). In a config the attack's
+    parameters sit beside the other keys: ``{clients: 0.1, attack: alie, z: 1.0}``; here
+    they are ``options``. Absent (the default): every client honest."""
+
+    clients: Any = 0.1  # a fraction in [0, 1) of data.clients, or a list of client ids
+    attack: str = "sign_flip"  # gossipfl list names them
+    seed: int | None = None  # draws the fraction's clients and the attack's noise; None: seed
+    options: dict = field(default_factory=dict)  # the attack's parameters
+
+    KEYS = ("clients", "attack", "seed")
+
+    @classmethod
+    def parse(cls, raw: Any) -> ByzantineConfig | None:
+        """The section from its flat mapping (the attack's parameters beside the keys)."""
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise GossipflError(f"byzantine: must be a mapping such as {{clients: 0.1, "
+                                f"attack: sign_flip}}, got {raw!r}.")
+        given = {k: v for k, v in raw.items() if k in cls.KEYS}
+        if isinstance(raw.get("options"), dict):  # a section dumped by to_dict(api_values)
+            given["options"] = raw["options"]
+        section = _build(cls, given, "byzantine.")
+        section.options = {**section.options,
+                           **{k: v for k, v in raw.items() if k not in (*cls.KEYS, "options")}}
+        return section
+
+    def validate(self, num_clients: int) -> None:
+        from gossipfl.trust.attacks import check_attack
+        from gossipfl.trust.byzantine import check_clients
+
+        check_clients(self.clients, num_clients)
+        check_attack(self.attack, self.options)
+
+    def flat(self) -> dict:
+        return {"clients": self.clients, "attack": self.attack, "seed": self.seed,
+                **self.options}
+
+
+@dataclass
 class AlgorithmConfig:
     """Algorithm name plus its own hyperparameters (validated against its ``Params``)."""
 
@@ -270,6 +318,7 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     systems: SystemsConfig | None = None  # gossipfl.systems; None: no clock, no failures
+    byzantine: ByzantineConfig | None = None  # gossipfl.trust; None: every client honest
     seed: int = 0
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
     name: str | None = None  # run name (run directory prefix)
@@ -281,6 +330,10 @@ class Config:
         out = _dataclass_to_dict(self, api_values)
         if self.systems is None:
             del out["systems"]  # absent, as before the section existed
+        if self.byzantine is None:
+            del out["byzantine"]
+        else:
+            out["byzantine"] = self.byzantine.flat()
         params = self.algorithm.params
         out["algorithm"] = {"name": self.algorithm.name,
                             **(dataclasses.asdict(params) if params is not None else {})}
@@ -482,7 +535,9 @@ def _parse_config(raw: dict) -> Config:
         algo_raw = {"name": algo_raw}
     if not isinstance(algo_raw, dict):
         raise GossipflError(f"algorithm: must be a mapping or a name, got {algo_raw!r}.")
+    byzantine = ByzantineConfig.parse(raw.pop("byzantine", None))
     config = _build(Config, raw, "")
+    config.byzantine = byzantine
     algo_raw = dict(algo_raw)
     name = str(algo_raw.pop("name", "dfedavg"))
     from gossipfl.algorithms import get_algorithm  # torch: not needed for a key error above
@@ -553,6 +608,8 @@ def _validate(config: Config) -> None:
             raise GossipflError("systems: not implemented under engine.backend: distributed "
                                 "yet (the clocks and failures are not split over the ranks); "
                                 "remove systems or use engine.backend: single.")
+    if config.byzantine is not None:
+        config.byzantine.validate(config.data.clients)
     if config.algorithm.params is not None and hasattr(config.algorithm.params, "validate"):
         config.algorithm.params.validate()
     _warn_ignored(config)

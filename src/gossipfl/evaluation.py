@@ -1,6 +1,7 @@
 """Evaluation of a run's models (docs/design.md, *Evaluation*): the average (or server) model
 on the test set, every local model, each client's personalized model on its own local test
-split, the consensus distance and the generalization gap."""
+split, the consensus distance and the generalization gap; with Byzantine clients, the same
+over the honest clients only (``honest_*`` columns)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class Evaluator:
     def __init__(self, config: Config, algorithm: Algorithm, fed: Federation, oracle,
                  dataset: Dataset, trainer: LocalTrainer,
                  eval_subset: torch.Tensor | None = None,
-                 local_test_parts: list[np.ndarray] | None = None):
+                 local_test_parts: list[np.ndarray] | None = None,
+                 honest: np.ndarray | None = None):
         self.config = config
         self.algorithm = algorithm
         self.fed = fed
@@ -34,6 +36,7 @@ class Evaluator:
         self.trainer = trainer
         self.eval_subset = eval_subset
         self.local_test_parts = local_test_parts
+        self.honest = None if honest is None else torch.as_tensor(honest)  # [M] bool
         self._train_subsets: dict[int, torch.Tensor] = {}  # the gap's train samples, by size
 
     def measures_before_gossip(self) -> bool:
@@ -62,6 +65,10 @@ class Evaluator:
             acc, _ = evaluate_stack(self.oracle, x, inputs, targets, batch_size=ev.batch_size)
             acc = fed.gather(acc)
             row["local_acc_mean"], row["local_acc_std"] = float(acc.mean()), float(acc.std())
+            if self.honest is not None:
+                kept = acc[self.honest.to(acc.device)]
+                row["honest_local_acc_mean"] = float(kept.mean())
+                row["honest_local_acc_std"] = float(kept.std())
         if self.local_test_parts is not None:
             acc, _ = evaluate_per_client(self.oracle, self.personalized_models(state, t, trained),
                                          data.test_x, data.test_y,
@@ -70,8 +77,23 @@ class Evaluator:
             acc = fed.gather(acc)
             row["personalized_acc"] = float(acc.mean())
             row["personalized_acc_std"] = float(acc.std())
+        if self.honest is not None:
+            row.update(self.honest_columns(x, ev.average_model and n_test > 0))
         row["eval_seconds"] = time.perf_counter() - start
         return row
+
+    def honest_columns(self, x: torch.Tensor, average: bool) -> dict:
+        """The honest clients H alone: their consensus distance (1/|H|) Σ_{i∈H} ‖x_i − x̄_H‖²
+        and (``average``) the test accuracy and loss of their average x̄_H."""
+        rows = x[self.honest.to(x.device)]
+        mean = rows.mean(dim=0)
+        out = {"honest_consensus": float((rows - mean).pow(2).sum(dim=1).mean())}
+        if average:
+            data = self.dataset
+            acc, loss = evaluate_stack(self.oracle, mean.unsqueeze(0), data.test_x,
+                                       data.test_y, batch_size=self.config.eval.batch_size)
+            out["honest_test_acc"], out["honest_test_loss"] = float(acc[0]), float(loss[0])
+        return out
 
     def global_fit(self, state: State, inputs: torch.Tensor,
                    targets: torch.Tensor) -> tuple[float, float]:

@@ -40,6 +40,9 @@ from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.schedules import get_schedule
 from gossipfl.systems import Systems, build_systems, mixing_topology, systems_model
 from gossipfl.topology import Mixer, Topology, build_topology
+from gossipfl.trust.attacks import ATTACKS
+from gossipfl.trust.byzantine import flip_labels
+from gossipfl.trust.gossip import build_trust, byzantine_of
 
 
 class StabilityWarning(UserWarning):
@@ -66,6 +69,7 @@ class Experiment:
     eval_subset: torch.Tensor | None = None
     local_test_parts: list[np.ndarray] | None = None
     systems: Systems | None = None  # gossipfl.systems: clocks and failures (systems section)
+    honest: np.ndarray | None = None  # [M] bool with a byzantine section (gossipfl.trust)
     info: dict = field(default_factory=dict)
 
 
@@ -247,6 +251,8 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     dataset, parts = build_data(config)
     if perturb is not None:
         dataset = perturb(dataset, parts)
+    if config.byzantine is not None and ATTACKS[config.byzantine.attack].poisons_labels:
+        dataset = flip_labels(dataset, parts, byzantine_of(config))
     dataset = dataset.to(device)
     m = len(parts)
     train = config.train
@@ -296,6 +302,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
         if refusal:
             raise GossipflError(refusal)
         fed.compression = Channels(choco)
+    trust = build_trust(config, algorithm, topology, processes.distributed)
+    if trust is not None:
+        fed.robust = trust.gossip
     systems = build_systems(config, draws, fed, algorithm, layout.P)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
@@ -303,7 +312,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
                      sampler=sampler, model=model, layout=layout, oracle=oracle,
                      topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
-                     systems=systems)
+                     systems=systems, honest=None if trust is None else trust.honest)
     n_test = len(dataset.test_y)
     subset = config.eval.local_subset
     if n_test and subset is not None and subset < n_test:

@@ -109,6 +109,8 @@ class Federation:
         self.traffic = Traffic(num_clients)
         self._degree: tuple[int | None, np.ndarray] | None = None  # (round or None, degrees)
         self.compression = None  # gossipfl.compression.gossip.Channels: topology.compression
+        # gossipfl.trust.gossip.RobustGossip: topology.robust and byzantine; None: W z
+        self.robust = None
         self._nonzeros: tuple | None = None  # (key, (i, j, w_ij)) of W's entries
         # systems: (t, sampled ids) -> the ids that report (gossipfl.systems); None: all
         self.participation_filter = None
@@ -117,13 +119,14 @@ class Federation:
     def gossip(self, z: Tensor, t: int, steps: int = 1, group: str = "all",
                masks: Tensor | None = None) -> Tensor:
         """W^Q z with round t's W (Q = ``steps``) on the columns of ``group`` (the others
-        keep z's values); with ``masks [M, P]`` (bool or 0/1) the DisPFL rule."""
+        keep z's values); with ``masks [M, P]`` (bool or 0/1) the DisPFL rule; with
+        ``robust`` (``topology.robust``, ``byzantine``) Q robust steps under attack."""
         columns = self._groups[group]
         out_degree = self._out_degree(t)
         if masks is None:
             if self.compression is None:
                 self.traffic.clients += out_degree * steps * message_bytes(columns.numel)
-                mix = self._mix
+                mix = self._mix if self.robust is None else self._robust_mix
             else:
                 def mix(x, t, steps):
                     return self.compression.gossip(self, x, t, steps)
@@ -134,6 +137,10 @@ class Federation:
             return mixed
         self._uncompressed("masked gossip (DisPFL)")
         return self._masked_gossip(z, t, steps, columns, masks, out_degree)
+
+    def _robust_mix(self, x: Tensor, t: int, steps: int) -> Tensor:
+        """``steps`` robust gossip steps under attack (gossipfl.trust.gossip)."""
+        return self.robust.gossip(self, x, t, steps)
 
     def send_compressed(self, v: Tensor, t: int, compressor, key: tuple
                         ) -> tuple[Tensor, Tensor]:

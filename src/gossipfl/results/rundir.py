@@ -55,14 +55,18 @@ CHECKPOINT_FORMAT = 1
 #: Columns that measure wall-clock time: the only ones a resumed run may change.
 TIMING_COLUMNS = ("seconds", "eval_seconds", "elapsed")
 #: Accuracy metrics in order of preference for tables and figures.
-ACCURACY_METRICS = ("test_acc", "personalized_acc", "local_acc_mean")
+ACCURACY_METRICS = ("test_acc", "personalized_acc", "local_acc_mean", "honest_test_acc",
+                    "honest_local_acc_mean")
 #: Config keys that do not change what a run computes (ignored when grouping runs).
 NON_RESULT_KEYS = ("seed", "name", "device", "output", "engine")
 
 METRIC_LABELS = {"test_acc": "test accuracy (average model)",
                  "personalized_acc": "personalized accuracy (local test splits)",
                  "local_acc_mean": "test accuracy (local models, mean)",
-                 "consensus": "consensus distance (1/M) Σ‖x_i − x̄‖²"}
+                 "consensus": "consensus distance (1/M) Σ‖x_i − x̄‖²",
+                 "honest_test_acc": "test accuracy (average of the honest models)",
+                 "honest_local_acc_mean": "test accuracy (honest local models, mean)",
+                 "honest_consensus": "honest consensus distance (1/|H|) Σ_H‖x_i − x̄_H‖²"}
 
 Callback = Callable[[Any, int, "dict | None"], None]
 
@@ -280,8 +284,10 @@ def _parse_number(text: str) -> int | float | str:
 # --------------------------------------------------------------------------------------------
 def primary_metric(rows: Sequence[dict], personalized: bool = False) -> str:
     """The accuracy a table reports: the first of ACCURACY_METRICS that the rows hold
-    (``personalized_acc`` first for personalized algorithms, :func:`is_personalized`)."""
+    (``personalized_acc`` first for personalized algorithms, :func:`is_personalized`;
+    ``honest_test_acc`` before both in runs with Byzantine clients)."""
     order = ("personalized_acc", *ACCURACY_METRICS) if personalized else ACCURACY_METRICS
+    order = ("honest_test_acc", *order)
     for metric in order:
         if any(metric in row for row in rows):
             return metric

@@ -1,0 +1,16 @@
+"""Trust: Byzantine clients and their attacks (``byzantine:``), robust aggregation rules for
+gossip (``topology.robust``), one registry per kind (:data:`ATTACKS`, :data:`RULES`).
+
+- :mod:`gossipfl.trust.rules` — the rules (mean, trimmed_mean, median, krum, clipped_gossip);
+- :mod:`gossipfl.trust.attacks` — the attacks (sign_flip, gaussian, alie, ipm, dissensus,
+  label_flip);
+- :mod:`gossipfl.trust.neighbourhoods` — each receiver's neighbourhood, bucketed by degree;
+- :mod:`gossipfl.trust.byzantine` — who is Byzantine, the honest graph, flipped labels;
+- :mod:`gossipfl.trust.gossip` — the robust gossip step the Federation runs, and its refusals.
+"""
+
+from gossipfl.trust.attacks import ATTACKS, Attack, check_attack, register_attack
+from gossipfl.trust.rules import RULES, RobustRule, build_rule, register_rule
+
+__all__ = ["ATTACKS", "RULES", "Attack", "RobustRule", "build_rule", "check_attack",
+           "register_attack", "register_rule"]

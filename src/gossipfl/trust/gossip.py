@@ -1,0 +1,204 @@
+"""Robust gossip under Byzantine attack as one operation every decentralized algorithm uses.
+
+With ``topology.robust`` or a ``byzantine`` section, the Federation holds a
+:class:`RobustGossip` (``fed.robust``) and every :meth:`~gossipfl.federation.Federation.gossip`
+of a decentralized algorithm becomes, per gossip step on the gossiped columns z:
+
+    m_{j→i} = attack's message   (j ∈ B, i honest)      m_{j→i} = z_j   (otherwise)
+    x_i     = rule(z_i, {m_{j→i} : j ∈ N_i}, w_i·)
+
+batched over each degree's receivers (:mod:`gossipfl.trust.neighbourhoods`). The honest
+clients run their algorithm unchanged; Byzantine receivers aggregate the true messages. With
+the ``mean`` rule and no attack that sends messages this object is not built: the Federation
+keeps its plain W z (the same bits as without either setting). Bytes are charged as for plain
+gossip: every client, Byzantine or not, sends one dense message per out-neighbour and step.
+
+**Where it applies**: the gossip of every decentralized algorithm whose gossip is W z on the
+synchronous order; refused (one sentence, before training) for centralized algorithms,
+push-sum (``sgp``), masked gossip (``dispfl``), pairwise averaging (``adpsgd``), compressed
+gossip (``topology.compression``, ``choco``, ``deepsqueeze``, ``beer``), the sequential
+order and several processes, and where the rule's b is too large for a receiver's degree.
+
+The randomness of an attack (``gaussian``) is hashed from (seed, round, call, step), so a
+resumed run draws what the uninterrupted one drew; nothing else is kept between rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gossipfl.errors import GossipflError
+from gossipfl.trust.attacks import ATTACKS, Attack, Scene, Step
+from gossipfl.trust.byzantine import (
+    byzantine_ids,
+    check_honest_connected,
+)
+from gossipfl.trust.neighbourhoods import Bucket, buckets, degrees
+from gossipfl.trust.rules import Mean, RobustRule, build_rule
+
+ROUNDS_CHECKED = 10  # of a time-varying topology, for the degree check
+
+
+class RobustGossip:
+    """``gossip(fed, z, t, steps)``: ``steps`` robust gossip steps of round t (see the module
+    docstring); ``byzantine`` the ids (sorted), ``attack`` None without attackers."""
+
+    def __init__(self, rule: RobustRule, attack: Attack | None, byzantine: np.ndarray,
+                 num_clients: int, seed: int):
+        self.rule, self.attack, self.seed = rule, attack, seed
+        self.byzantine_ids = byzantine
+        self._mask = np.zeros(num_clients, dtype=bool)
+        self._mask[byzantine] = True
+        self._cache: dict = {}  # (round or None, device, dtype) -> buckets
+        self._tensors: dict = {}  # device -> (byzantine ids, mask)
+        self._round: int | None = None
+        self._calls = 0
+
+    def gossip(self, fed, z: Tensor, t: int, steps: int) -> Tensor:
+        if self._round != t:
+            self._round, self._calls = t, 0
+        call = self._calls
+        self._calls += 1
+        x = z
+        for step in range(steps):
+            x = self.step(fed, x, t, (t, call, step))
+        return x
+
+    def step(self, fed, z: Tensor, t: int, key: tuple) -> Tensor:
+        """One robust gossip step of ``z [M, n]`` with round t's W."""
+        ids, mask = self._byzantine(z.device)
+        state = Step(z, ids, ~mask, self.seed, key)
+        out = torch.empty_like(z)
+        for bucket in self._buckets(fed, t, z):
+            check_degree(self.rule, bucket, t if fed.mixer.topology.time_varying else None)
+            for part in bucket.chunks(z.shape[1]):
+                out[part.receivers] = self._receive(state, part, mask)
+        return out
+
+    def _receive(self, state: Step, part: Bucket, mask: Tensor) -> Tensor:
+        messages = state.z[part.senders]
+        byzantine = mask[part.senders]
+        if self.attack is not None and self.attack.sends:
+            attacked = byzantine & ~mask[part.receivers].unsqueeze(1)
+            if bool(attacked.any()):
+                scene = Scene(state, messages, part.weights, ~byzantine, part.senders)
+                crafted = self.attack.craft(scene).expand_as(messages)
+                messages = torch.where(attacked.unsqueeze(2), crafted, messages)
+        return self.rule.aggregate(messages, part.weights, byzantine)
+
+    def _byzantine(self, device) -> tuple[Tensor, Tensor]:
+        if device not in self._tensors:
+            self._tensors[device] = (torch.as_tensor(self.byzantine_ids, device=device),
+                                     torch.as_tensor(self._mask, device=device))
+        return self._tensors[device]
+
+    def _buckets(self, fed, t: int, z: Tensor) -> list[Bucket]:
+        topology = fed.mixer.topology
+        key = (t if topology.time_varying else None, z.device, z.dtype)
+        if key not in self._cache:
+            if topology.time_varying:
+                self._cache.clear()
+            self._cache[key] = buckets(topology.matrix(t), z.device, z.dtype)
+        return self._cache[key]
+
+
+def check_degree(rule: RobustRule, bucket_or_degrees: Any, round: int | None = None) -> None:
+    """One sentence when a receiver's in-degree is below what ``rule`` needs."""
+    need = rule.min_degree()
+    if isinstance(bucket_or_degrees, Bucket):
+        if bucket_or_degrees.degree >= need:
+            return
+        client, degree = int(bucket_or_degrees.receivers[0]), bucket_or_degrees.degree
+    else:
+        low = np.flatnonzero(bucket_or_degrees < need)
+        if not len(low):
+            return
+        client, degree = int(low[0]), int(bucket_or_degrees[low[0]])
+    at = "" if round is None else f" in round {round}"
+    b = getattr(rule, "b", None)
+    key, given, fix = ("topology.robust", "", "use") if b is None else \
+        ("topology.robust.b", f" with b = {b}", "lower b or use")
+    raise GossipflError(f"{key}: rule {rule.name}{given} needs {rule.requirement()} per "
+                        f"client, but client {client} has {degree}{at}; {fix} a denser "
+                        f"topology.")
+
+
+@dataclass
+class Trust:
+    """What a run's ``byzantine`` and ``topology.robust`` settings build: the Federation's
+    :class:`RobustGossip` (None: plain gossip), the honest mask ``[M]`` (None: no
+    ``byzantine`` section) and the Byzantine ids."""
+
+    gossip: RobustGossip | None
+    honest: np.ndarray | None
+    byzantine: np.ndarray
+
+
+def byzantine_of(config) -> np.ndarray:
+    """The config's Byzantine ids (empty without a ``byzantine`` section)."""
+    spec = config.byzantine
+    if spec is None:
+        return np.zeros(0, dtype=np.int64)
+    seed = config.seed if spec.seed is None else spec.seed
+    return byzantine_ids(spec.clients, config.data.clients, seed)
+
+
+def refusal(config, algorithm, topology, distributed: bool) -> str | None:
+    """Why ``byzantine`` / ``topology.robust`` cannot apply to this run (None: they can)."""
+    key = "topology.robust" if config.topology.robust is not None else "byzantine"
+    name = algorithm.name
+    if algorithm.centralized:
+        return (f"{key}: algorithm {name} is centralized and does not gossip; Byzantine "
+                "neighbours and robust gossip are defined for decentralized algorithms.")
+    if algorithm.own_compression or config.topology.compression is not None:
+        return (f"{key}: robust gossip is not defined for compressed gossip ({name}, "
+                "topology.compression): a rule needs every neighbour's full message; "
+                "remove one of them.")
+    if not algorithm.compressible:
+        return (f"{key}: algorithm {name} gossips with push-sum weights, masks or pairwise "
+                "averages, for which no robust rule is defined; use an algorithm that mixes "
+                "x <- W x (dfedavg, dpsgd, dsgt, ...).")
+    if config.topology.order != "synchronous":
+        return (f"{key}: needs topology.order: synchronous (got {config.topology.order!r}); "
+                "the sequential order mixes a few rows at a time.")
+    if distributed:
+        return (f"{key}: not implemented under engine.backend: distributed yet (the "
+                "neighbourhoods are gathered in one process); use engine.backend: single.")
+    return None
+
+
+def build_trust(config, algorithm, topology, distributed: bool = False) -> Trust | None:
+    """The run's :class:`Trust` (None when neither setting is given); refuses in one
+    sentence what it cannot run."""
+    spec = config.byzantine
+    rule = build_rule(config.topology.robust)
+    if spec is None and rule is None:
+        return None
+    reason = refusal(config, algorithm, topology, distributed)
+    if reason:
+        raise GossipflError(reason)
+    ids = byzantine_of(config)
+    m = config.data.clients
+    attack = None
+    if spec is not None:
+        attack = ATTACKS[spec.attack](m, len(ids), **spec.options)
+        if len(ids):
+            check_honest_connected(topology, ids)
+    rule = rule or Mean()
+    rounds = ROUNDS_CHECKED if topology.time_varying else 1
+    for t in range(rounds):
+        check_degree(rule, degrees(topology.matrix(t)), t if topology.time_varying else None)
+    honest = None if spec is None else ~np.isin(np.arange(m), ids)
+    sends = attack is not None and attack.sends and len(ids) > 0
+    plain = isinstance(rule, Mean) and not sends
+    seed = config.seed if spec is None or spec.seed is None else spec.seed
+    gossip = None if plain else RobustGossip(rule, attack if sends else None, ids, m, seed)
+    return Trust(gossip, honest, ids)
+
+
+__all__ = ["RobustGossip", "Trust", "build_trust", "byzantine_of", "check_degree", "refusal"]
