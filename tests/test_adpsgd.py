@@ -88,7 +88,7 @@ def test_waves_equal_one_event_at_a_time_inside_gossipfl():
     cfg = config(p, random_doubly_stochastic(6, seed=2), rounds=4, systems=STRAGGLERS)
     batched = run(cfg)
     single = Runner(load_config(cfg))
-    single.schedule.inner.wave = lambda events: [[e] for e in range(len(events))]
+    single.schedule.wave = lambda events: [[e] for e in range(len(events))]
     single.run()
     assert_close(batched.state["x"].numpy(), single.state["x"].numpy().astype(np.float64))
     assert all(r["waves"] == 6 for r in single.rows)
@@ -167,7 +167,7 @@ def test_minibatch_draws_do_not_depend_on_the_waves():
     cfg["train"]["batch_size"] = 4
     batched = run(cfg)
     single = Runner(load_config(cfg))
-    single.schedule.inner.wave = lambda events: [[e] for e in range(len(events))]
+    single.schedule.wave = lambda events: [[e] for e in range(len(events))]
     single.run()
     assert_close(batched.state["x"].numpy(), single.state["x"].numpy().astype(np.float64))
 

@@ -44,13 +44,13 @@ class OneAtATime(Runner):
         super().__init__(config)
         together = self.trainer.train
 
-        def one_at_a_time(t, work, phases, stream="phase"):
+        def one_at_a_time(t, work, phases, stream="phase", offline=None):
             ids = torch.arange(len(work)) if work.clients is None else work.clients
             loss_sum, steps = torch.zeros(()), 0
             for row in range(len(work)):
                 alone = Work(work.y[row:row + 1], ids[row:row + 1],
                              **{k: v[row:row + 1] for k, v in work.scratch.items()})
-                loss, count = together(t, alone, phases, stream)
+                loss, count = together(t, alone, phases, stream, offline=offline)
                 loss_sum, steps = loss_sum + loss, steps + count
             return loss_sum, steps
 

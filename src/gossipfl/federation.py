@@ -112,8 +112,6 @@ class Federation:
         # gossipfl.trust.gossip.RobustGossip: topology.robust and byzantine; None: W z
         self.robust = None
         self._nonzeros: tuple | None = None  # (key, (i, j, w_ij)) of W's entries
-        # systems: (t, sampled ids) -> the ids that report (gossipfl.systems); None: all
-        self.participation_filter = None
 
     # -- decentralized ---------------------------------------------------------------------
     def gossip(self, z: Tensor, t: int, steps: int = 1, group: str = "all",
@@ -291,17 +289,17 @@ class Federation:
         return self._degree[1]
 
     # -- centralized -----------------------------------------------------------------------
-    def sample(self, t: int, fraction: float) -> Tensor:
+    def sample(self, t: int, fraction: float, eligible: np.ndarray | None = None) -> Tensor:
         """round t's clients: max(1, round(fraction·M)) drawn uniformly without replacement
-        (sorted ids), from the stream (seed, "participation", t); with ``systems``, only
-        those that are online and meet the deadline (``participation_filter``)."""
+        (sorted ids), from the stream (seed, "participation", t); with ``eligible`` (``[M]``
+        bool, the round plan's: online and meeting the deadline), only the drawn clients that
+        are eligible — possibly none."""
         count = max(1, round(fraction * self.num_clients))
         rng = numpy_generator(self.seed, "participation", t)
         ids = np.sort(rng.choice(self.num_clients, size=count, replace=False))
-        ids = torch.as_tensor(ids, device=self.sample_sizes.device)
-        if self.participation_filter is not None:
-            ids = self.participation_filter(t, ids)
-        return ids
+        if eligible is not None:
+            ids = ids[np.asarray(eligible)[ids]]
+        return torch.as_tensor(ids, device=self.sample_sizes.device)
 
     def broadcast(self, x: Tensor, clients: Tensor) -> Tensor:
         """The server sends ``x [P]`` to each of ``clients``: their copies ``[S, P]``."""

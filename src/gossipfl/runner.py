@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from gossipfl.algorithms.base import Context
+from gossipfl.algorithms.base import NO_PLAN, Context
 from gossipfl.config import Config
 from gossipfl.engine.precision import apply_precision
 from gossipfl.errors import Diverged
@@ -30,6 +30,7 @@ from gossipfl.experiment import (  # noqa: F401  (the builders, importable from 
 )
 from gossipfl.result import Result
 from gossipfl.schedules import Schedule, get_schedule
+from gossipfl.systems.rounds import idle_outcome, offline_rows_kept
 from gossipfl.training import LocalTrainer
 
 Callback = Callable[["Runner", int, "dict | None"], None]
@@ -72,8 +73,6 @@ class Runner:
                                                   self.trainer.local_step)
         self.schedule: Schedule = get_schedule(config.topology.order)(
             exp.algorithm, self.trainer, exp.fed)
-        if exp.systems is not None:  # offline clients keep their rows (gossipfl.systems)
-            self.schedule = exp.systems.wrap(self.schedule)
         self.evaluator = Evaluator(config, exp.algorithm, exp.fed, exp.oracle, exp.dataset,
                                    self.trainer, exp.eval_subset, exp.local_test_parts,
                                    exp.honest)
@@ -88,10 +87,17 @@ class Runner:
         when round t is evaluated on the models as they leave local training, those)."""
         exp = self.exp
         start = time.perf_counter()
-        ctx = Context(round=t, lr=self.lr(t), rounds=self.config.train.rounds, env=exp.env)
+        plan = NO_PLAN if exp.systems is None else exp.systems.plan(t)
+        ctx = Context(round=t, lr=self.lr(t), rounds=self.config.train.rounds, env=exp.env,
+                      plan=plan)
         keep = self.evaluator.measures_before_gossip() and self.should_evaluate(t)
-        outcome = self.schedule.run_round(ctx, self.state, keep)
-        clock = {} if exp.systems is None else exp.systems.advance(t, exp.fed.traffic.clients)
+        if plan.idle:
+            outcome = idle_outcome(exp.algorithm, self.state, keep)
+        else:
+            with offline_rows_kept(plan, exp.algorithm, self.state):
+                outcome = self.schedule.run_round(ctx, self.state, keep)
+        clock = {} if exp.systems is None else exp.systems.advance(
+            t, exp.fed.traffic.clients, plan, outcome.clocks)
         sent = exp.fed.traffic.take()
         loss_sum = outcome.loss_sum
         totals = exp.fed.total(torch.stack(  # every process's clients

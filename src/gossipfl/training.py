@@ -41,9 +41,6 @@ class LocalTrainer:
         self.seed = seed
         self.local_step = local_step  # one phase step (an attribute: a profiler may wrap it)
         self.block_clients: int | None = None  # block-major order: clients per block
-        #: ``[M]`` bool or None: the clients that sit the round out (offline, gossipfl.systems):
-        #: handed no minibatch, so they cost no compute and add no loss
-        self.sitting_out: torch.Tensor | None = None
 
     def lr(self, t: int) -> float:
         train = self.train_config
@@ -95,13 +92,15 @@ class LocalTrainer:
                            counters=counters)
 
     def train(self, t: int, work: Work, phases: Sequence[Phase],
-              stream: str = "phase", counters: torch.Tensor | None = None
-              ) -> tuple[torch.Tensor, int]:
+              stream: str = "phase", counters: torch.Tensor | None = None,
+              offline=None) -> tuple[torch.Tensor, int]:
         """Round t's ``phases`` on the rows of ``work`` (in place), minibatches from the
         sampler's ``stream``; returns the summed per-row loss and the number of client-steps
         computed. ``counters`` (``[S]`` ints, one per row of ``work``): hashed into each
         row's minibatch and augmentation streams, so that a client computing several times
-        in one round (an asynchronous order) draws new samples each time.
+        in one round (an asynchronous order) draws new samples each time. ``offline`` (``[M]``
+        bool, the round plan's): the clients that sit the round out, handed no minibatch, so
+        they cost no compute and add no loss.
 
         With ``block_clients`` set (block-major order), the rows run in blocks of that many
         clients, each block through all its phases and steps before the next: the same
@@ -110,7 +109,7 @@ class LocalTrainer:
         clients = work.clients
         ids = self.fed.own_clients(work.y.device) if clients is None else clients
         sizes = self.env.sample_sizes[ids]
-        out = None if self.sitting_out is None else self.sitting_out.to(ids.device)[ids]
+        out = None if offline is None else torch.as_tensor(offline, device=ids.device)[ids]
         if out is not None:  # they sort last, and every batch of theirs is empty
             sizes = torch.where(out, torch.zeros_like(sizes), sizes)
         order = torch.argsort(sizes, descending=True, stable=True)

@@ -78,11 +78,39 @@ class Phase:
 
 
 
+@dataclass(frozen=True)
+class RoundPlan:
+    """Round t's conditions, decided before it runs and passed to whoever needs them (the
+    systems model makes them, :meth:`gossipfl.systems.Systems.plan`; the default plan, without
+    a ``systems`` section: everybody online, every sampled client reports, no clock).
+
+    ``offline`` ``[M]`` bool: the clients that sit the round out (no minibatch, no compute,
+    their rows kept); ``eligible`` ``[M]`` bool: the clients that would report to a server if
+    sampled (online, and meeting ``systems.deadline``); ``compute`` ``[M]`` seconds per local
+    step and ``exchange`` ``[M]`` seconds to send one model (an event-driven schedule orders its
+    events by them); ``clocks`` ``[M]``: the clients' clocks when the round starts;
+    ``round_seconds``: a server round's length (the slowest reporting client, or the
+    deadline when one was dropped by it); ``idle``: no sampled client reports (the round is
+    skipped: nothing trains, nothing is sent)."""
+
+    offline: Any = None
+    eligible: Any = None
+    compute: Any = None
+    exchange: Any = None
+    clocks: Any = None
+    round_seconds: float = 0.0
+    idle: bool = False  # a server round that no sampled client reports to: skipped
+
+
+#: The plan of a round without a systems model.
+NO_PLAN = RoundPlan()
+
+
 @dataclass
 class Context:
-    """Where a call happens: the round, its learning rate, the run's total rounds, and in a
-    local step the phase, the step's index within the phase, the phase's local optimizer and
-    the clients' environment."""
+    """Where a call happens: the round, its learning rate, the run's total rounds, the round's
+    plan (:class:`RoundPlan`), and in a local step the phase, the step's index within the
+    phase, the phase's local optimizer and the clients' environment."""
 
     round: int
     lr: float
@@ -92,6 +120,7 @@ class Context:
     step: int = 0
     optimizer: Any = None  # the phase's gossipfl.algorithms.local.LocalOptimizer
     env: ClientEnv | None = None
+    plan: RoundPlan = NO_PLAN
 
 
 class Work:

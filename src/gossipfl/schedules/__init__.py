@@ -14,14 +14,17 @@ works on and never swaps the algorithm's state (the algorithm holds none).
 - :class:`~gossipfl.schedules.asynchronous.Asynchronous` — AD-PSGD's asynchronous pairwise
   events in order of completion time, computed exactly in waves of disjoint pairs.
 
-A new schedule (block-major local training, per-round failures) is one module with a
-:func:`register_schedule` class.
+Each round's conditions come as an argument: ``ctx.plan`` (:class:`~gossipfl.algorithms.base.
+RoundPlan`: who is offline, who may report to a server, the clients' speeds and clocks), made
+by the systems model before the round; a schedule passes ``ctx.plan.offline`` to the trainer
+and, if it keeps its own event time, returns the clients' clocks in its outcome. A new
+schedule is one module with a :func:`register_schedule` class.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -43,6 +46,9 @@ class RoundOutcome:
     loss_count: int
     extra: dict = field(default_factory=dict)
     trained: torch.Tensor | None = None
+    #: ``[M]`` the clients' clocks after the round, where the schedule keeps its own event
+    #: time (asynchronous); None: the systems model advances them
+    clocks: Any = None
 
 
 class Schedule:
@@ -50,10 +56,6 @@ class Schedule:
     ``ctx.round`` of ``algorithm``, updating ``state``."""
 
     name: str = ""
-    #: the run's :class:`gossipfl.systems.Systems` (set by ``Systems.wrap``; None without a
-    #: ``systems`` section), for a schedule that keeps its own event time (asynchronous)
-    systems = None
-
     def __init__(self, algorithm: Algorithm, trainer: LocalTrainer, fed: Federation):
         self.algorithm = algorithm
         self.trainer = trainer

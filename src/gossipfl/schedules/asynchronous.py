@@ -44,9 +44,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gossipfl.algorithms.base import Context, State
+from gossipfl.algorithms.base import Context, RoundPlan, State
 from gossipfl.errors import GossipflError
-from gossipfl.federation import message_bytes
 from gossipfl.rng import numpy_generator
 from gossipfl.schedules import RoundOutcome, Schedule, register_schedule
 
@@ -116,22 +115,17 @@ class Asynchronous(Schedule):
         return None
 
     # -- time --------------------------------------------------------------------------------
-    def compute(self, t: int) -> np.ndarray:
-        m = self.fed.num_clients
-        return np.ones(m) if self.systems is None else self.systems.model.compute(t)
+    def compute(self, plan: RoundPlan) -> np.ndarray:
+        """``[M]`` seconds per local step: the plan's (systems.compute), else 1."""
+        return np.ones(self.fed.num_clients) if plan.compute is None else plan.compute
 
-    def exchange(self, t: int, num_params: int) -> np.ndarray | None:
-        """``[M]`` ℓ_i + 4P/β_i: one model over each client's uplink (None: no network)."""
-        if self.systems is None:
-            return None
-        model = self.systems.model
-        return model.latency(t) + message_bytes(num_params) / model.bandwidth(t)
-
-    def events(self, t: int, finish: np.ndarray, updates: np.ndarray, num_params: int):
-        """Round t's M events [(i, j, k_i, τ)], and the finish times and counts after them."""
+    def events(self, t: int, plan: RoundPlan, finish: np.ndarray, updates: np.ndarray):
+        """Round t's M events [(i, j, k_i, τ)], and the finish times and counts after them;
+        ``plan.exchange``: ``[M]`` ℓ_i + 4P/β_i, one model over each client's uplink (None:
+        no network)."""
         m = self.fed.num_clients
         finish, updates = finish.copy(), updates.copy()
-        compute, link = self.compute(t), self.exchange(t, num_params)
+        compute, link = self.compute(plan), plan.exchange
         near = neighbours(self.fed.matrix(t))
         out = []
         for _ in range(m):
@@ -150,9 +144,9 @@ class Asynchronous(Schedule):
         device = state["x"].device
         finish = state["finish"].cpu().numpy().astype(np.float64)
         if (finish < 0).any():  # the first computations start at time 0
-            finish = np.where(finish < 0, self.compute(0), finish)
+            finish = np.where(finish < 0, self.compute(ctx.plan), finish)
         updates = state["updates"].cpu().numpy().astype(np.int64)
-        events, finish, updates = self.events(t, finish, updates, state["x"].shape[1])
+        events, finish, updates = self.events(t, ctx.plan, finish, updates)
         pairs = [(i, j) for i, j, _, _ in events]
         loss_sum = torch.zeros((), device=device)
         loss_count = 0
@@ -171,9 +165,9 @@ class Asynchronous(Schedule):
         state["finish"] = torch.as_tensor(finish, dtype=state["finish"].dtype, device=device)
         state["updates"] = torch.as_tensor(updates, dtype=state["updates"].dtype,
                                            device=device)
-        if self.systems is not None:
-            clocks = self.systems.clock.T.copy()
+        clocks = None
+        if ctx.plan.clocks is not None:  # each client's clock: its last event's time
+            clocks = np.array(ctx.plan.clocks, dtype=np.float64)
             for i, _, _, tau in events:
                 clocks[i] = tau
-            self.systems.events_done(clocks)
-        return RoundOutcome(loss_sum, loss_count, extra={"waves": len(batches)})
+        return RoundOutcome(loss_sum, loss_count, extra={"waves": len(batches)}, clocks=clocks)

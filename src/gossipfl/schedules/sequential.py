@@ -91,7 +91,8 @@ class Sequential(Schedule):
             part["x"] = fed.gossip_rows(full["x"], t, rows)
             work = algo.begin_round(ctx, part)
             work.clients = rows
-            wave_loss, wave_count = self.trainer.train(t, work, algo.phases())
+            wave_loss, wave_count = self.trainer.train(t, work, algo.phases(),
+                                                       offline=ctx.plan.offline)
             loss_sum += wave_loss
             loss_count += wave_count
             algo.keep(ctx, part, work)

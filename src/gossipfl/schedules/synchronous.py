@@ -20,7 +20,8 @@ class Synchronous(Schedule):
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo = self.algorithm
         work = algo.begin_round(ctx, state)
-        loss_sum, loss_count = self.trainer.train(ctx.round, work, algo.phases())
+        loss_sum, loss_count = self.trainer.train(ctx.round, work, algo.phases(),
+                                                  offline=ctx.plan.offline)
         trained = algo.trained_models(state, work).clone() if keep_trained else None
         algo.end_round(ctx, state, work)
         return RoundOutcome(loss_sum, loss_count, trained=trained)

@@ -5,14 +5,16 @@ and failed links.
   bandwidth, who is offline, which links fail);
 - :mod:`gossipfl.systems.failures` — the round's renormalized mixing matrix W'_t, as a
   topology the Mixer and the Federation use;
-- :mod:`gossipfl.systems.schedule` — offline clients do not train; a server's sample loses
-  the offline and too-slow clients;
+- :mod:`gossipfl.systems.rounds` — offline clients do not train and keep their rows; a
+  server's sample loses the offline and too-slow clients;
 - :mod:`gossipfl.systems.clock` — the clients' clocks and ``sim_time``.
 
-:class:`Systems` ties them to one run: :func:`build_systems` (from ``build_experiment``)
-wraps the mixer's topology and filters the server's sample; the runner wraps its schedule
-(:meth:`Systems.wrap`), advances the clocks after each round (:meth:`Systems.advance`) and
-checkpoints them. Without a ``systems`` section none of this exists and nothing changes.
+:class:`Systems` ties them to one run (:func:`build_systems`, from ``build_experiment``;
+:func:`mixing_topology` is the mixer's topology under failures); before each round the runner asks
+for the round's plan (:meth:`Systems.plan`: who is offline, who may report, the speeds and
+clocks) and passes it to the schedule in ``ctx.plan``; after it, it advances the clocks
+(:meth:`Systems.advance`, with the plan and the schedule's own clocks if it kept event time)
+and checkpoints them. Without a ``systems`` section none of this exists and nothing changes.
 """
 
 from __future__ import annotations
@@ -21,19 +23,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gossipfl.algorithms.base import RoundPlan
 from gossipfl.errors import GossipflError
 from gossipfl.federation import message_bytes
 from gossipfl.schedules import get_schedule
 from gossipfl.systems.clock import Clock, message_seconds, planned_steps
 from gossipfl.systems.failures import FailingTopology, renormalize
 from gossipfl.systems.model import SystemsModel
-from gossipfl.systems.schedule import NobodyReports, SystemsSchedule
+from gossipfl.systems.rounds import idle_outcome, offline_rows_kept
 
 if TYPE_CHECKING:  # annotations only
     from gossipfl.algorithms.base import Algorithm
     from gossipfl.config import Config
     from gossipfl.federation import Federation
-    from gossipfl.schedules import Schedule
     from gossipfl.topology import Topology
 
 
@@ -49,58 +51,55 @@ class Systems:
         self.clock = Clock(model.num_clients)
         self.sizes = fed.sample_sizes.detach().cpu().numpy()
         self.model_bytes = message_bytes(num_params)
-        self._round_seconds = 0.0  # centralized: the round's length, set by reporting()
-        self._event_times: np.ndarray | None = None  # an asynchronous round's clocks
 
-    # -- what the round's pieces ask ----------------------------------------------------------
-    def offline(self, t: int) -> np.ndarray:
-        return self.model.offline(t)
-
+    # -- what a round's pieces need -----------------------------------------------------------
     def steps(self) -> np.ndarray:
         """``[M]`` K_i of a round (:func:`~gossipfl.systems.clock.planned_steps`)."""
         return planned_steps(self.train, self.algorithm.phases(), self.sizes)
 
+    def exchange(self, t: int) -> np.ndarray:
+        """``[M]`` ℓ_i + 4P/β_i: one model over each client's uplink."""
+        return self.model.latency(t) + self.model_bytes / self.model.bandwidth(t)
+
     def server_seconds(self, t: int) -> np.ndarray:
         """``[M]`` τ_i: download, compute and upload of one model each way."""
-        link = self.model.latency(t) + self.model_bytes / self.model.bandwidth(t)
-        return 2 * link + self.steps() * self.model.compute(t)
+        return 2 * self.exchange(t) + self.steps() * self.model.compute(t)
 
-    def reporting(self, t: int, sampled):
-        """The sampled clients that are online and meet the deadline (the Federation's
-        sample filter); raises :class:`NobodyReports` when none is left."""
-        ids = sampled.cpu().numpy()
-        online = ids[~self.model.offline(t)[ids]]
-        seconds = self.server_seconds(t)[online]
-        deadline = self.model.deadline
-        if deadline is not None and (seconds > deadline).any():
-            online, seconds = online[seconds <= deadline], seconds[seconds <= deadline]
-            self._round_seconds = deadline
-        else:
-            self._round_seconds = float(seconds.max()) if len(seconds) else 0.0
-        if len(online) == 0:
-            raise NobodyReports
-        return sampled[np.isin(ids, online)]
-
-    # -- the runner's hooks -------------------------------------------------------------------
-    def wrap(self, schedule: Schedule) -> Schedule:
-        schedule.systems = self  # a schedule that keeps event time reads the draws
-        return SystemsSchedule(schedule, self)
-
-    def events_done(self, clocks: np.ndarray) -> None:
-        """An event-driven schedule's clocks after its round (``[M]``: when each client's
-        last event happened), taken by the next :meth:`advance` instead of the synchronous
-        clock."""
-        self._event_times = np.asarray(clocks, dtype=np.float64).copy()
-
-    def advance(self, t: int, sent: np.ndarray) -> dict:
-        """Advance the clocks by round t (``sent``: the bytes each client sent in it);
-        returns the metrics columns."""
+    def plan(self, t: int) -> RoundPlan:
+        """Round t's conditions (:class:`~gossipfl.algorithms.base.RoundPlan`): decentralized,
+        who is offline, the speeds and the clocks at the round's start; centralized, who is
+        eligible to report (online, within the deadline), the round's length, and whether
+        anybody of the server's sample reports at all."""
         model = self.model
-        if self._event_times is not None:
-            self.clock.T, self._event_times = self._event_times, None
+        offline = model.offline(t)
+        if not self.algorithm.centralized:
+            return RoundPlan(offline=offline if offline.any() else None,
+                             compute=model.compute(t), exchange=self.exchange(t),
+                             clocks=self.clock.T.copy())
+        seconds = self.server_seconds(t)
+        online = ~offline
+        sampled = self.fed.sample(t, self.algorithm.params.participation).cpu().numpy()
+        late = online & (seconds > model.deadline) if model.deadline is not None \
+            else np.zeros_like(online)
+        eligible = online & ~late
+        reporting = sampled[eligible[sampled]]
+        if late[sampled].any():
+            round_seconds = float(model.deadline)
+        else:
+            round_seconds = float(seconds[reporting].max()) if len(reporting) else 0.0
+        return RoundPlan(eligible=eligible, round_seconds=round_seconds,
+                         idle=len(reporting) == 0)
+
+    def advance(self, t: int, sent: np.ndarray, plan: RoundPlan,
+                clocks: np.ndarray | None = None) -> dict:
+        """Advance the clocks by round t, run under ``plan`` (``sent``: the bytes each client
+        sent in it; ``clocks``: an event-driven schedule's clocks after its round, taken as
+        they are); returns the metrics columns."""
+        model = self.model
+        if clocks is not None:
+            self.clock.T = np.asarray(clocks, dtype=np.float64).copy()
         elif self.algorithm.centralized:
-            self.clock.centralized_round(self._round_seconds)
-            self._round_seconds = 0.0
+            self.clock.centralized_round(plan.round_seconds)
         else:
             W = self.fed.matrix(t)
             degree = (W != 0).sum(axis=0) - (np.diagonal(W) != 0)
@@ -139,8 +138,7 @@ def mixing_topology(topology: Topology, model: SystemsModel | None) -> Topology:
 
 def build_systems(config: Config, model: SystemsModel | None, fed: Federation,
                   algorithm: Algorithm, num_params: int) -> Systems | None:
-    """The run's :class:`Systems` (None without a ``systems`` section); a centralized
-    algorithm's server samples only reporting clients."""
+    """The run's :class:`Systems` (None without a ``systems`` section)."""
     if model is None:
         return None
     if not algorithm.centralized and model.has_failures and (
@@ -152,12 +150,9 @@ def build_systems(config: Config, model: SystemsModel | None, fed: Federation,
     refusal = get_schedule(config.topology.order).systems_refusal(model)
     if refusal:
         raise GossipflError(refusal)
-    systems = Systems(model, fed, algorithm, config.train, num_params)
-    if algorithm.centralized:
-        fed.participation_filter = systems.reporting
-    return systems
+    return Systems(model, fed, algorithm, config.train, num_params)
 
 
-__all__ = ["Clock", "FailingTopology", "NobodyReports", "Systems", "SystemsModel",
-           "SystemsSchedule", "build_systems", "mixing_topology", "planned_steps", "renormalize",
-           "systems_model"]
+__all__ = ["Clock", "FailingTopology", "Systems", "SystemsModel", "build_systems",
+           "idle_outcome", "mixing_topology", "offline_rows_kept", "planned_steps",
+           "renormalize", "systems_model"]

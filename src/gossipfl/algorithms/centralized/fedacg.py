@@ -50,7 +50,7 @@ class FedACG(ServerAlgorithm):
         return [Phase(direction=chain(gradient(), weight_decay(), prox(self.params.prox)))]
 
     def begin_round(self, ctx, state):
-        clients = self.fed.sample(ctx.round, self.params.participation)
+        clients = self.fed.sample(ctx.round, self.params.participation, ctx.plan.eligible)
         velocity = self.optimizer_state(state, "velocity")
         lookahead = state["server"] + self.params.lam * velocity
         start = self.fed.broadcast(lookahead, clients)

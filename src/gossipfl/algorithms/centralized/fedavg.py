@@ -84,7 +84,7 @@ class ServerAlgorithm(Algorithm):
         return state[f"server_opt.{name}"]
 
     def begin_round(self, ctx, state):
-        clients = self.fed.sample(ctx.round, self.params.participation)
+        clients = self.fed.sample(ctx.round, self.params.participation, ctx.plan.eligible)
         return Work(self.fed.broadcast(state["server"], clients), clients)
 
     def server_step(self, state, delta):

@@ -75,7 +75,7 @@ class FedRoD(PersonalServer):
         return [Phase(begin=self.reset_head_velocity, update=self.two_heads_step)]
 
     def begin_round(self, ctx, state):
-        clients = self.fed.sample(ctx.round, self.params.participation)
+        clients = self.fed.sample(ctx.round, self.params.participation, ctx.plan.eligible)
         head = self.fed.rows(state["own"], clients)
         return Work(self.fed.broadcast(state["server"], clients), clients, head=head,
                     head_velocity=torch.zeros_like(head))

@@ -46,7 +46,7 @@ class PersonalServer(ServerAlgorithm):
         self.env.groups[self.kept].assign(x, own)
 
     def begin_round(self, ctx, state):
-        clients = self.fed.sample(ctx.round, self.params.participation)
+        clients = self.fed.sample(ctx.round, self.params.participation, ctx.plan.eligible)
         sent = self.env.groups[self.exchanged]
         y = self.fed.rows(self.fed.replicate(state["server"]), clients)
         self.personalize(y, self.fed.rows(state["own"], clients))
