@@ -77,6 +77,7 @@ def _fashion_mnist_available() -> bool:
                for folder in search_folders("fashion_mnist", data_root()))
 
 
+@pytest.mark.data
 @pytest.mark.skipif(not _fashion_mnist_available(), reason="Fashion-MNIST is not on this machine")
 @with_figures
 def test_quickstart_runs_without_a_config(work, capsys):

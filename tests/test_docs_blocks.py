@@ -435,7 +435,7 @@ def test_docs_block_parses(block, checkout, monkeypatch):
 
 
 RUN_PARAMS = [pytest.param(b, id=b.id, marks=[pytest.mark.docs]
-                           + ([pytest.mark.slow] if trains(b) else []))
+                           + ([pytest.mark.slow, pytest.mark.data] if trains(b) else []))
               for b in RUNNABLE if not b.directives.get("check")]
 
 

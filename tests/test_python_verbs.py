@@ -349,6 +349,7 @@ def test_notebook_is_valid_json_and_plain_python():
         compile(source, str(NOTEBOOK), "exec")
 
 
+@pytest.mark.data
 @pytest.mark.skipif(not _fashion_mnist_available(), reason="Fashion-MNIST is not on this machine")
 def test_notebook_runs(tmp_path, monkeypatch):
     """Every code cell, in order, in one namespace (what a kernel does), in a fresh folder;

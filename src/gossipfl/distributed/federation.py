@@ -224,8 +224,8 @@ class DistributedFederation(Federation):
         return super()._out_degree(t)[self.lo:self.hi]
 
     # -- centralized -----------------------------------------------------------------------
-    def sample(self, t: int, fraction: float) -> Tensor:
-        clients = super().sample(t, fraction)
+    def sample(self, t: int, fraction: float, eligible=None) -> Tensor:
+        clients = super().sample(t, fraction, eligible)
         return clients[(clients >= self.lo) & (clients < self.hi)]
 
     def aggregate(self, values: Tensor, clients: Tensor, weighting: str = "samples") -> Tensor:
