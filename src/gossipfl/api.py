@@ -67,7 +67,8 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
           out: str | Path | None = None, device: str | None = None,
           progress: Callable[[Any, str], Any] | None = None,
           log: Callable[[str], None] | None = None,
-          warn: Callable[[str], None] | None = None) -> StudyResults:
+          warn: Callable[[str], None] | None = None,
+          allow_changed_inputs: bool = False) -> StudyResults:
     """Run a study (``gossipfl sweep``): every grid point and seed not yet done, then the
     table and figures in ``<out>/<name>/``.
 
@@ -78,12 +79,15 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     printed); ``warn``: each warning (default: ``warnings.warn``). Returns
     :class:`~gossipfl.frames.StudyResults` (``.runs``, ``.metrics``, ``.table`` DataFrames,
     ``.plot()``, ``.failed``); a failed run does not raise (it is in ``.failed``).
+    ``allow_changed_inputs``: resume a run whose input files (a matrix, a speeds file, a
+    plugin) changed since it started, with a warning, instead of refusing it.
     """
     from gossipfl.sweep import load_study as parse_study
     from gossipfl.sweep import run_study
 
     outcome = run_study(parse_study(study, list(overrides)), out=out, device=device,
-                        progress=progress, log=log, warn=warn)
+                        progress=progress, log=log, warn=warn,
+                        allow_changed_inputs=allow_changed_inputs)
     return StudyResults(outcome.path, outcome.report, dict(outcome.outcomes),
                         dict(outcome.failed), outcome.report_error, outcome)
 

@@ -1,8 +1,9 @@
 """The ``gossipfl`` command.
 
     gossipfl run [CONFIG.yaml] [--set key.path=value ...] [--out DIR] [--device cpu|cuda]
-                 [--name NAME] [--resume RUN_DIR] [--quiet]
-    gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--quiet]
+                 [--name NAME] [--resume RUN_DIR [--allow-changed-inputs]] [--quiet]
+    gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--allow-changed-inputs]
+                   [--quiet]
     gossipfl report PATH... [--metric NAME] [--target ACC ...] [--out DIR]
     gossipfl stability CONFIG_OR_STUDY.yaml [--set ...] [--perturb client|sample|none]
                        [--client I] [--every N] [--out DIR] [--device ...] [--quiet]
@@ -142,8 +143,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{run_dir.path} has already finished.")
             print(format_summary(run_dir.read_summary(), run_dir.path))
             return 0
-        prepared = prepare_resume(args.resume, args.device)
+        prepared = prepare_resume(args.resume, args.device, args.allow_changed_inputs)
     else:
+        if args.allow_changed_inputs:
+            raise GossipflError("--allow-changed-inputs: goes only with --resume (a new run "
+                                "records its input files as they are).")
         prepared = _prepare_new(args)
     for note in prepared.notes:
         _err(note)
@@ -271,7 +275,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     log = (lambda _m: None) if args.quiet else print
     try:
         outcome = sweep(args.study, overrides=args.set, out=args.out, device=args.device,
-                        progress=progress, log=log, warn=_warn)
+                        progress=progress, log=log, warn=_warn,
+                        allow_changed_inputs=args.allow_changed_inputs)
     except KeyboardInterrupt:
         _err(f"interrupted; finished runs are kept and the interrupted one keeps its last "
              f"checkpoint. Resume with: {_resume_sweep_command(args)}")
@@ -476,6 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--name", help="run name (the run directory's prefix)")
     run.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
+    run.add_argument("--allow-changed-inputs", action="store_true",
+                     help="with --resume: go on (with a warning) when a file the run read "
+                          "has changed since it started")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     run.set_defaults(func=cmd_run)
 
@@ -484,6 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_set(sweep, "override a key of the study's base config")
     sweep.add_argument("--out", help="parent folder of the study folder")
     sweep.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    sweep.add_argument("--allow-changed-inputs", action="store_true",
+                       help="resume runs (with a warning) whose input files have changed")
     sweep.add_argument("--quiet", action="store_true", help="no progress bars")
     sweep.set_defaults(func=cmd_sweep)
 

@@ -47,6 +47,7 @@ from gossipfl.config import (
 )
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
+from gossipfl.results.inputs import with_absolute_paths
 from gossipfl.results.lifecycle import (
     PreparedRun,
     RunOutcome,
@@ -400,20 +401,21 @@ def plan(variant: Variant, path: Path) -> str:
         return "fresh"
     if not run_dir.is_run():
         raise GossipflError(f"study: '{path}' exists but is not a run directory; remove it.")
-    if comparable_config(run_dir.read_config()) != comparable_config(variant.config):
+    wanted = with_absolute_paths(variant.config)  # as its run directory records it
+    if comparable_config(run_dir.read_config()) != comparable_config(wanted):
         raise GossipflError(f"study: run directory '{path}' holds a different config than "
                             f"the study asks for; remove it or rename the study.")
     return "skip" if run_dir.status() in DONE else "resume"
 
 
 def run_variant(variant: Variant, path: Path, device: str | None, progress: Progress | None,
-                log: Callable[[str], None],
-                warn: Callable[[str], None]) -> tuple[str, RunOutcome | None]:
+                log: Callable[[str], None], warn: Callable[[str], None],
+                allow_changed_inputs: bool = False) -> tuple[str, RunOutcome | None]:
     """Run (or skip, or resume) one variant; returns what happened and the outcome."""
     action = plan(variant, path)
     if action == "skip":
         return "skipped", None
-    prepared = _prepare(variant, path, device, action)
+    prepared = _prepare(variant, path, device, action, allow_changed_inputs)
     for note in prepared.notes:
         log(f"  {note}")
     bar = progress(prepared, variant.dirname) if progress else None
@@ -425,9 +427,10 @@ def run_variant(variant: Variant, path: Path, device: str | None, progress: Prog
     return ("resumed" if action == "resume" else "ran"), outcome
 
 
-def _prepare(variant: Variant, path: Path, device: str | None, action: str) -> PreparedRun:
+def _prepare(variant: Variant, path: Path, device: str | None, action: str,
+             allow_changed_inputs: bool = False) -> PreparedRun:
     if action == "resume":
-        return prepare_resume(path, device)
+        return prepare_resume(path, device, allow_changed_inputs)
     config = variant.config if device is None else load_config(
         variant.config, [f"device={device}"])
     return prepare_fresh(config, path, key="study")
@@ -435,7 +438,8 @@ def _prepare(variant: Variant, path: Path, device: str | None, action: str) -> P
 
 def run_study(study: Study, *, out: str | Path | None = None, device: str | None = None,
               progress: Progress | None = None, log: Callable[[str], None] | None = None,
-              warn: Callable[[str], None] | None = None) -> StudyOutcome:
+              warn: Callable[[str], None] | None = None,
+              allow_changed_inputs: bool = False) -> StudyOutcome:
     """Run every variant not yet done, then write the table and figures. ``log`` gets a
     line per run (default: nothing), ``warn`` each warning (default: ``warnings.warn``)."""
     log = log or _silent
@@ -450,7 +454,7 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
         log(f"[{i}/{len(variants)}] {variant.label}, seed {variant.seed}")
         try:
             what, outcome = run_variant(variant, path / variant.dirname, device, progress, log,
-                                        warn)
+                                        warn, allow_changed_inputs)
         except (WriteError, FolderInUse) as exc:  # this run cannot proceed; the others can
             what, outcome = "failed", None
             result.failed[variant.dirname] = str(exc)

@@ -1,0 +1,187 @@
+"""Issue 41, the third reliability pass: resumed runs that silently change, silent wrong
+numbers, settings silently ignored, hangs, and one-sentence errors on the newest surfaces.
+One section per class of the issue; every test failed on the code before the fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gossipfl.config import load_config
+from gossipfl.errors import GossipflError
+from gossipfl.results.inputs import INPUTS_FILE
+from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
+from tests.helpers import TINY, Interrupt, gossipfl, without_timing
+from tests.test_reliability import one_sentence
+
+RING4 = "0.5,0.25,0,0.25\n0.25,0.5,0.25,0\n0,0.25,0.5,0.25\n0.25,0,0.25,0.5\n"
+LINE4 = "0.5,0.5,0,0\n0.5,0,0.5,0\n0,0.5,0,0.5\n0,0,0.5,0.5\n"
+
+
+def with_inputs(**sections) -> dict:
+    """TINY reading a custom matrix (m.csv) and a compute-speeds file (speeds.txt), both
+    named by paths relative to the working directory."""
+    config = {k: dict(v) if isinstance(v, dict) else v for k, v in TINY.items()}
+    config["topology"] = {"name": "custom", "mixing": "custom", "path": "m.csv"}
+    config["systems"] = {"compute": {"path": "speeds.txt"}}
+    for key, value in sections.items():
+        config[key] = value
+    return config
+
+
+def interrupted(folder: Path, config: dict, k: int = 3) -> Path:
+    """``config`` run into ``folder/run`` and interrupted after round ``k``."""
+    with pytest.raises(KeyboardInterrupt):
+        execute(prepare_fresh(load_config(config), folder / "run"), [Interrupt(k)], warn=print)
+    return folder / "run"
+
+
+@pytest.fixture
+def inputs_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.csv").write_text(RING4)
+    (tmp_path / "speeds.txt").write_text("0.1\n0.1\n0.1\n0.1\n")
+    return tmp_path
+
+
+# --------------------------------------------------------------------------------------------
+# 1. A resumed run silently changes
+# --------------------------------------------------------------------------------------------
+def test_run_records_its_input_files_with_absolute_paths_and_digests(inputs_dir):
+    run = interrupted(inputs_dir, with_inputs())
+    recorded = {f["key"]: f for f in json.loads((run / INPUTS_FILE).read_text())["files"]}
+    assert set(recorded) == {"topology.path", "systems.compute.path"}
+    assert recorded["topology.path"]["path"] == str(inputs_dir / "m.csv")
+    assert len(recorded["systems.compute.path"]["sha256"]) == 64
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["topology"]["path"] == str(inputs_dir / "m.csv")
+    assert saved["systems"]["compute"]["path"] == str(inputs_dir / "speeds.txt")
+
+
+@pytest.mark.parametrize("name, key, text", [
+    ("m.csv", "topology.path", LINE4),
+    ("speeds.txt", "systems.compute.path", "0.5 0.5 0.5 0.5\n"),
+])
+def test_resume_refuses_a_changed_input_file_in_one_sentence(inputs_dir, capsys, name, key,
+                                                             text):
+    run = interrupted(inputs_dir, with_inputs())
+    (inputs_dir / name).write_text(text)
+    err = one_sentence(capsys, "run", "--resume", str(run), "--quiet")
+    assert f"{key}: '{inputs_dir / name}' has changed since the run started" in err
+    assert "--allow-changed-inputs" in err
+    assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+
+
+def test_resume_refuses_a_missing_input_file(inputs_dir, capsys):
+    run = interrupted(inputs_dir, with_inputs())
+    (inputs_dir / "speeds.txt").unlink()
+    err = one_sentence(capsys, "run", "--resume", str(run), "--quiet")
+    assert f"systems.compute.path: '{inputs_dir / 'speeds.txt'}' was read by this run" in err
+
+
+def test_allow_changed_inputs_resumes_with_a_warning_and_records_the_new_digest(inputs_dir,
+                                                                               capsys):
+    run = interrupted(inputs_dir, with_inputs())
+    (inputs_dir / "speeds.txt").write_text("0.5 0.5 0.5 0.5\n")
+    code, _, err = gossipfl(capsys, "run", "--resume", str(run), "--quiet",
+                            "--allow-changed-inputs")
+    assert code == 0, err
+    assert "warning: systems.compute.path" in err and "going on with the file" in err
+    entry = next(f for f in json.loads((run / INPUTS_FILE).read_text())["files"]
+                 if f["key"] == "systems.compute.path")
+    assert len(entry["previous"]) == 1 and entry["previous"][0] != entry["sha256"]
+
+
+def test_allow_changed_inputs_needs_resume(work, capsys):
+    err = one_sentence(capsys, "run", "tiny.yaml", "--allow-changed-inputs")
+    assert "--allow-changed-inputs: goes only with --resume" in err
+
+
+def test_a_run_with_relative_paths_resumes_from_another_directory(inputs_dir, capsys,
+                                                                 monkeypatch):
+    reference = execute(prepare_fresh(load_config(with_inputs()), inputs_dir / "ref"))
+    run = interrupted(inputs_dir, with_inputs())
+    elsewhere = inputs_dir / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    outcome = execute(prepare_resume(run))
+    assert outcome.status == "finished"
+    assert without_timing(outcome.result.metrics) == without_timing(reference.result.metrics)
+
+
+def test_resume_refuses_a_changed_plugin(tmp_path, monkeypatch, capsys):
+    from gossipfl import plugins
+
+    monkeypatch.chdir(tmp_path)
+    source = "from gossipfl.models import register_model\n# version {}\n"
+    (tmp_path / "plug3.py").write_text(source.format(1))
+    config = {**TINY, "plugins": ["plug3.py"]}
+    monkeypatch.setattr(plugins, "_LOADED", dict(plugins._LOADED))
+    run = interrupted(tmp_path, config)
+    (tmp_path / "plug3.py").write_text(source.format(2))
+    err = one_sentence(capsys, "run", "--resume", str(run), "--quiet")
+    assert f"plugins: '{tmp_path / 'plug3.py'}' has changed" in err
+
+
+def test_a_study_with_relative_input_paths_resumes_its_runs(inputs_dir):
+    from gossipfl.sweep import load_study, run_study
+
+    study = {"name": "inputs", "out": str(inputs_dir / "studies"), "base": with_inputs(),
+             "grid": {"train.lr": [0.1]}, "seeds": [0]}
+    first = run_study(load_study(study))
+    assert not first.failed
+    again = run_study(load_study(study))  # the recorded absolute paths match the relative ones
+    assert set(again.outcomes.values()) == {"skipped"}
+
+
+def test_resume_without_inputs_json_still_works(inputs_dir):
+    """A run directory of an older gossipfl (no inputs.json) resumes as before."""
+    run = interrupted(inputs_dir, with_inputs())
+    (run / INPUTS_FILE).unlink()
+    assert execute(prepare_resume(run)).status == "finished"
+
+
+def test_damaged_inputs_json_is_one_sentence(inputs_dir):
+    run = interrupted(inputs_dir, with_inputs())
+    (run / INPUTS_FILE).write_text("{not json")
+    with pytest.raises(GossipflError, match=r"inputs\.json' cannot be read"):
+        prepare_resume(run)
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Silent wrong numbers
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("algorithm, systems", [
+    ("dfedavg", {"availability": {"offline": 0.999}}),  # everyone offline
+    ("fedavg", {"compute": {"seconds_per_step": 1.0}, "deadline": 0.5}),  # nobody in time
+])
+def test_a_round_in_which_nobody_trained_has_no_train_loss(tmp_path, algorithm, systems):
+    config = {**TINY, "algorithm": {"name": algorithm}, "systems": systems,
+              "train": {**TINY["train"], "rounds": 2}}
+    outcome = execute(prepare_fresh(load_config(config), tmp_path / "run"))
+    assert outcome.status == "finished", outcome.error
+    assert [row["train_loss"] for row in outcome.result.metrics] == [None, None]
+    header, *rows = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    column = header.split(",").index("train_loss")
+    assert [row.split(",")[column] for row in rows] == ["", ""]
+    assert "final_train_loss" not in outcome.summary
+
+
+def test_load_study_table_has_the_rows_of_table_csv_in_its_order(tmp_path):
+    import gossipfl
+
+    study = {"name": "order", "out": str(tmp_path), "base": {**TINY, "train": {
+        **TINY["train"], "rounds": 1}}, "grid": {"train.lr": [0.1, 0.05, 0.2]}, "seeds": [1, 0]}
+    result = gossipfl.sweep(study)
+    written = (tmp_path / "order" / "table.csv").read_text().splitlines()
+    table = gossipfl.load_study(tmp_path / "order").table
+    assert list(table["configuration"]) == [line.split(",")[0] for line in written[1:]]
+    assert list(result.table["configuration"]) == list(table["configuration"])
+    assert [label.split("=")[-1] for label in table["configuration"]] == ["0.1", "0.05", "0.2"]
+    runs = gossipfl.load_study(tmp_path / "order").runs
+    assert list(runs["seed"])[:2] == [1, 0]  # the study's seed order within a grid point
+    gossipfl.report(tmp_path / "order")  # written again: the same order
+    assert (tmp_path / "order" / "table.csv").read_text().splitlines() == written
