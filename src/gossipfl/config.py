@@ -185,7 +185,8 @@ class EngineConfig:
     chunk_size: int | None = None  # clients per block (None: chosen from memory)
     # block-major local training: this many clients run all their local steps before the
     # next block starts (None: step-major, every client's step t before anyone's step t + 1);
-    # the same numbers either way (docs/benchmarks.md measures which is faster where)
+    # the same numbers either way to float rounding, ~1e-7, not bit for bit (the batched
+    # products run over fewer rows); docs/benchmarks.md measures which is faster where
     block_clients: int | None = None
     # CUDA arithmetic: fp32 (TF32 off, the tests' numbers), tf32 or bf16 (autocast local steps);
     # see gossipfl.engine.precision
