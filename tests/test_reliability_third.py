@@ -185,3 +185,58 @@ def test_load_study_table_has_the_rows_of_table_csv_in_its_order(tmp_path):
     assert list(runs["seed"])[:2] == [1, 0]  # the study's seed order within a grid point
     gossipfl.report(tmp_path / "order")  # written again: the same order
     assert (tmp_path / "order" / "table.csv").read_text().splitlines() == written
+
+
+# --------------------------------------------------------------------------------------------
+# 3. Settings silently ignored: one warning naming the setting and the reason
+# --------------------------------------------------------------------------------------------
+def ignored_warnings(config, overrides=()) -> list[str]:
+    import warnings
+
+    from gossipfl.errors import IgnoredSetting
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_config(config, list(overrides))
+    return [str(w.message) for w in caught if issubclass(w.category, IgnoredSetting)]
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["systems.deadline=2"], ("systems.deadline: ignored, because dfedavg is a decentralized "
+                             "algorithm")),
+    (["algorithm.name=fedavg", "systems.availability.links.fail=0.2"],
+     "systems.availability.links.fail: ignored, because fedavg is a centralized algorithm"),
+    (["topology.path=m.csv"], ("topology.path: ignored, because topology.name is ring, which "
+                              "does not read it.")),
+    (["topology.name=erdos_renyi", "topology.k=3", "topology.s=2"],
+     "topology.k, topology.s: ignored, because topology.name is erdos_renyi"),
+])
+def test_a_setting_nobody_reads_warns_once_naming_it_and_why(overrides, expected):
+    found = ignored_warnings(TINY, overrides)
+    assert len(found) == 1 and found[0].startswith(expected), found
+
+
+@pytest.mark.parametrize("overrides", [
+    [], ["topology.name=k_regular", "topology.k=2"], ["topology.name=epidemic", "topology.s=2"],
+    ["algorithm.name=fedavg", "systems.deadline=2"],
+    ["systems.availability.links.fail=0.2"],
+])
+def test_settings_that_are_read_do_not_warn(overrides):
+    assert ignored_warnings(TINY, overrides) == []
+
+
+def test_the_cli_prints_the_ignored_setting_once(work, capsys):
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--quiet", "--out", "r",
+                            "--set", "systems.deadline=2", "--set", "train.rounds=1")
+    assert code == 0, err
+    assert err.count("systems.deadline: ignored") == 1
+
+
+def test_tensorboard_through_the_python_run_warns(recwarn):
+    import gossipfl
+    from gossipfl.errors import IgnoredSetting
+
+    config = {**TINY, "train": {**TINY["train"], "rounds": 1}, "output": {"tensorboard": True}}
+    with pytest.warns(IgnoredSetting, match=r"output\.tensorboard: ignored, because "
+                                            r"gossipfl\.run\(\) writes no run directory"):
+        gossipfl.run(config)

@@ -43,10 +43,28 @@ def run(config: Config | dict | str | Path | None = None, *,
 
     ``config``: a dict, a YAML path or a :class:`~gossipfl.config.Config`; ``overrides``:
     ``"key.path=value"`` strings; ``callbacks``: callables ``(runner, t, row_or_None)``
-    called after every round.
+    called after every round. It writes no run directory, so the ``output`` settings that
+    write one (``output.tensorboard``, ``output.wandb``) are ignored, with a warning.
     """
     resolved = load_config(config, list(overrides))
+    warn_unwritten_output(resolved, "gossipfl.run()")
     return Runner(resolved, callbacks=callbacks).run()
+
+
+def warn_unwritten_output(config: Config, caller: str) -> None:
+    """One :class:`~gossipfl.errors.IgnoredSetting` warning naming the output settings set in
+    ``config`` that ``caller`` (which writes no run directory) does not read."""
+    import warnings
+
+    from gossipfl.errors import IgnoredSetting
+
+    output = config.output
+    unread = [f"output.{key}" for key in ("tensorboard", "wandb") if getattr(output, key)]
+    if unread:
+        warnings.warn(f"{', '.join(unread)}: ignored, because {caller} writes no run "
+                      f"directory, so nothing is logged; use `gossipfl run` or "
+                      f"gossipfl.sweep(), or log from a callback.", IgnoredSetting,
+                      stacklevel=3)
 
 
 def partition_summary(config: Config | dict | str | Path | None = None, *,

@@ -568,19 +568,56 @@ GRAPH_KEYS = ("name", "mixing", "k", "p", "s", "path", "sparse", "matrix")
 
 
 def _warn_ignored(config: Config) -> None:
-    """One warning naming the settings the chosen algorithm ignores (they are checked all the
-    same): the topology of a centralized algorithm."""
-    from gossipfl.algorithms import get_algorithm
+    """The one rule for settings nobody reads: each setting a config sets that the chosen
+    components do not read (it is checked all the same) gets one warning naming it and the
+    reason (:class:`~gossipfl.errors.IgnoredSetting`)."""
+    from gossipfl.errors import IgnoredSetting
 
-    if not get_algorithm(config.algorithm.name).centralized:
-        return
-    default = TopologyConfig()
-    changed = [f"topology.{key}" for key in GRAPH_KEYS
-               if getattr(config.topology, key) is not getattr(default, key)
-               and not _same(getattr(config.topology, key), getattr(default, key))]
-    if changed:
-        warnings.warn(f"{', '.join(changed)}: ignored, because {config.algorithm.name} is a "
-                      f"centralized algorithm and has no communication graph.", stacklevel=3)
+    for settings, reason in ignored_settings(config):
+        warnings.warn(f"{', '.join(settings)}: ignored, because {reason}.", IgnoredSetting,
+                      stacklevel=4)
+
+
+def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
+    """``(settings, reason)`` for every group of set keys no component of ``config`` reads."""
+    from gossipfl.algorithms import get_algorithm
+    from gossipfl.topology.graphs import READS
+
+    name = config.algorithm.name
+    centralized = get_algorithm(name).centralized
+    default, topology = TopologyConfig(), config.topology
+    out: list[tuple[list[str], str]] = []
+
+    def changed(keys: Sequence[str]) -> list[str]:
+        return [f"topology.{key}" for key in keys
+                if getattr(topology, key) is not getattr(default, key)
+                and not _same(getattr(topology, key), getattr(default, key))]
+
+    systems = config.systems
+    availability = (systems.availability if systems is not None else None) or {}
+    links = availability.get("links") if isinstance(availability, dict) else None
+    if centralized:
+        graph = changed(GRAPH_KEYS)
+        if graph:
+            reason = f"{name} is a centralized algorithm and has no communication graph"
+            out.append((graph, reason))
+        if isinstance(links, dict) and links.get("fail", 0):
+            reason = (f"{name} is a centralized algorithm: its clients talk only to the "
+                      f"server, so there are no links between clients to fail")
+            out.append((["systems.availability.links.fail"], reason))
+        return out
+    unread = [key for key in ("k", "p", "s", "path", "matrix")
+              if topology.name in READS and key not in READS[topology.name]]
+    params = changed(unread)
+    if params:
+        reason = (f"topology.name is {topology.name}, which does not read "
+                  f"{'it' if len(params) == 1 else 'them'}")
+        out.append((params, reason))
+    if systems is not None and systems.deadline is not None:
+        reason = (f"{name} is a decentralized algorithm: the deadline is how long a server "
+                  f"waits for its sampled clients, and there is no server")
+        out.append((["systems.deadline"], reason))
+    return out
 
 
 def _same(a: Any, b: Any) -> bool:

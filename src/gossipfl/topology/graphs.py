@@ -76,6 +76,12 @@ TOPOLOGIES = ("ring", "grid", "exponential", "full", "star", "erdos_renyi", "k_r
               "random_k", "authors_random", "one_peer_exponential", "base_k", "epidemic",
               "random_matching", "custom")
 PARAMS = ("k", "p", "s", "path", "array", "matrix")
+#: The ``topology`` keys each built-in topology reads (the others it is given are not used;
+#: gossipfl.config warns about those a config sets).
+READS = {"ring": (), "grid": (), "exponential": (), "full": (), "star": (),
+         "erdos_renyi": ("p",), "k_regular": ("k",), "random_k": ("k",),
+         "authors_random": ("k",), "one_peer_exponential": (), "base_k": ("k",),
+         "epidemic": ("s",), "random_matching": (), "custom": ("path", "matrix")}
 STOCHASTIC = ("doubly", "row", "column")  # what every round's W is (Topology.stochastic)
 MAX_DRAWS = 100  # random graphs are redrawn this many times at most to get a connected one
 CONNECTIVITY_WINDOW = 10  # rounds whose union must be connected for a time-varying topology
