@@ -240,3 +240,59 @@ def test_tensorboard_through_the_python_run_warns(recwarn):
     with pytest.warns(IgnoredSetting, match=r"output\.tensorboard: ignored, because "
                                             r"gossipfl\.run\(\) writes no run directory"):
         gossipfl.run(config)
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Hangs and kills
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_before_the_first_round_ends_stops_at_once(tmp_path, monkeypatch, signum):
+    """A first round (or set-up in it) that takes long: the first signal stops it at once,
+    since no round has finished that a checkpoint could save."""
+    import os
+    import signal
+    import time
+
+    from gossipfl.runner import Runner
+
+    def long_round(self, t):
+        os.kill(os.getpid(), getattr(signal, signum))
+        time.sleep(5)  # the signal arrives here
+        raise AssertionError("the round went on after the signal")
+
+    prepared = prepare_fresh(load_config(TINY), tmp_path / "run")
+    monkeypatch.setattr(Runner, "run_round", long_round)
+    messages = []
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        execute(prepared, warn=messages.append)
+    assert time.perf_counter() - start < 3
+    assert messages == ["stopping now: no round has finished yet, so there is none to save"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds_done"] == 0
+
+
+def test_after_a_round_the_first_signal_still_waits_for_the_round_end(tmp_path):
+    import os
+    import signal
+
+    def signal_in_round_two(runner, t, row):
+        if t == 0:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    messages = []
+    with pytest.raises(KeyboardInterrupt):
+        execute(prepare_fresh(load_config(TINY), tmp_path / "run"), [signal_in_round_two],
+                warn=messages.append)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["checkpoint_round"] == 1 and "stopping after the current round" in messages[0]
+
+
+def test_a_local_test_size_too_large_for_memory_is_refused_before_allocation(work, capsys,
+                                                                            monkeypatch):
+    monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 8 << 30)
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big", "--set",
+                       "data.local_test_size=100000000", "--set", "eval.personalized=true")
+    assert err.startswith("error: data.local_test_size: local test splits of 100000000 "
+                          "samples for each of 4 clients needs at least 8.9 GiB"), err
+    assert not (work / "big").exists()

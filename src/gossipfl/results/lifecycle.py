@@ -171,7 +171,7 @@ def execute(prepared: PreparedRun, callbacks: Sequence[Callback] = (),
     config = runner.config
     recorder = Recorder(run_dir, config.output.checkpoint_every,
                         checkpoint_round=None if prepared.fresh else runner.round or None)
-    stop = StopRequest(warn)
+    stop = StopRequest(warn, runner)  # stops at once until a round has finished
     tracking = Tracking.open(run_dir, config, runner.round, warn) if run_dir.writes \
         else Tracking([], warn)  # output.tensorboard, output.wandb
     runner.callbacks = [recorder, tracking, *callbacks, stop]
