@@ -296,3 +296,73 @@ def test_a_local_test_size_too_large_for_memory_is_refused_before_allocation(wor
     assert err.startswith("error: data.local_test_size: local test splits of 100000000 "
                           "samples for each of 4 clients needs at least 8.9 GiB"), err
     assert not (work / "big").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# 5. Tracebacks and misleading messages
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("content, expected", [
+    (b"\x00\x01\xff\xfe", "is a binary file, not text with one number per client."),
+    (b"0.1\n0.2\xff\n", "is not UTF-8 text (byte 7 is 0xff)."),
+])
+def test_an_unreadable_compute_speeds_file_is_one_sentence(work, capsys, content, expected):
+    (work / "speeds.bin").write_bytes(content)
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "r", "--set",
+                       "systems.compute.path=speeds.bin")
+    assert err.startswith("error: systems.compute.path: '") and expected in err, err
+    assert not (work / "r").exists()
+
+
+@pytest.mark.parametrize("matrix, expected", [
+    ([[0.5, 0.25, 0.25, 0], [0.5, 0.5], [0.25, 0.25, 0.5, 0], [0, 0, 0, 1]],
+     "topology.matrix: the rows have different lengths (4, 2, 4, 4)"),
+    ("m.csv", ("topology.matrix: got the file name 'm.csv'; a matrix file goes in "
+              "topology.path")),
+    ([["a", "b"], ["c", "d"]], "topology.matrix: must be an [M, M] array of numbers"),
+])
+def test_a_ragged_or_named_matrix_is_one_sentence_through_the_api(matrix, expected):
+    import gossipfl
+
+    config = {**TINY, "topology": {"name": "custom", "matrix": matrix}}
+    with pytest.raises(GossipflError) as error:
+        gossipfl.run(config)
+    assert str(error.value).startswith(expected), error.value
+
+
+def test_new_into_a_folder_that_cannot_be_made_is_one_sentence(tmp_path, capsys):
+    err = one_sentence(capsys, "new", "model", "tinynet", "--out", "/proc/nope")
+    assert "--out: cannot create the folder '/proc/nope'" in err
+
+
+def test_a_typo_in_the_compression_lists_every_key_and_suggests_the_close_one(work, capsys):
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "r", "--set",
+                       "topology.compression={compressor: top_k, fraction: 0.5, gama: 0.2}")
+    assert "topology.compression.gama" in err and "did you mean 'gamma'?" in err
+    assert "allowed: fraction, k, gamma, error_feedback." in err
+
+
+def test_one_override_string_is_one_override():
+    import gossipfl
+
+    config = {**TINY, "train": {**TINY["train"], "rounds": 3}}
+    result = gossipfl.run(config, overrides="train.rounds=1")
+    assert [row["round"] for row in result.metrics] == [1]
+    with pytest.raises(GossipflError, match=r"^overrides: must be a list of 'key\.path=value'"):
+        gossipfl.run(config, overrides={"train.rounds": 1})
+
+
+def test_one_target_string_is_one_target(tmp_path):
+    import gossipfl
+
+    execute(prepare_fresh(load_config({**TINY, "train": {**TINY["train"], "rounds": 2}}),
+                          tmp_path / "run"))
+    report = gossipfl.report(tmp_path / "run", targets="70%", out=tmp_path / "rep")
+    assert report.targets == [0.7]
+    assert gossipfl.load_study(tmp_path / "run", targets="70%").report.targets == [0.7]
+
+
+def test_a_negative_round_of_the_topology_command_is_refused(capsys):
+    err = one_sentence(capsys, "topology", "random_k", "--clients", "8", "--k", "2",
+                       "--round", "-5")
+    assert err == "error: --round: must be a round number >= 0 (rounds count from 0), got -5.\n"
+

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gossipfl.analysis.analyze import analyze
-from gossipfl.config import Config, load_config
+from gossipfl.config import Config, as_list, load_config
 from gossipfl.errors import GossipflError
 from gossipfl.experiment import build_data
 from gossipfl.frames import StudyResults, load_run, load_study
@@ -46,7 +46,7 @@ def run(config: Config | dict | str | Path | None = None, *,
     called after every round. It writes no run directory, so the ``output`` settings that
     write one (``output.tensorboard``, ``output.wandb``) are ignored, with a warning.
     """
-    resolved = load_config(config, list(overrides))
+    resolved = load_config(config, overrides)
     warn_unwritten_output(resolved, "gossipfl.run()")
     return Runner(resolved, callbacks=callbacks).run()
 
@@ -76,7 +76,7 @@ def partition_summary(config: Config | dict | str | Path | None = None, *,
     """
     from gossipfl.data import summarize_partition
 
-    resolved = load_config(config, list(overrides))
+    resolved = load_config(config, overrides)
     dataset, parts = build_data(resolved)
     return summarize_partition(parts, dataset.train_y.cpu().numpy(), dataset.num_classes)
 
@@ -103,8 +103,8 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     from gossipfl.sweep import load_study as parse_study
     from gossipfl.sweep import run_study
 
-    outcome = run_study(parse_study(study, list(overrides)), out=out, device=device,
-                        progress=progress, log=log, warn=warn,
+    sets = as_list(overrides, "overrides", "'key.path=value' strings")
+    outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress, log=log, warn=warn,
                         allow_changed_inputs=allow_changed_inputs)
     return StudyResults(outcome.path, outcome.report, dict(outcome.outcomes),
                         dict(outcome.failed), outcome.report_error, outcome)
@@ -112,7 +112,7 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
 
 def report(paths: str | Path | Sequence[str | Path], *,
            targets: Sequence[float | str] | None = None, metric: str | None = None,
-           out: str | Path | None = None) -> Report:
+           out: str | Path | None = None, target_key: str = "targets") -> Report:
     """The table and figures of existing run or study directories (``gossipfl report``):
     ``table.md``, ``table.csv`` and the figures written into ``out`` (default: the one path
     given, else ``./report``).
@@ -135,7 +135,8 @@ def report(paths: str | Path | Sequence[str | Path], *,
         else Path("report")
     check_writable(folder, "--out")
     runs = find_runs(paths)
-    chosen = [parse_target(t) for t in targets] if targets \
+    given = as_list(targets, "targets", "accuracies")  # one target alone: a list of one
+    chosen = [parse_target(t, target_key) for t in given] if given \
         else study_settings(paths).get("targets")
     return write_report(runs, folder, metric=metric, targets=chosen)
 

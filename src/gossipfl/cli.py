@@ -307,7 +307,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from gossipfl.api import report
 
     result = report(args.paths, targets=args.target or None, metric=args.metric,
-                    out=args.out)
+                    out=args.out, target_key="--target")
     _print_report(result, result.files[0].parent)
     return 0
 
@@ -368,6 +368,9 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
     params = {k: v for k, v in (("k", args.k), ("p", args.p), ("s", args.s),
                                 ("path", args.path)) if v is not None}
+    if args.round < 0:
+        raise GossipflError(f"--round: must be a round number >= 0 (rounds count from 0), got "
+                            f"{args.round}.")
     if args.draw:
         check_writable_file(args.draw, "--draw")
     topology = build_topology(args.name, args.clients, mixing=args.mixing, seed=args.seed,

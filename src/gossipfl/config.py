@@ -309,13 +309,26 @@ EXCLUSIVE = (("train", "local_epochs", "local_steps", 1),)
 # --------------------------------------------------------------------------------------------
 # Parsing
 # --------------------------------------------------------------------------------------------
+def as_list(value: Any, key: str, what: str) -> list:
+    """``value`` as a list: a lone string (or number) is a list of one; anything that is not
+    a list, tuple or other sequence of values is one sentence naming ``key``."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes, int, float)):
+        return [value]
+    if isinstance(value, dict) or not isinstance(value, (list, tuple, Sequence)):
+        raise GossipflError(f"{key}: must be a list of {what}, got {value!r}.")
+    return list(value)
+
+
 def load_config(source: Config | dict | str | Path | None = None,
                 overrides: list[str] | None = None) -> Config:
     """Parse and validate a config from a dict, a YAML path or a Config.
 
     ``overrides`` are ``"key.path=value"`` strings (values parsed as YAML scalars) applied
-    before validation, as the CLI's ``--set`` does.
+    before validation, as the CLI's ``--set`` does (one string alone is one override).
     """
+    overrides = as_list(overrides, "overrides", "'key.path=value' strings")
     if isinstance(source, Config):
         if overrides:
             source = source.to_dict(api_values=True)
@@ -377,8 +390,9 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=YamlLoader)  # a SafeLoader subclass
 
 
-def read_text(path: Path, what: str = "config") -> str:
-    """The UTF-8 text of ``path``, or one sentence saying why it cannot be read."""
+def read_text(path: Path, what: str = "config", kind: str = "YAML text") -> str:
+    """The UTF-8 text of ``path``, or one sentence saying why it cannot be read (``kind``:
+    what the file should hold, for a binary one)."""
     if path.is_dir():
         raise GossipflError(f"{what}: '{path}' is a directory, not a file.")
     if not path.exists():
@@ -388,7 +402,7 @@ def read_text(path: Path, what: str = "config") -> str:
     except OSError as exc:
         raise GossipflError(f"{what}: '{path}' cannot be read ({exc.strerror or exc}).") from None
     if b"\x00" in data:
-        raise GossipflError(f"{what}: '{path}' is a binary file, not YAML text.")
+        raise GossipflError(f"{what}: '{path}' is a binary file, not {kind}.")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -446,15 +446,33 @@ def _custom_source(m: int, params: dict) -> tuple[np.ndarray, str]:
     if path is not None:
         matrix, key = load_matrix(path), "topology.path"
     else:
-        if hasattr(array, "detach"):
-            array = array.detach().cpu().numpy()
-        matrix, key = np.asarray(array, dtype=np.float64), "topology.matrix"
+        matrix, key = _api_matrix(array), "topology.matrix"
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
         raise GossipflError(f"{key}: the matrix must be square, got shape {matrix.shape}.")
     if matrix.shape[0] != m:
         raise GossipflError(f"{key}: the matrix is {matrix.shape[0]}×{matrix.shape[0]} but "
                             f"there are {m} clients.")
     return matrix, key
+
+
+def _api_matrix(array: Any) -> np.ndarray:
+    """``topology.matrix`` as float64, or one sentence on what it is instead."""
+    if isinstance(array, (str, Path)):
+        raise GossipflError(f"topology.matrix: got the file name '{array}'; a matrix file goes "
+                            f"in topology.path, topology.matrix takes the [M, M] array itself.")
+    if hasattr(array, "detach"):
+        array = array.detach().cpu().numpy()
+    try:
+        return np.asarray(array, dtype=np.float64)
+    except (ValueError, TypeError):
+        rows = [len(r) for r in array] if isinstance(array, (list, tuple)) and all(
+            isinstance(r, (list, tuple)) for r in array) else None
+        if rows is not None and len(set(rows)) > 1:
+            raise GossipflError(f"topology.matrix: the rows have different lengths "
+                                f"({', '.join(map(str, rows[:8]))}{', ...' if len(rows) > 8 else ''}"
+                                f"); a mixing matrix is [M, M] numbers.") from None
+        raise GossipflError(f"topology.matrix: must be an [M, M] array of numbers, got "
+                            f"{type(array).__name__} {str(array)[:60]!r}.") from None
 
 
 def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:
