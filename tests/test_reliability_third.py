@@ -366,3 +366,27 @@ def test_a_negative_round_of_the_topology_command_is_refused(capsys):
                        "--round", "-5")
     assert err == "error: --round: must be a round number >= 0 (rounds count from 0), got -5.\n"
 
+
+def test_switching_the_model_drops_the_options_of_the_other_one_with_a_note():
+    from gossipfl.cli import QUICKSTART
+    from gossipfl.errors import IgnoredSetting
+
+    assert QUICKSTART["model"].get("options")  # the mlp's hidden layers
+    with pytest.warns(IgnoredSetting, match=r"model\.options\.hidden: dropped, because "
+                                            r"model\.name is now logistic"):
+        config = load_config(QUICKSTART, ["model.name=logistic"])
+    assert config.model.options == {}
+    kept = load_config(QUICKSTART, ["model.name=logistic", "model.options.bias=false"])
+    assert kept.model.options == {"bias": False}
+    with pytest.raises(GossipflError, match=r"model\.options\.hidden: not an option"):
+        load_config(QUICKSTART, ["model.name=logistic", "model.options.hidden=[3]"])
+
+
+def test_a_study_grid_over_models_drops_the_base_models_options():
+    from gossipfl.sweep import expand, load_study
+
+    base = {**TINY, "model": {"name": "mlp", "options": {"hidden": [5]}}}
+    study = load_study({"name": "models", "base": base, "grid": {"model.name": ["mlp", "logistic"]}})
+    with pytest.warns(UserWarning):
+        variants = expand(study)
+    assert [v.config.model.options for v in variants] == [{"hidden": [5]}, {}]

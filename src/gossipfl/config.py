@@ -471,6 +471,29 @@ def replace_partner(node: dict, path: Sequence[str], value: Any) -> None:
     partner = _partner(path)
     if partner is not None and value is not None:
         node.pop(partner, None)
+    if list(path) == ["model", "name"] and value != node.get("name"):
+        _drop_foreign_options(node, value)
+
+
+def _drop_foreign_options(model: dict, name: Any) -> None:
+    """A later level switching ``model.name``: the earlier level's ``model.options`` that
+    the new model does not take belonged to the old one; they are dropped, with a note."""
+    from gossipfl.errors import IgnoredSetting
+    from gossipfl.models import MODELS, model_options
+
+    options = model.get("options")
+    if not isinstance(options, dict) or not options or not isinstance(name, str) \
+            or name not in MODELS:
+        return
+    allowed = model_options(name)
+    foreign = [key for key in options if key not in allowed]
+    if not foreign:
+        return
+    model["options"] = {k: v for k, v in options.items() if k in allowed}
+    shown = ", ".join(f"model.options.{key}" for key in foreign)
+    warnings.warn(f"{shown}: dropped, because model.name is now {name}, which does not take "
+                  f"{'it' if len(foreign) == 1 else 'them'} (an option of model "
+                  f"{model.get('name', 'cnn')}).", IgnoredSetting, stacklevel=4)
 
 
 def check_exclusive(raw: dict, where: str = "", typed: bool = False) -> None:
