@@ -16,10 +16,8 @@ from gossipfl.engine import memory
 from gossipfl.errors import GossipflError
 from gossipfl.io import FolderLock, WriteError
 from gossipfl.topology import Mixer, build_topology
-from tests import test_cli
 from tests.test_reliability import SRC_ENV, one_sentence
 
-work = test_cli.work  # the fixture: a working directory holding tiny.yaml
 GiB = 2 ** 30
 
 

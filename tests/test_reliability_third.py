@@ -390,3 +390,105 @@ def test_a_study_grid_over_models_drops_the_base_models_options():
     with pytest.warns(UserWarning):
         variants = expand(study)
     assert [v.config.model.options for v in variants] == [{"hidden": [5]}, {}]
+
+
+# --------------------------------------------------------------------------------------------
+# 4. gossipfl sweep --jobs N: exit status, a killed worker, Ctrl-C, --only
+# --------------------------------------------------------------------------------------------
+KILLER = '''import os
+import signal
+
+from torch import nn
+
+from gossipfl.models import register_model
+
+
+@register_model("killer")
+def killer(input_shape, num_classes):
+    """Killed by SIGKILL when built in a sweep's worker (as the OOM killer would)."""
+    if os.environ.get("KILL_OUTSIDE") not in (None, str(os.getpid())):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return nn.Linear(int(input_shape[-1]), num_classes)
+'''
+
+
+def parallel_study(tmp_path: Path, grid: dict, rounds: int = 1, **extra) -> Path:
+    base = {**TINY, "train": {**TINY["train"], "rounds": rounds}, **extra}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "par", "out": str(tmp_path / "studies"),
+                                    "base": base, "grid": grid, "seeds": [0]}))
+    return path
+
+
+@pytest.mark.slow
+def test_sweep_jobs_survives_a_killed_worker_and_exits_1(tmp_path, capsys, monkeypatch):
+    import os
+
+    (tmp_path / "killer.py").write_text(KILLER)
+    monkeypatch.setenv("KILL_OUTSIDE", str(os.getpid()))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path.cwd() / "src"),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    study = parallel_study(tmp_path, {"model.name": ["logistic", "killer"]},
+                           plugins=[str(tmp_path / "killer.py")])
+    code, _, err = gossipfl(capsys, "sweep", str(study), "--jobs", "2")
+    assert code == 1, err
+    assert "failed: killer-seed0: its worker process was killed by SIGKILL" in err
+    folder = tmp_path / "studies" / "par"
+    assert json.loads((folder / "logistic-seed0" / "summary.json").read_text())["status"] \
+        == "finished"
+    assert (folder / "table.csv").is_file()
+
+
+@pytest.mark.slow
+def test_sweep_jobs_gives_the_sequential_numbers_and_then_skips(tmp_path):
+    import os
+
+    import gossipfl
+
+    os.environ.setdefault("PYTHONPATH", str(Path.cwd() / "src"))
+    study = parallel_study(tmp_path, {"train.lr": [0.1, 0.05]}, rounds=2)
+    parallel = gossipfl.sweep(study, jobs=2)
+    assert set(parallel.outcomes.values()) == {"ran"} and not parallel.failed
+    sequential = gossipfl.sweep(study, out=tmp_path / "seq")
+    timing = [c for c in parallel.table.columns if c.startswith("seconds_per_round")]
+    assert parallel.table.drop(columns=timing).equals(sequential.table.drop(columns=timing))
+    again = gossipfl.sweep(study, jobs=2)
+    assert set(again.outcomes.values()) == {"skipped"}
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_sweep_jobs_stops_the_workers_and_exits_130(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    study = parallel_study(tmp_path, {"train.lr": [0.1, 0.05]}, rounds=100000)
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd() / "src")}
+    process = subprocess.Popen([sys.executable, "-m", "gossipfl", "sweep", str(study),
+                                "--jobs", "2"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    folder = tmp_path / "studies" / "par"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(folder.glob("*/metrics.csv"))) < 2:
+        time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Resume with:" in err and "--jobs 2" in err
+    for run in ("lr_0.1-seed0", "lr_0.05-seed0"):
+        summary = json.loads((folder / run / "summary.json").read_text())
+        assert summary["status"] == "interrupted" and summary["checkpoint_round"] >= 1
+
+
+def test_sweep_only_matching_nothing_is_one_sentence(tmp_path, capsys):
+    study = parallel_study(tmp_path, {"train.lr": [0.1, 0.05]})
+    err = one_sentence(capsys, "sweep", str(study), "--only", "nothing*")
+    assert "--only: no run of the study matches nothing*; its runs are lr_0.1-seed0" in err
+
+
+def test_sweep_jobs_below_one_is_one_sentence(tmp_path, capsys):
+    study = parallel_study(tmp_path, {"train.lr": [0.1]})
+    err = one_sentence(capsys, "sweep", str(study), "--jobs", "0")
+    assert "--jobs: must be a whole number of worker processes >= 1, got 0." in err

@@ -86,7 +86,8 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
           progress: Callable[[Any, str], Any] | None = None,
           log: Callable[[str], None] | None = None,
           warn: Callable[[str], None] | None = None,
-          allow_changed_inputs: bool = False) -> StudyResults:
+          allow_changed_inputs: bool = False, jobs: int = 1,
+          only: Sequence[str] = ()) -> StudyResults:
     """Run a study (``gossipfl sweep``): every grid point and seed not yet done, then the
     table and figures in ``<out>/<name>/``.
 
@@ -98,14 +99,18 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     :class:`~gossipfl.frames.StudyResults` (``.runs``, ``.metrics``, ``.table`` DataFrames,
     ``.plot()``, ``.failed``); a failed run does not raise (it is in ``.failed``).
     ``allow_changed_inputs``: resume a run whose input files (a matrix, a speeds file, a
-    plugin) changed since it started, with a warning, instead of refusing it.
+    plugin) changed since it started, with a warning, instead of refusing it. ``jobs``: run
+    that many runs at a time, each on a worker process of its own (a killed worker fails its
+    run, the others go on); ``only``: just the runs whose directory name matches one of
+    these patterns (``fnmatch``: ``"dfedavg-seed*"``).
     """
     from gossipfl.sweep import load_study as parse_study
     from gossipfl.sweep import run_study
 
     sets = as_list(overrides, "overrides", "'key.path=value' strings")
     outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress, log=log, warn=warn,
-                        allow_changed_inputs=allow_changed_inputs)
+                        allow_changed_inputs=allow_changed_inputs, jobs=jobs,
+                        only=as_list(only, "only", "patterns"))
     return StudyResults(outcome.path, outcome.report, dict(outcome.outcomes),
                         dict(outcome.failed), outcome.report_error, outcome)
 

@@ -2,8 +2,8 @@
 
     gossipfl run [CONFIG.yaml] [--set key.path=value ...] [--out DIR] [--device cpu|cuda]
                  [--name NAME] [--resume RUN_DIR [--allow-changed-inputs]] [--quiet]
-    gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--allow-changed-inputs]
-                   [--quiet]
+    gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--jobs N]
+                   [--only GLOB ...] [--allow-changed-inputs] [--quiet]
     gossipfl report PATH... [--metric NAME] [--target ACC ...] [--out DIR]
     gossipfl stability CONFIG_OR_STUDY.yaml [--set ...] [--perturb client|sample|none]
                        [--client I] [--every N] [--out DIR] [--device ...] [--quiet]
@@ -198,8 +198,9 @@ def _resume_run_command(args: argparse.Namespace, run_dir: Path) -> str:
 
 
 def _resume_sweep_command(args: argparse.Namespace) -> str:
+    jobs = ("jobs",) if getattr(args, "jobs", 1) != 1 else ()
     return command_line("sweep", args.study,
-                        *_option_args(args, ("out", "set", "device", "plugin")))
+                        *_option_args(args, ("out", "set", "device", *jobs, "only", "plugin")))
 
 
 def _execute(prepared: Any, args: argparse.Namespace) -> int:
@@ -276,7 +277,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         outcome = sweep(args.study, overrides=args.set, out=args.out, device=args.device,
                         progress=progress, log=log, warn=_warn,
-                        allow_changed_inputs=args.allow_changed_inputs)
+                        allow_changed_inputs=args.allow_changed_inputs, jobs=args.jobs,
+                        only=args.only)
     except KeyboardInterrupt:
         _err(f"interrupted; finished runs are kept and the interrupted one keeps its last "
              f"checkpoint. Resume with: {_resume_sweep_command(args)}")
@@ -495,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_set(sweep, "override a key of the study's base config")
     sweep.add_argument("--out", help="parent folder of the study folder")
     sweep.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    sweep.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="runs at a time, each on a worker process of its own (default 1)")
+    sweep.add_argument("--only", action="append", default=[], metavar="GLOB",
+                       help="run only the runs whose directory name matches (repeatable)")
     sweep.add_argument("--allow-changed-inputs", action="store_true",
                        help="resume runs (with a warning) whose input files have changed")
     sweep.add_argument("--quiet", action="store_true", help="no progress bars")
