@@ -492,3 +492,17 @@ def test_sweep_jobs_below_one_is_one_sentence(tmp_path, capsys):
     study = parallel_study(tmp_path, {"train.lr": [0.1]})
     err = one_sentence(capsys, "sweep", str(study), "--jobs", "0")
     assert "--jobs: must be a whole number of worker processes >= 1, got 0." in err
+
+
+def test_a_bad_speeds_file_of_a_later_grid_point_stops_the_study_before_any_run(tmp_path):
+    from gossipfl.sweep import load_study, run_study
+
+    (tmp_path / "four.txt").write_text("0.1 0.1 0.1 0.1\n")
+    (tmp_path / "three.txt").write_text("0.1 0.1 0.1\n")
+    study = {"name": "late", "out": str(tmp_path / "studies"), "base": TINY,
+             "grid": {"systems.compute.path": [str(tmp_path / "four.txt"),
+                                               str(tmp_path / "three.txt")]}}
+    with pytest.raises(GossipflError, match=r"systems\.compute\.path: .*three\.txt' holds 3 "
+                                            r"values, but there are 4 clients"):
+        run_study(load_study(study))
+    assert not (tmp_path / "studies").exists()

@@ -47,7 +47,7 @@ from gossipfl.config import (
 )
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
-from gossipfl.results.inputs import with_absolute_paths
+from gossipfl.results.inputs import compute_path, with_absolute_paths
 from gossipfl.results.lifecycle import (
     PreparedRun,
     RunOutcome,
@@ -289,8 +289,9 @@ def _compact(value: Any) -> str:
 
 def check_buildable(config: Config) -> None:
     """What can be checked without the data: whether the gossip order (schedule) is defined
-    for the algorithm and its parameters, and the algorithm's topology for the client count
-    (a graph that cannot be built, or is too large for memory, is refused here)."""
+    for the algorithm and its parameters, the compute-speeds file (one number per client),
+    and the algorithm's topology for the client count (a graph that cannot be built, or is
+    too large for memory, is refused here)."""
     from gossipfl.algorithms import get_algorithm
     from gossipfl.schedules import get_schedule
     from gossipfl.topology import build_topology
@@ -306,6 +307,11 @@ def check_buildable(config: Config) -> None:
     refusal = None if declared is None else get_schedule(topo.order).refusal(declared, None)
     if refusal:
         raise GossipflError(refusal)
+    speeds = compute_path(config)
+    if speeds is not None and config.data.tensors is None:  # one number per client
+        from gossipfl.systems.model import read_values
+
+        read_values(speeds, config.data.clients)
     if algorithm.centralized or topo.matrix is not None:
         return
     build_topology(topo.name, config.data.clients, mixing=topo.mixing, seed=config.seed,
