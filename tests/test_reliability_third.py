@@ -506,3 +506,19 @@ def test_a_bad_speeds_file_of_a_later_grid_point_stops_the_study_before_any_run(
                                             r"values, but there are 4 clients"):
         run_study(load_study(study))
     assert not (tmp_path / "studies").exists()
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["algorithm.head_epochs=1", "algorithm.head_steps=5"],
+     "algorithm.head_epochs: 1 and algorithm.head_steps: 5 are both set on the command line"),
+])
+def test_head_steps_and_head_epochs_typed_together_are_refused(overrides, expected):
+    base = {**TINY, "algorithm": {"name": "dfedmdc"}}
+    with pytest.raises(GossipflError, match=expected):
+        load_config(base, overrides)
+
+
+def test_head_steps_from_a_later_level_replaces_head_epochs():
+    base = {**TINY, "algorithm": {"name": "dfedmdc", "head_epochs": 3}}
+    params = load_config(base, ["algorithm.head_steps=5"]).algorithm.params
+    assert (params.head_steps, params.head_epochs) == (5, 1)

@@ -303,7 +303,8 @@ API_ONLY = {("data", "tensors"), ("model", "factory"), ("topology", "matrix"),
 #: quickstart, a study's grid over its base) replaces the other key of its pair from the
 #: earlier level. Within one level both set is an error, except (in a file or dict) the first
 #: at its default, which is how a resolved config (a run directory's config.yaml) reads.
-EXCLUSIVE = (("train", "local_epochs", "local_steps", 1),)
+EXCLUSIVE = (("train", "local_epochs", "local_steps", 1),
+             ("algorithm", "head_epochs", "head_steps", 1))  # dfedmdc, dfedsmdc
 
 
 # --------------------------------------------------------------------------------------------
