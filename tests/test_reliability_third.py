@@ -137,6 +137,23 @@ def test_a_study_with_relative_input_paths_resumes_its_runs(inputs_dir):
     assert set(again.outcomes.values()) == {"skipped"}
 
 
+def test_resume_refuses_a_changed_data_file(tmp_path, monkeypatch, capsys):
+    """The user's own dataset files (data.verify: false) are recorded and checked alike."""
+    from tests.test_data_formats import mnist_arrays, write_mnist_folder
+
+    monkeypatch.chdir(tmp_path)
+    write_mnist_folder(tmp_path / "data" / "mnist", mnist_arrays(train=40, test=8))
+    config = {**TINY, "data": {"dataset": "mnist", "root": str(tmp_path / "data"),
+                               "download": False, "verify": False, "clients": 4,
+                               "partition": "iid"}}
+    run = interrupted(tmp_path, config)
+    recorded = json.loads((run / INPUTS_FILE).read_text())["files"]
+    assert {f["key"] for f in recorded} == {"data"} and len(recorded) == 4
+    write_mnist_folder(tmp_path / "data" / "mnist", mnist_arrays(seed=1, train=40, test=8))
+    err = one_sentence(capsys, "run", "--resume", str(run), "--quiet")
+    assert "error: --resume: data: '" in err and "has changed since the run started" in err
+
+
 def test_resume_without_inputs_json_still_works(inputs_dir):
     """A run directory of an older gossipfl (no inputs.json) resumes as before."""
     run = interrupted(inputs_dir, with_inputs())
