@@ -554,3 +554,13 @@ def test_a_time_varying_topology_too_large_for_memory_is_refused_before_its_roun
                                             r"one_peer_exponential topology needs at least"):
         build_topology("one_peer_exponential", 3000)
 
+
+
+def test_a_study_prints_an_ignored_setting_once(tmp_path, capsys):
+    base = {**TINY, "train": {**TINY["train"], "rounds": 1}, "systems": {"deadline": 3}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({
+        "name": "once", "out": str(tmp_path), "base": base, "grid": {"train.lr": [0.1, 0.05]},
+        "seeds": [0, 1]}))
+    code, _, err = gossipfl(capsys, "sweep", str(tmp_path / "s.yaml"), "--quiet")
+    assert code == 0, err
+    assert err.count("systems.deadline: ignored") == 1, err

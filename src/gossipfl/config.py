@@ -494,7 +494,7 @@ def _drop_foreign_options(model: dict, name: Any) -> None:
     shown = ", ".join(f"model.options.{key}" for key in foreign)
     warnings.warn(f"{shown}: dropped, because model.name is now {name}, which does not take "
                   f"{'it' if len(foreign) == 1 else 'them'} (an option of model "
-                  f"{model.get('name', 'cnn')}).", IgnoredSetting, stacklevel=4)
+                  f"{model.get('name', 'cnn')}).", IgnoredSetting, stacklevel=1)
 
 
 def check_exclusive(raw: dict, where: str = "", typed: bool = False) -> None:
@@ -611,9 +611,10 @@ def _warn_ignored(config: Config) -> None:
     reason (:class:`~gossipfl.errors.IgnoredSetting`)."""
     from gossipfl.errors import IgnoredSetting
 
-    for settings, reason in ignored_settings(config):
+    for settings, reason in ignored_settings(config):  # from one place, so that the default
+        # filter shows each message once however many times a config is loaded (a study)
         warnings.warn(f"{', '.join(settings)}: ignored, because {reason}.", IgnoredSetting,
-                      stacklevel=4)
+                      stacklevel=1)
 
 
 def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
