@@ -78,6 +78,7 @@ def portable(config: Any, key: str = "--jobs") -> str:
 def _worker(task: Task, conn: Any) -> None:
     """A worker process: run one variant, send ``(what, status, error)`` back."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the sweep, which passes it on once
+    _stop_with_parent()
     import torch
 
     from gossipfl.config import load_config
@@ -112,6 +113,18 @@ def _worker(task: Task, conn: Any) -> None:
         conn.send(("failed", "failed", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
+
+
+def _stop_with_parent() -> None:
+    """Linux: SIGTERM to this worker when the sweep dies (killed itself), so the run stops
+    after its round with a checkpoint instead of running on unwatched."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def death(exitcode: int | None) -> str:

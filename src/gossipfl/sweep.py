@@ -24,7 +24,8 @@ its client count, algorithm parameters) before the first run starts. Running a s
 skips finished (and diverged) runs, retries failed and interrupted ones (from their checkpoint
 when they have one), and refuses a run directory whose config no longer matches. At the end
 ``table.md``, ``table.csv`` and the figures are written into the study folder; the outcome
-lists the runs that failed, with why.
+lists the runs that failed, with why. ``jobs`` > 1 runs that many at a time on worker
+processes (:mod:`gossipfl.jobs`), into the same directories.
 """
 
 from __future__ import annotations
