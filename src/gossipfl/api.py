@@ -108,8 +108,8 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     from gossipfl.sweep import run_study
 
     sets = as_list(overrides, "overrides", "'key.path=value' strings")
-    outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress, log=log, warn=warn,
-                        allow_changed_inputs=allow_changed_inputs, jobs=jobs,
+    outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress,
+                        log=log, warn=warn, allow_changed_inputs=allow_changed_inputs, jobs=jobs,
                         only=as_list(only, "only", "patterns"))
     return StudyResults(outcome.path, outcome.report, dict(outcome.outcomes),
                         dict(outcome.failed), outcome.report_error, outcome)
@@ -124,8 +124,9 @@ def report(paths: str | Path | Sequence[str | Path], *,
 
     ``targets``: accuracies for the rounds-to-target columns, fractions in (0, 1] or
     percentages written ``"70%"`` (default: the study file's, when one study folder is
-    given); ``metric``: the accuracy every row reports (default: each configuration's own).
-    Returns the :class:`~gossipfl.results.reporting.Report` (``markdown``, ``table`` rows,
+    given; one alone is a list of one); ``metric``: the accuracy every row reports (default:
+    each configuration's own); ``target_key``: how an error names the targets (the
+    command's ``--target``). Returns the :class:`~gossipfl.results.reporting.Report` (``markdown``, ``table`` rows,
     ``files``, ``left_out``: runs without usable metrics, and why).
     """
     from gossipfl.io import check_writable
