@@ -35,6 +35,13 @@ def builtin_algorithms() -> list[str]:
             if cls.__module__.startswith("gossipfl.algorithms.") and "synchronous" in cls.orders]
 
 
+def reads_k(topology: str) -> dict:
+    """``{"k": 2}`` where the topology reads k (elsewhere k would warn that it is ignored)."""
+    from gossipfl.topology.graphs import READS
+
+    return {"k": 2} if "k" in READS.get(topology, ("k",)) else {}
+
+
 def config(algorithm: str, topology: str = "ring", backend: str = "single",
            rounds: int = 2) -> dict:
     params = {"name": algorithm}
@@ -46,11 +53,12 @@ def config(algorithm: str, topology: str = "ring", backend: str = "single",
                          options={"num_classes": 3, "dim": 6, "train_size": 140,
                                   "test_size": 60, "seed": 3})
     setup["model"]["options"] = {"hidden": [8]}
-    setup["topology"] = {"name": topology, "k": 2}
+    setup["topology"] = {"name": topology, **reads_k(topology)}
     if topology == "epidemic":
         setup["topology"]["s"] = 2
     if topology.endswith("+top_k"):  # CHOCO-Gossip: encoded payloads between the ranks
-        setup["topology"] = {"name": topology.split("+")[0], "k": 2, "compression": {
+        name = topology.split("+")[0]
+        setup["topology"] = {"name": name, **reads_k(name), "compression": {
             "compressor": "top_k", "fraction": 0.1, "gamma": 0.5}}
     if topology == "push":  # a directed column-stochastic matrix (push-sum)
         from tests.test_sgp import push_matrix

@@ -73,8 +73,8 @@ def test_dfedmdc_head_steps_count_the_head_phase_in_steps():
 def test_dfedmdc_refuses_head_steps_with_head_epochs():
     p = TwoLayer(clients=4, dim=3, hidden=2)
     config = p.config({"name": "dfedmdc", "head_steps": 3, "head_epochs": 2})
-    with pytest.raises(gossipfl.GossipflError, match=r"algorithm\.head_steps: set it or "
-                       r"algorithm\.head_epochs, not both \(got head_steps 3, head_epochs 2\)"):
+    with pytest.raises(gossipfl.GossipflError, match=r"algorithm\.head_epochs: 2 and "
+                       r"algorithm\.head_steps: 3 are both set; set only one of them\."):
         gossipfl.run(config)
 
 

@@ -164,7 +164,7 @@ def test_the_mixer_checks_its_device_copy(monkeypatch):
      "(1000000000 classes) needs at least")),
     (["data.local_test_size=1000000000", "eval.personalized=true"],
      ("error: data.local_test_size: local test splits of 1000000000 samples for each of 4 "
-     "clients needs at least 59.6 GiB")),
+     "clients needs at least 89.4 GiB")),
     (["train.batch_size=1000000000"],
      ("error: train.batch_size: drawing 2 minibatch(es) of 1000000000 samples for each of 4 "
      "clients needs at least")),

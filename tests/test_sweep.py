@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -262,45 +261,13 @@ def test_bad_study_analysis(analysis, message):
         load_study(study(analysis=analysis))
 
 
-# --------------------------------------------------------------------------------------------
-# examples/studies/run_parallel.py: a study's runs on worker processes
-# --------------------------------------------------------------------------------------------
-@pytest.fixture
-def driver(monkeypatch):
-    """examples/studies/run_parallel.py as a module."""
-    import importlib
+def test_sweep_jobs_refuses_a_bad_study_in_one_sentence(tmp_path, capsys):
+    """gossipfl sweep --jobs (once examples/studies/run_parallel.py): every grid point is
+    validated before a worker starts."""
+    from tests.helpers import gossipfl
 
-    monkeypatch.syspath_prepend(str(ROOT / "examples" / "studies"))
-    return importlib.import_module("run_parallel")
-
-
-def test_parallel_driver_writes_the_runs_a_sweep_then_skips(tmp_path, monkeypatch, driver):
-    import sys
-
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(study(grid=GRID, seeds=[0, 1])))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
-    only = ["--only", "dfedavg-seed*", "--only", "dpsgd-seed1"]
-    assert driver.main([str(path), "--jobs", "2", "--out", str(tmp_path), *only]) == 0
-    folder = tmp_path / "s"
-    ran = sorted(p.name for p in folder.iterdir() if (p / "config.yaml").is_file())
-    assert ran == ["dfedavg-seed0", "dfedavg-seed1", "dpsgd-seed1"]
-    assert (folder / "table.md").is_file()
-    # the sweep finds those runs finished: it runs only the one left out, with equal numbers
-    done = run_study(load_study(path), out=tmp_path, log=quiet, warn=pytest.fail)
-    assert sorted(k for k, v in done.outcomes.items() if v == "skipped") == ran
-    assert done.outcomes["dpsgd-seed0"] == "ran"
-    alone = run_study(load_study(study(grid=GRID, seeds=[0, 1], name="alone")), out=tmp_path,
-                      log=quiet, warn=pytest.fail)
-    last = lambda run_dir: [float(v) for v in  # round, lr, train_loss, test_acc
-                            (run_dir / "metrics.csv").read_text().splitlines()[-1].split(",")[:4]]
-    for run in ran:
-        assert last(folder / run) == pytest.approx(last(alone.path / run), rel=1e-6)
-
-
-def test_parallel_driver_refuses_a_bad_study_in_one_sentence(tmp_path, capsys, driver):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(study(grid={"algorithm": [{"name": "dfedavgg"}]})))
-    assert driver.main([str(path), "--out", str(tmp_path)]) == 2
-    assert "algorithm.name" in capsys.readouterr().err
+    code, _, err = gossipfl(capsys, "sweep", str(path), "--out", str(tmp_path), "--jobs", "2")
+    assert code == 2 and "algorithm.name" in err
     assert not (tmp_path / "s").exists()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gossipfl.analysis.analyze import analyze
-from gossipfl.config import Config, load_config
+from gossipfl.config import Config, as_list, load_config
 from gossipfl.errors import GossipflError
 from gossipfl.experiment import build_data
 from gossipfl.frames import StudyResults, load_run, load_study
@@ -43,10 +43,28 @@ def run(config: Config | dict | str | Path | None = None, *,
 
     ``config``: a dict, a YAML path or a :class:`~gossipfl.config.Config`; ``overrides``:
     ``"key.path=value"`` strings; ``callbacks``: callables ``(runner, t, row_or_None)``
-    called after every round.
+    called after every round. It writes no run directory, so the ``output`` settings that
+    write one (``output.tensorboard``, ``output.wandb``) are ignored, with a warning.
     """
-    resolved = load_config(config, list(overrides))
+    resolved = load_config(config, overrides)
+    warn_unwritten_output(resolved, "gossipfl.run()")
     return Runner(resolved, callbacks=callbacks).run()
+
+
+def warn_unwritten_output(config: Config, caller: str) -> None:
+    """One :class:`~gossipfl.errors.IgnoredSetting` warning naming the output settings set in
+    ``config`` that ``caller`` (which writes no run directory) does not read."""
+    import warnings
+
+    from gossipfl.errors import IgnoredSetting
+
+    output = config.output
+    unread = [f"output.{key}" for key in ("tensorboard", "wandb") if getattr(output, key)]
+    if unread:
+        warnings.warn(f"{', '.join(unread)}: ignored, because {caller} writes no run "
+                      f"directory, so nothing is logged; use `gossipfl run` or "
+                      f"gossipfl.sweep(), or log from a callback.", IgnoredSetting,
+                      stacklevel=3)
 
 
 def partition_summary(config: Config | dict | str | Path | None = None, *,
@@ -58,7 +76,7 @@ def partition_summary(config: Config | dict | str | Path | None = None, *,
     """
     from gossipfl.data import summarize_partition
 
-    resolved = load_config(config, list(overrides))
+    resolved = load_config(config, overrides)
     dataset, parts = build_data(resolved)
     return summarize_partition(parts, dataset.train_y.cpu().numpy(), dataset.num_classes)
 
@@ -67,7 +85,9 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
           out: str | Path | None = None, device: str | None = None,
           progress: Callable[[Any, str], Any] | None = None,
           log: Callable[[str], None] | None = None,
-          warn: Callable[[str], None] | None = None) -> StudyResults:
+          warn: Callable[[str], None] | None = None,
+          allow_changed_inputs: bool = False, jobs: int = 1,
+          only: Sequence[str] = ()) -> StudyResults:
     """Run a study (``gossipfl sweep``): every grid point and seed not yet done, then the
     table and figures in ``<out>/<name>/``.
 
@@ -78,27 +98,35 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     printed); ``warn``: each warning (default: ``warnings.warn``). Returns
     :class:`~gossipfl.frames.StudyResults` (``.runs``, ``.metrics``, ``.table`` DataFrames,
     ``.plot()``, ``.failed``); a failed run does not raise (it is in ``.failed``).
+    ``allow_changed_inputs``: resume a run whose input files (a matrix, a speeds file, a
+    plugin) changed since it started, with a warning, instead of refusing it. ``jobs``: run
+    that many runs at a time, each on a worker process of its own (a killed worker fails its
+    run, the others go on); ``only``: just the runs whose directory name matches one of
+    these patterns (``fnmatch``: ``"dfedavg-seed*"``).
     """
     from gossipfl.sweep import load_study as parse_study
     from gossipfl.sweep import run_study
 
-    outcome = run_study(parse_study(study, list(overrides)), out=out, device=device,
-                        progress=progress, log=log, warn=warn)
+    sets = as_list(overrides, "overrides", "'key.path=value' strings")
+    outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress,
+                        log=log, warn=warn, allow_changed_inputs=allow_changed_inputs, jobs=jobs,
+                        only=as_list(only, "only", "patterns"))
     return StudyResults(outcome.path, outcome.report, dict(outcome.outcomes),
                         dict(outcome.failed), outcome.report_error, outcome)
 
 
 def report(paths: str | Path | Sequence[str | Path], *,
            targets: Sequence[float | str] | None = None, metric: str | None = None,
-           out: str | Path | None = None) -> Report:
+           out: str | Path | None = None, target_key: str = "targets") -> Report:
     """The table and figures of existing run or study directories (``gossipfl report``):
     ``table.md``, ``table.csv`` and the figures written into ``out`` (default: the one path
     given, else ``./report``).
 
     ``targets``: accuracies for the rounds-to-target columns, fractions in (0, 1] or
     percentages written ``"70%"`` (default: the study file's, when one study folder is
-    given); ``metric``: the accuracy every row reports (default: each configuration's own).
-    Returns the :class:`~gossipfl.results.reporting.Report` (``markdown``, ``table`` rows,
+    given; one alone is a list of one); ``metric``: the accuracy every row reports (default:
+    each configuration's own); ``target_key``: how an error names the targets (the
+    command's ``--target``). Returns the :class:`~gossipfl.results.reporting.Report` (``markdown``, ``table`` rows,
     ``files``, ``left_out``: runs without usable metrics, and why).
     """
     from gossipfl.io import check_writable
@@ -112,7 +140,8 @@ def report(paths: str | Path | Sequence[str | Path], *,
         else Path("report")
     check_writable(folder, "--out")
     runs = find_runs(paths)
-    chosen = [parse_target(t) for t in targets] if targets \
+    given = as_list(targets, "targets", "accuracies")  # one target alone: a list of one
+    chosen = [parse_target(t, target_key) for t in given] if given \
         else study_settings(paths).get("targets")
     return write_report(runs, folder, metric=metric, targets=chosen)
 

@@ -1,8 +1,9 @@
 """The ``gossipfl`` command.
 
     gossipfl run [CONFIG.yaml] [--set key.path=value ...] [--out DIR] [--device cpu|cuda]
-                 [--name NAME] [--resume RUN_DIR] [--quiet]
-    gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--quiet]
+                 [--name NAME] [--resume RUN_DIR [--allow-changed-inputs]] [--quiet]
+    gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--jobs N]
+                   [--only GLOB ...] [--allow-changed-inputs] [--quiet]
     gossipfl report PATH... [--metric NAME] [--target ACC ...] [--out DIR]
     gossipfl stability CONFIG_OR_STUDY.yaml [--set ...] [--perturb client|sample|none]
                        [--client I] [--every N] [--out DIR] [--device ...] [--quiet]
@@ -142,8 +143,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{run_dir.path} has already finished.")
             print(format_summary(run_dir.read_summary(), run_dir.path))
             return 0
-        prepared = prepare_resume(args.resume, args.device)
+        prepared = prepare_resume(args.resume, args.device, args.allow_changed_inputs)
     else:
+        if args.allow_changed_inputs:
+            raise GossipflError("--allow-changed-inputs: goes only with --resume (a new run "
+                                "records its input files as they are).")
         prepared = _prepare_new(args)
     for note in prepared.notes:
         _err(note)
@@ -194,8 +198,9 @@ def _resume_run_command(args: argparse.Namespace, run_dir: Path) -> str:
 
 
 def _resume_sweep_command(args: argparse.Namespace) -> str:
+    jobs = ("jobs",) if getattr(args, "jobs", 1) != 1 else ()
     return command_line("sweep", args.study,
-                        *_option_args(args, ("out", "set", "device", "plugin")))
+                        *_option_args(args, ("out", "set", "device", *jobs, "only", "plugin")))
 
 
 def _execute(prepared: Any, args: argparse.Namespace) -> int:
@@ -271,7 +276,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     log = (lambda _m: None) if args.quiet else print
     try:
         outcome = sweep(args.study, overrides=args.set, out=args.out, device=args.device,
-                        progress=progress, log=log, warn=_warn)
+                        progress=progress, log=log, warn=_warn,
+                        allow_changed_inputs=args.allow_changed_inputs, jobs=args.jobs,
+                        only=args.only)
     except KeyboardInterrupt:
         _err(f"interrupted; finished runs are kept and the interrupted one keeps its last "
              f"checkpoint. Resume with: {_resume_sweep_command(args)}")
@@ -302,7 +309,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from gossipfl.api import report
 
     result = report(args.paths, targets=args.target or None, metric=args.metric,
-                    out=args.out)
+                    out=args.out, target_key="--target")
     _print_report(result, result.files[0].parent)
     return 0
 
@@ -371,6 +378,9 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
     params = {k: v for k, v in (("k", args.k), ("p", args.p), ("s", args.s),
                                 ("path", args.path)) if v is not None}
+    if args.round < 0:
+        raise GossipflError(f"--round: must be a round number >= 0 (rounds count from 0), got "
+                            f"{args.round}.")
     if args.draw:
         check_writable_file(args.draw, "--draw")
     topology = build_topology(args.name, args.clients, mixing=args.mixing, seed=args.seed,
@@ -484,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--name", help="run name (the run directory's prefix)")
     run.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
+    run.add_argument("--allow-changed-inputs", action="store_true",
+                     help="with --resume: go on (with a warning) when a file the run read "
+                          "has changed since it started")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     run.set_defaults(func=cmd_run)
 
@@ -492,6 +505,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_set(sweep, "override a key of the study's base config")
     sweep.add_argument("--out", help="parent folder of the study folder")
     sweep.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    sweep.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="runs at a time, each on a worker process of its own (default 1)")
+    sweep.add_argument("--only", action="append", default=[], metavar="GLOB",
+                       help="run only the runs whose directory name matches (repeatable)")
+    sweep.add_argument("--allow-changed-inputs", action="store_true",
+                       help="resume runs (with a warning) whose input files have changed")
     sweep.add_argument("--quiet", action="store_true", help="no progress bars")
     sweep.set_defaults(func=cmd_sweep)
 

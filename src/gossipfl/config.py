@@ -192,7 +192,8 @@ class EngineConfig:
     chunk_size: int | None = None  # clients per block (None: chosen from memory)
     # block-major local training: this many clients run all their local steps before the
     # next block starts (None: step-major, every client's step t before anyone's step t + 1);
-    # the same numbers either way (docs/benchmarks.md measures which is faster where)
+    # the same numbers either way to float rounding, ~1e-7, not bit for bit (the batched
+    # products run over fewer rows); docs/benchmarks.md measures which is faster where
     block_clients: int | None = None
     # CUDA arithmetic: fp32 (TF32 off, the tests' numbers), tf32 or bf16 (autocast local steps);
     # see gossipfl.engine.precision
@@ -355,19 +356,33 @@ API_ONLY = {("data", "tensors"), ("model", "factory"), ("topology", "matrix"),
 #: quickstart, a study's grid over its base) replaces the other key of its pair from the
 #: earlier level. Within one level both set is an error, except (in a file or dict) the first
 #: at its default, which is how a resolved config (a run directory's config.yaml) reads.
-EXCLUSIVE = (("train", "local_epochs", "local_steps", 1),)
+EXCLUSIVE = (("train", "local_epochs", "local_steps", 1),
+             ("algorithm", "head_epochs", "head_steps", 1))  # dfedmdc, dfedsmdc
 
 
 # --------------------------------------------------------------------------------------------
 # Parsing
 # --------------------------------------------------------------------------------------------
+def as_list(value: Any, key: str, what: str) -> list:
+    """``value`` as a list: a lone string (or number) is a list of one; anything that is not
+    a list, tuple or other sequence of values is one sentence naming ``key``."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes, int, float)):
+        return [value]
+    if isinstance(value, dict) or not isinstance(value, (list, tuple, Sequence)):
+        raise GossipflError(f"{key}: must be a list of {what}, got {value!r}.")
+    return list(value)
+
+
 def load_config(source: Config | dict | str | Path | None = None,
                 overrides: list[str] | None = None) -> Config:
     """Parse and validate a config from a dict, a YAML path or a Config.
 
     ``overrides`` are ``"key.path=value"`` strings (values parsed as YAML scalars) applied
-    before validation, as the CLI's ``--set`` does.
+    before validation, as the CLI's ``--set`` does (one string alone is one override).
     """
+    overrides = as_list(overrides, "overrides", "'key.path=value' strings")
     if isinstance(source, Config):
         if overrides:
             source = source.to_dict(api_values=True)
@@ -429,8 +444,9 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=YamlLoader)  # a SafeLoader subclass
 
 
-def read_text(path: Path, what: str = "config") -> str:
-    """The UTF-8 text of ``path``, or one sentence saying why it cannot be read."""
+def read_text(path: Path, what: str = "config", kind: str = "YAML text") -> str:
+    """The UTF-8 text of ``path``, or one sentence saying why it cannot be read (``kind``:
+    what the file should hold, for a binary one)."""
     if path.is_dir():
         raise GossipflError(f"{what}: '{path}' is a directory, not a file.")
     if not path.exists():
@@ -440,7 +456,7 @@ def read_text(path: Path, what: str = "config") -> str:
     except OSError as exc:
         raise GossipflError(f"{what}: '{path}' cannot be read ({exc.strerror or exc}).") from None
     if b"\x00" in data:
-        raise GossipflError(f"{what}: '{path}' is a binary file, not YAML text.")
+        raise GossipflError(f"{what}: '{path}' is a binary file, not {kind}.")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -509,6 +525,29 @@ def replace_partner(node: dict, path: Sequence[str], value: Any) -> None:
     partner = _partner(path)
     if partner is not None and value is not None:
         node.pop(partner, None)
+    if list(path) == ["model", "name"] and value != node.get("name"):
+        _drop_foreign_options(node, value)
+
+
+def _drop_foreign_options(model: dict, name: Any) -> None:
+    """A later level switching ``model.name``: the earlier level's ``model.options`` that
+    the new model does not take belonged to the old one; they are dropped, with a note."""
+    from gossipfl.errors import IgnoredSetting
+    from gossipfl.models import MODELS, model_options
+
+    options = model.get("options")
+    if not isinstance(options, dict) or not options or not isinstance(name, str) \
+            or name not in MODELS:
+        return
+    allowed = model_options(name)
+    foreign = [key for key in options if key not in allowed]
+    if not foreign:
+        return
+    model["options"] = {k: v for k, v in options.items() if k in allowed}
+    shown = ", ".join(f"model.options.{key}" for key in foreign)
+    warnings.warn(f"{shown}: dropped, because model.name is now {name}, which does not take "
+                  f"{'it' if len(foreign) == 1 else 'them'} (an option of model "
+                  f"{model.get('name', 'cnn')}).", IgnoredSetting, stacklevel=1)
 
 
 def check_exclusive(raw: dict, where: str = "", typed: bool = False) -> None:
@@ -624,19 +663,57 @@ GRAPH_KEYS = ("name", "mixing", "k", "p", "s", "path", "sparse", "matrix")
 
 
 def _warn_ignored(config: Config) -> None:
-    """One warning naming the settings the chosen algorithm ignores (they are checked all the
-    same): the topology of a centralized algorithm."""
-    from gossipfl.algorithms import get_algorithm
+    """The one rule for settings nobody reads: each setting a config sets that the chosen
+    components do not read (it is checked all the same) gets one warning naming it and the
+    reason (:class:`~gossipfl.errors.IgnoredSetting`)."""
+    from gossipfl.errors import IgnoredSetting
 
-    if not get_algorithm(config.algorithm.name).centralized:
-        return
-    default = TopologyConfig()
-    changed = [f"topology.{key}" for key in GRAPH_KEYS
-               if getattr(config.topology, key) is not getattr(default, key)
-               and not _same(getattr(config.topology, key), getattr(default, key))]
-    if changed:
-        warnings.warn(f"{', '.join(changed)}: ignored, because {config.algorithm.name} is a "
-                      f"centralized algorithm and has no communication graph.", stacklevel=3)
+    for settings, reason in ignored_settings(config):  # from one place, so that the default
+        # filter shows each message once however many times a config is loaded (a study)
+        warnings.warn(f"{', '.join(settings)}: ignored, because {reason}.", IgnoredSetting,
+                      stacklevel=1)
+
+
+def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
+    """``(settings, reason)`` for every group of set keys no component of ``config`` reads."""
+    from gossipfl.algorithms import get_algorithm
+    from gossipfl.topology.graphs import READS
+
+    name = config.algorithm.name
+    centralized = get_algorithm(name).centralized
+    default, topology = TopologyConfig(), config.topology
+    out: list[tuple[list[str], str]] = []
+
+    def changed(keys: Sequence[str]) -> list[str]:
+        return [f"topology.{key}" for key in keys
+                if getattr(topology, key) is not getattr(default, key)
+                and not _same(getattr(topology, key), getattr(default, key))]
+
+    systems = config.systems
+    availability = (systems.availability if systems is not None else None) or {}
+    links = availability.get("links") if isinstance(availability, dict) else None
+    if centralized:
+        graph = changed(GRAPH_KEYS)
+        if graph:
+            reason = f"{name} is a centralized algorithm and has no communication graph"
+            out.append((graph, reason))
+        if isinstance(links, dict) and links.get("fail", 0):
+            reason = (f"{name} is a centralized algorithm: its clients talk only to the "
+                      f"server, so there are no links between clients to fail")
+            out.append((["systems.availability.links.fail"], reason))
+        return out
+    unread = [key for key in ("k", "p", "s", "path", "matrix")
+              if topology.name in READS and key not in READS[topology.name]]
+    params = changed(unread)
+    if params:
+        reason = (f"topology.name is {topology.name}, which does not read "
+                  f"{'it' if len(params) == 1 else 'them'}")
+        out.append((params, reason))
+    if systems is not None and systems.deadline is not None:
+        reason = (f"{name} is a decentralized algorithm: the deadline is how long a server "
+                  f"waits for its sampled clients, and there is no server")
+        out.append((["systems.deadline"], reason))
+    return out
 
 
 def _same(a: Any, b: Any) -> bool:

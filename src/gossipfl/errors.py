@@ -17,6 +17,10 @@ class GossipflError(ValueError):
     exit_status = 2
 
 
+class IgnoredSetting(UserWarning):
+    """A setting that the chosen components do not read (it is valid, and has no effect)."""
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ' (did you mean 'x'?)' for the closest choice, or '' when nothing is close."""
     close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)

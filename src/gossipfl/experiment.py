@@ -322,9 +322,10 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     declared = "personalized" in algo_cls.evaluations and not dataset.train_y.is_floating_point()
     if (config.eval.personalized or declared) and n_test:
         size = config.data.local_test_size
-        if size is not None:  # each client's label-matched test indices (int64, two copies)
-            require_memory(2 * 8 * m * size, f"local test splits of {size} samples for each "
-                           f"of {m} clients", "data.local_test_size")
+        if size is not None:  # each client's label-matched test indices (int64): the
+            # splits and their padded [M, size] copy, and one client's draw being sorted
+            require_memory(8 * (2 * m + 4) * size, f"local test splits of {size} samples for "
+                           f"each of {m} clients", "data.local_test_size")
         exp.local_test_parts = local_test_split(
             parts, dataset.train_y.cpu().numpy(), dataset.test_y.cpu().numpy(),
             dataset.num_classes, numpy_generator(config.seed, "local_test"),

@@ -200,6 +200,7 @@ def load_study(path: str | Path | Sequence[str | Path], *, metric: str | None = 
     :class:`StudyResults`. ``metric`` and ``targets`` default to the study file's (the
     study.yaml a sweep writes), as in the table the sweep wrote; targets are fractions in
     (0, 1] or percentages written ``"70%"``."""
+    from gossipfl.config import as_list
     from gossipfl.results.reporting import parse_target, study_settings
 
     paths = [path] if isinstance(path, (str, Path)) else list(path)
@@ -208,6 +209,7 @@ def load_study(path: str | Path | Sequence[str | Path], *, metric: str | None = 
         targets = saved.get("targets")
     if metric is None:
         metric = saved.get("metric")
-    checked = None if targets is None else [parse_target(t, "targets") for t in targets]
+    checked = None if targets is None else [parse_target(t, "targets")
+                                            for t in as_list(targets, "targets", "accuracies")]
     report = build_report(find_runs(paths), metric, checked, metric_key="metric")
     return StudyResults(Path(paths[0]), report)

@@ -104,7 +104,9 @@ class Runner:
             [loss_sum, torch.tensor(float(outcome.loss_count), device=loss_sum.device)]))
         loss_sum, loss_count = totals[0], int(totals[1])
         self.client_steps += loss_count
-        train_loss = float(loss_sum / max(loss_count, 1))
+        # nobody trained (every client offline, none met the deadline): no loss to report,
+        # recorded as missing (an empty cell in metrics.csv), never as 0
+        train_loss = float(loss_sum / loss_count) if loss_count else None
         seconds = time.perf_counter() - start
         self.train_seconds += seconds
         self.bytes_total += int(sent)
@@ -171,7 +173,7 @@ class Runner:
         held = x[:1] if x.stride(0) == 0 else x  # a replicated server model: check one row
         nonfinite = fed.total(torch.tensor(float(has_nonfinite(held)),
                                            device=x.device))  # every process decides alike
-        if not math.isfinite(loss):
+        if loss is not None and not math.isfinite(loss):
             what = f"the training loss is {loss}"
         elif nonfinite > 0:
             what = "the parameters hold NaN or inf"

@@ -84,7 +84,11 @@ def new(piece: str, name: str, out: str | Path = ".", kind: str | None = None) -
             raise GossipflError(f"--out: '{path}' already exists; nothing was written (choose "
                                 f"another NAME or folder).")
     check_writable(folder, "--out")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # what the permission check cannot see (e.g. /proc, as root)
+        raise GossipflError(f"--out: cannot create the folder '{folder}' "
+                            f"({exc.strerror or exc}); nothing was written.") from None
     values = {"name": name, "Class": class_name(name), "kind": kind}
     for path, template in files.items():
         atomic_write_text(path, Template(template).substitute(values))

@@ -266,7 +266,7 @@ def load_pairs(source: Config | dict | str | Path, overrides: Sequence[str] = ()
         path = study_path(study)
         return ([(v.label, v.config) for v in variants],
                 path.with_name(f"{path.name}-stability"))
-    config = load_config(source, list(overrides))
+    config = load_config(source, overrides)
     label = config.name or config.algorithm.name
     return [(label, config)], Path(config.output.dir) / f"{slug(label)}-stability"
 

@@ -24,7 +24,8 @@ its client count, algorithm parameters) before the first run starts. Running a s
 skips finished (and diverged) runs, retries failed and interrupted ones (from their checkpoint
 when they have one), and refuses a run directory whose config no longer matches. At the end
 ``table.md``, ``table.csv`` and the figures are written into the study folder; the outcome
-lists the runs that failed, with why.
+lists the runs that failed, with why. ``jobs`` > 1 runs that many at a time on worker
+processes (:mod:`gossipfl.jobs`), into the same directories.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from gossipfl.config import (
 )
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
+from gossipfl.results.inputs import compute_path, with_absolute_paths
 from gossipfl.results.lifecycle import (
     PreparedRun,
     RunOutcome,
@@ -295,8 +297,9 @@ def _compact(value: Any) -> str:
 
 def check_buildable(config: Config) -> None:
     """What can be checked without the data: whether the gossip order (schedule) is defined
-    for the algorithm and its parameters, and the algorithm's topology for the client count
-    (a graph that cannot be built, or is too large for memory, is refused here)."""
+    for the algorithm and its parameters, the compute-speeds file (one number per client),
+    and the algorithm's topology for the client count (a graph that cannot be built, or is
+    too large for memory, is refused here)."""
     from gossipfl.algorithms import get_algorithm
     from gossipfl.schedules import get_schedule
     from gossipfl.topology import build_topology
@@ -312,6 +315,11 @@ def check_buildable(config: Config) -> None:
     refusal = None if declared is None else get_schedule(topo.order).refusal(declared, None)
     if refusal:
         raise GossipflError(refusal)
+    speeds = compute_path(config)
+    if speeds is not None and config.data.tensors is None:  # one number per client
+        from gossipfl.systems.model import read_values
+
+        read_values(speeds, config.data.clients)
     if algorithm.centralized or topo.matrix is not None:
         return
     build_topology(topo.name, config.data.clients, mixing=topo.mixing, seed=config.seed,
@@ -383,20 +391,21 @@ def plan(variant: Variant, path: Path) -> str:
         return "fresh"
     if not run_dir.is_run():
         raise GossipflError(f"study: '{path}' exists but is not a run directory; remove it.")
-    if comparable_config(run_dir.read_config()) != comparable_config(variant.config):
+    wanted = with_absolute_paths(variant.config)  # as its run directory records it
+    if comparable_config(run_dir.read_config()) != comparable_config(wanted):
         raise GossipflError(f"study: run directory '{path}' holds a different config than "
                             f"the study asks for; remove it or rename the study.")
     return "skip" if run_dir.status() in DONE else "resume"
 
 
 def run_variant(variant: Variant, path: Path, device: str | None, progress: Progress | None,
-                log: Callable[[str], None],
-                warn: Callable[[str], None]) -> tuple[str, RunOutcome | None]:
+                log: Callable[[str], None], warn: Callable[[str], None],
+                allow_changed_inputs: bool = False) -> tuple[str, RunOutcome | None]:
     """Run (or skip, or resume) one variant; returns what happened and the outcome."""
     action = plan(variant, path)
     if action == "skip":
         return "skipped", None
-    prepared = _prepare(variant, path, device, action)
+    prepared = _prepare(variant, path, device, action, allow_changed_inputs)
     for note in prepared.notes:
         log(f"  {note}")
     bar = progress(prepared, variant.dirname) if progress else None
@@ -408,9 +417,10 @@ def run_variant(variant: Variant, path: Path, device: str | None, progress: Prog
     return ("resumed" if action == "resume" else "ran"), outcome
 
 
-def _prepare(variant: Variant, path: Path, device: str | None, action: str) -> PreparedRun:
+def _prepare(variant: Variant, path: Path, device: str | None, action: str,
+             allow_changed_inputs: bool = False) -> PreparedRun:
     if action == "resume":
-        return prepare_resume(path, device)
+        return prepare_resume(path, device, allow_changed_inputs)
     config = variant.config if device is None else load_config(
         variant.config, [f"device={device}"])
     return prepare_fresh(config, path, key="study")
@@ -418,22 +428,34 @@ def _prepare(variant: Variant, path: Path, device: str | None, action: str) -> P
 
 def run_study(study: Study, *, out: str | Path | None = None, device: str | None = None,
               progress: Progress | None = None, log: Callable[[str], None] | None = None,
-              warn: Callable[[str], None] | None = None) -> StudyOutcome:
+              warn: Callable[[str], None] | None = None,
+              allow_changed_inputs: bool = False, jobs: int = 1,
+              only: Sequence[str] = ()) -> StudyOutcome:
     """Run every variant not yet done, then write the table and figures. ``log`` gets a
-    line per run (default: nothing), ``warn`` each warning (default: ``warnings.warn``)."""
+    line per run (default: nothing), ``warn`` each warning (default: ``warnings.warn``).
+    ``jobs`` > 1: the runs on that many worker processes (:mod:`gossipfl.jobs`); ``only``:
+    the runs whose directory name matches one of these ``fnmatch`` patterns (the table
+    still shows every run of the study that is there)."""
     log = log or _silent
     warn = warn or _warning
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise GossipflError(f"--jobs: must be a whole number of worker processes >= 1, got "
+                            f"{jobs!r}.")
     variants = expand(study)
+    chosen = select(variants, only)
     if study.analysis is not None:
-        check_analysis_fits(study.analysis, variants)
+        check_analysis_fits(study.analysis, chosen)
     path = study_path(study, out)
     check_writable(path, "study.out" if out is None else "--out")
     result = StudyOutcome(path, variants)
-    for i, variant in enumerate(variants, 1):
-        log(f"[{i}/{len(variants)}] {variant.label}, seed {variant.seed}")
+    if jobs > 1:
+        return _run_on_workers(study, variants, chosen, path, result, device, log, warn,
+                               allow_changed_inputs, jobs)
+    for i, variant in enumerate(chosen, 1):
+        log(f"[{i}/{len(chosen)}] {variant.label}, seed {variant.seed}")
         try:
             what, outcome = run_variant(variant, path / variant.dirname, device, progress, log,
-                                        warn)
+                                        warn, allow_changed_inputs)
         except (WriteError, FolderInUse) as exc:  # this run cannot proceed; the others can
             what, outcome = "failed", None
             result.failed[variant.dirname] = str(exc)
@@ -451,11 +473,79 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
             analyze_run(path / variant.dirname, study.analysis, log, device)
         if i == 1:
             atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
+    return _report(study, variants, path, result)
+
+
+def _report(study: Study, variants: list[Variant], path: Path,
+            result: StudyOutcome) -> StudyOutcome:
     try:
         result.report = report_study(study, variants, path)
     except WriteError as exc:
         result.report_error = exc
     return result
+
+
+def select(variants: list[Variant], only: Sequence[str]) -> list[Variant]:
+    """The variants whose directory name matches one of the ``only`` patterns (all without
+    patterns); one sentence when none does."""
+    from fnmatch import fnmatch
+
+    if isinstance(only, str):
+        only = [only]
+    if not only:
+        return variants
+    chosen = [v for v in variants if any(fnmatch(v.dirname, g) for g in only)]
+    if not chosen:
+        names = ", ".join(v.dirname for v in variants[:4]) + (", ..." if len(variants) > 4
+                                                              else "")
+        raise GossipflError(f"--only: no run of the study matches {', '.join(only)}; its runs "
+                            f"are {names}.")
+    return chosen
+
+
+def _run_on_workers(study: Study, variants: list[Variant], chosen: list[Variant], path: Path,
+                    result: StudyOutcome, device: str | None, log: Callable[[str], None],
+                    warn: Callable[[str], None], allow_changed_inputs: bool,
+                    jobs: int) -> StudyOutcome:
+    """:func:`run_study` with ``jobs`` worker processes (gossipfl.jobs)."""
+    import os
+
+    from gossipfl.jobs import Task, portable, run_parallel
+
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    tasks = []
+    for i, variant in enumerate(chosen):
+        run_path = path / variant.dirname
+        if plan(variant, run_path) == "skip":
+            result.outcomes[variant.dirname] = "skipped"
+            log(f"{variant.dirname}: already done; skipped")
+            if study.analysis is not None:
+                analyze_run(run_path, study.analysis, log, device)
+            continue
+        tasks.append(Task(i, variant.label, variant.seed, variant.dirname,
+                          portable(variant.config), str(run_path), device,
+                          allow_changed_inputs, study.analysis, threads,
+                          quiet=log is _silent))
+    atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
+    finished = 0
+
+    def done(task: Any, what: str, status: str | None, error: str | None) -> None:
+        nonlocal finished
+        finished += 1
+        result.outcomes[task.dirname] = what
+        if what == "failed":
+            result.failed[task.dirname] = error or "failed"
+            log(f"[{finished}/{len(tasks)}] {task.dirname}: failed: {error}")
+        elif what == "interrupted":
+            log(f"[{finished}/{len(tasks)}] {task.dirname}: interrupted (checkpoint kept)")
+        else:
+            log(f"[{finished}/{len(tasks)}] {task.dirname}: {what}"
+                + (f" ({status})" if status not in (None, "finished") else ""))
+            if status == "diverged":
+                warn(f"run {task.dirname} diverged: {error}")
+
+    run_parallel(tasks, jobs, log, done)
+    return _report(study, variants, path, result)
 
 
 def report_study(study: Study, variants: list[Variant], path: Path,

@@ -104,8 +104,10 @@ class LocalTrainer:
 
         With ``block_clients`` set (block-major order), the rows run in blocks of that many
         clients, each block through all its phases and steps before the next: the same
-        numbers (each row's minibatches and updates are its own), with a block's parameters
-        hot in the cache instead of the whole stack streamed from memory at every step."""
+        numbers to float rounding (each row's minibatches and updates are its own; the
+        batched products over fewer rows sum in another order, ~1e-7), with a block's
+        parameters hot in the cache instead of the whole stack streamed from memory at every
+        step."""
         clients = work.clients
         ids = self.fed.own_clients(work.y.device) if clients is None else clients
         sizes = self.env.sample_sizes[ids]

@@ -349,10 +349,12 @@ COMPRESSORS: dict[str, type[Compressor]] = {
     cls.name: cls for cls in (Identity, TopK, RandK, QSGD, Sign)}
 
 
-def build_compressor(spec: dict, key: str = "topology.compression") -> Compressor:
+def build_compressor(spec: dict, key: str = "topology.compression",
+                     also: tuple[str, ...] = ()) -> Compressor:
     """The compressor a config mapping names, e.g. ``{compressor: top_k, fraction: 0.01}``;
     a bad name, an unknown parameter or a bad value raises a one-sentence
-    :class:`GossipflError` naming ``key.param``."""
+    :class:`GossipflError` naming ``key.param`` (``also``: the other keys the mapping may
+    hold, listed with the compressor's and suggested alike)."""
     if not isinstance(spec, dict):
         raise GossipflError(f"{key}: must be a mapping with a 'compressor' name, got {spec!r}.")
     if "compressor" not in spec:
@@ -365,9 +367,9 @@ def build_compressor(spec: dict, key: str = "topology.compression") -> Compresso
     params = {p: v for p, v in spec.items() if p != "compressor"}
     for p, v in params.items():
         if p not in cls.rules:
-            allowed = ", ".join(sorted(cls.rules)) or "none"
+            keys = [*sorted(cls.rules), *also]
             raise GossipflError(f"{key}.{p}: unknown parameter of compressor '{name}' "
-                                f"(value {v!r}){did_you_mean(p, cls.rules)}; "
-                                f"allowed: {allowed}.")
+                                f"(value {v!r}){did_you_mean(p, keys)}; "
+                                f"allowed: {', '.join(keys) or 'none'}.")
     cls.validate(key, params)
     return cls(**params)

@@ -79,7 +79,8 @@ def build_choco(spec: Any, key: str = "topology.compression") -> ChocoGossip | N
     FRACTION.check(f"{key}.gamma", gamma)
     feedback = spec.get("error_feedback", True)
     BOOLEAN.check(f"{key}.error_feedback", feedback)
-    compressor = build_compressor({k: v for k, v in spec.items() if k not in GOSSIP_KEYS}, key)
+    compressor = build_compressor({k: v for k, v in spec.items() if k not in GOSSIP_KEYS}, key,
+                                  also=GOSSIP_KEYS)
     return ChocoGossip(compressor, float(gamma), feedback)
 
 

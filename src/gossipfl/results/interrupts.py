@@ -2,7 +2,9 @@
 saved on the way out holds every completed round.
 
 The first signal asks the run to stop after the round in progress (and says so); a second
-one stops at once (the last checkpoint stays). While the run directory is being written on
+one stops at once (the last checkpoint stays). Before the first round of this process has
+finished (set-up, a first round or evaluation that takes long) there is no round to save, so
+the first signal stops at once. While the run directory is being written on
 the way out, signals wait (:meth:`StopRequest.shield`), so no file is left half-updated and
 no traceback is printed.
 """
@@ -25,9 +27,11 @@ class StopAtRoundEnd(KeyboardInterrupt):
 class StopRequest:
     """Signal handler and runner callback (place it last, after the recorder)."""
 
-    def __init__(self, warn: Callable[[str], None] = print):
+    def __init__(self, warn: Callable[[str], None] = print, runner: Any = None):
         self.warn = warn
         self.count = 0
+        self.runner = runner  # its round when the run (or the resume) started: self.start
+        self.start = None if runner is None else runner.round
         self.shielded = False
         self.previous: dict[int, Any] = {}
 
@@ -47,6 +51,9 @@ class StopRequest:
         self.count += 1
         if self.shielded:
             return
+        if self.count == 1 and self.runner is not None and self.runner.round == self.start:
+            self.warn("stopping now: no round has finished yet, so there is none to save")
+            raise KeyboardInterrupt
         if self.count == 1:
             self.warn("stopping after the current round and saving a checkpoint "
                       "(press Ctrl-C again to stop at once)")

@@ -13,6 +13,7 @@ from gossipfl.config import Config, load_config
 from gossipfl.distributed.rundir import report_failure, shared_run_directory
 from gossipfl.errors import Diverged, GossipflError
 from gossipfl.io import FolderLock, WriteError, check_writable, remove_stale_temps
+from gossipfl.results import inputs as run_inputs
 from gossipfl.results.interrupts import StopAtRoundEnd, StopRequest
 from gossipfl.results.reporting import write_run_figures
 from gossipfl.results.rundir import (
@@ -46,6 +47,7 @@ class PreparedRun:
     fresh: bool
     notes: list[str] = field(default_factory=list)
     lock: FolderLock | None = None
+    inputs: dict | None = None  # inputs.json to write (gossipfl.results.inputs)
 
     def release(self) -> None:
         if self.lock is not None:
@@ -59,6 +61,8 @@ def prepare_fresh(config: Config, path: str | Path, key: str = "output.dir",
 
     Whether ``path`` can be written is checked before the data are loaded. With ``unique``
     (a name the user did not choose exactly) a taken ``path`` gets a ``-2``, ``-3`` suffix.
+    The files the run reads are named by absolute path in its config.yaml and recorded with
+    their SHA-256 in inputs.json (:mod:`gossipfl.results.inputs`).
     """
     from gossipfl.runner import Runner
 
@@ -67,33 +71,46 @@ def prepare_fresh(config: Config, path: str | Path, key: str = "output.dir",
         check_writable(path, key)
     else:
         check_free(path, key)
+    config = run_inputs.with_absolute_paths(config)
     runner = Runner(config)  # joins the job under torchrun
     run_dir = shared_run_directory(lambda: RunDirectory.create(path, key, unique=unique))
     if not run_dir.writes:
         return PreparedRun(runner, run_dir, fresh=True)
+    recorded = run_inputs.record(config, runner.exp.dataset)
     lock = FolderLock.acquire(run_dir.path, key)
     if not unique and run_dir.is_run():  # another process took the same --out meanwhile
         lock.release()
         check_free(run_dir.path, key)
     remove_stale_temps(run_dir.path)
-    return PreparedRun(runner, run_dir, fresh=True, lock=lock)
+    return PreparedRun(runner, run_dir, fresh=True, lock=lock, inputs=recorded)
 
 
-def prepare_resume(path: str | Path, device: str | None = None) -> PreparedRun:
+def prepare_resume(path: str | Path, device: str | None = None,
+                   allow_changed_inputs: bool = False) -> PreparedRun:
     """Rebuild the run in ``path`` from its config.yaml and load its last checkpoint.
 
-    Holds the run directory's lock (a second resume of the same directory is refused) and
-    removes the temporary files of a write that a kill interrupted.
+    Every file the run read (inputs.json) must be as it was when the run started: a changed
+    or missing one is refused in one sentence naming it, or with ``allow_changed_inputs``
+    a changed one is used with a warning (among the notes). Holds the run directory's lock
+    (a second resume of the same directory is refused) and removes the temporary files of a
+    write that a kill interrupted.
     """
     run_dir = RunDirectory(path)
     if not run_dir.path.is_dir() or not run_dir.is_run():
         raise GossipflError(f"--resume: '{run_dir.path}' is not a run directory "
                             f"(it has no {CONFIG_FILE}).")
+    recorded = run_inputs.read(run_dir)
+    changed = run_inputs.check(recorded, allow_changed_inputs)  # before a plugin is imported
     prepared = _rebuild(run_dir, device)  # joins the job under torchrun
+    changed += run_inputs.check(recorded, allow_changed_inputs,
+                                getattr(prepared.runner.exp.dataset, "files", ()) or ())
+    prepared.notes[:0] = [f"warning: {text}" for text in changed]
     prepared.run_dir = shared_run_directory(lambda: run_dir)
     if prepared.run_dir.writes:  # rank 0 of a distributed run, or the one process
         prepared.lock = FolderLock.acquire(run_dir.path, "--resume")
         remove_stale_temps(run_dir.path)
+        if changed:
+            prepared.inputs = recorded
     return prepared
 
 
@@ -154,7 +171,7 @@ def execute(prepared: PreparedRun, callbacks: Sequence[Callback] = (),
     config = runner.config
     recorder = Recorder(run_dir, config.output.checkpoint_every,
                         checkpoint_round=None if prepared.fresh else runner.round or None)
-    stop = StopRequest(warn)
+    stop = StopRequest(warn, runner)  # stops at once until a round has finished
     tracking = Tracking.open(run_dir, config, runner.round, warn) if run_dir.writes \
         else Tracking([], warn)  # output.tensorboard, output.wandb
     runner.callbacks = [recorder, tracking, *callbacks, stop]
@@ -173,6 +190,8 @@ def _run(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
     try:
         if prepared.fresh:
             run_dir.write_config(runner.config)
+        if prepared.inputs is not None and run_dir.writes:
+            run_inputs.write(run_dir, prepared.inputs)
         run_dir.write_summary(recorder.summary(runner, "running"))
         result = runner.run()
         with stop.shield():

@@ -125,14 +125,42 @@ def find_runs(paths: Sequence[str | Path]) -> list[Run]:
     """Runs in ``paths``: each a run directory or a folder (e.g. a study) holding some. A
     run found twice (a study folder and one of its runs, or two spellings of one path) is
     counted once: runs are told apart by their resolved directory."""
-    found: dict[Path, Path] = {}  # resolved → as given (first spelling)
+    found: dict[Path, Run] = {}  # resolved → as given (first spelling)
     for given in paths:
         path = Path(given)
         if not path.is_dir():
             raise GossipflError(f"report: '{path}' is not a directory.")
-        for run_path in _run_dirs(path):
-            found.setdefault(run_path.resolve(), run_path)
-    return [load_run(p) for p in found.values()]
+        runs = [load_run(p) for p in _run_dirs(path) if p.resolve() not in found]
+        for run in study_order(path, runs):
+            found.setdefault(run.path.resolve(), run)
+    return list(found.values())
+
+
+def study_order(folder: Path, runs: list[Run]) -> list[Run]:
+    """``runs`` of a study folder in the order its sweep ran them (and wrote table.csv): the
+    grid's points in the order of study.yaml (the first key varying slowest), each point's
+    seeds in order; runs the grid does not name keep their place after those. Without a
+    readable study.yaml, as given (sorted by path)."""
+    try:
+        raw = yaml.safe_load((folder / "study.yaml").read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return runs
+    grid = raw.get("grid") if isinstance(raw, dict) else None
+    seeds = raw.get("seeds") if isinstance(raw, dict) else None
+    if not isinstance(grid, dict) or not all(isinstance(v, list) for v in grid.values()):
+        return runs
+    seeds = seeds if isinstance(seeds, list) else []
+
+    def position(values: list, value: Any) -> int:
+        return values.index(value) if value in values else len(values)
+
+    def key(item: tuple[int, Run]) -> tuple:
+        index, run = item
+        flat = flatten(run.config)
+        return (*(position(values, flat.get(name)) for name, values in grid.items()),
+                position(seeds, run.seed), index)
+
+    return [run for _, run in sorted(enumerate(runs), key=key)]
 
 
 def _run_dirs(path: Path) -> list[Path]:

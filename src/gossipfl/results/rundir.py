@@ -7,6 +7,8 @@ A run directory ``runs/<name>-<timestamp>/`` holds::
     summary.json     status (running | finished | interrupted | failed | diverged),
                      final/best metric,
                      data_files (the dataset files read, with their SHA-256), ...
+    inputs.json      every file the run read (matrix, speeds, plugins, data) with its
+                     absolute path and SHA-256, checked on resume (gossipfl.results.inputs)
     checkpoint.pt    runner state every ``output.checkpoint_every`` rounds, at the end and
                      when the run is interrupted (at the end of a round)
     .lock            while a process writes the run (holds its pid; see gossipfl.io.FolderLock)
@@ -311,7 +313,7 @@ def summarize_rows(rows: Sequence[dict], metric: str | None = None) -> dict:
     out = Result(config=None, metrics=list(rows), params=None).summary(metric)
     last = rows[-1] if rows else {}
     for key in ("local_acc_mean", "local_acc_std", "consensus", "train_loss"):
-        if key in last:
+        if last.get(key) is not None:
             out[f"final_{key}"] = last[key]
     return out
 

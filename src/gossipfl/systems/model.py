@@ -238,11 +238,11 @@ def check_systems(config: SystemsConfig) -> None:
 
 def read_values(path: str, m: int) -> np.ndarray:
     """The M positive numbers of ``path`` (one per client; commas, spaces or newlines)."""
+    from gossipfl.config import read_text
+
     key = "systems.compute.path"
-    file = Path(path)
-    if not file.is_file():
-        raise GossipflError(f"{key}: file '{path}' does not exist.")
-    text = file.read_text().replace(",", " ").split()
+    text = read_text(Path(path), key, "text with one number per client").replace(",", " ")
+    text = text.split()
     try:
         values = np.array([float(v) for v in text], dtype=np.float64)
     except ValueError:

@@ -76,6 +76,12 @@ TOPOLOGIES = ("ring", "grid", "exponential", "full", "star", "erdos_renyi", "k_r
               "random_k", "authors_random", "one_peer_exponential", "base_k", "epidemic",
               "random_matching", "custom")
 PARAMS = ("k", "p", "s", "path", "array", "matrix")
+#: The ``topology`` keys each built-in topology reads (the others it is given are not used;
+#: gossipfl.config warns about those a config sets).
+READS = {"ring": (), "grid": (), "exponential": (), "full": (), "star": (),
+         "erdos_renyi": ("p",), "k_regular": ("k",), "random_k": ("k",),
+         "authors_random": ("k",), "one_peer_exponential": (), "base_k": ("k",),
+         "epidemic": ("s",), "random_matching": (), "custom": ("path", "matrix")}
 STOCHASTIC = ("doubly", "row", "column")  # what every round's W is (Topology.stochastic)
 MAX_DRAWS = 100  # random graphs are redrawn this many times at most to get a connected one
 CONNECTIVITY_WINDOW = 10  # rounds whose union must be connected for a time-varying topology
@@ -229,6 +235,10 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             f"or topology.matrix), got topology.name: {name}."
         )
     topology = _BUILDERS[name](num_clients, mixing, seed, params)
+    if topology.time_varying:  # the rounds kept, the connectivity check's union and one draw
+        require_memory((16 * _CACHE_ROUNDS + 1 + 16) * num_clients ** 2,
+                       f"the dense {num_clients}×{num_clients} matrices of {_CACHE_ROUNDS} "
+                       f"rounds of the time-varying {name} topology", "data.clients")
     check_connected(topology, max(window, topology.period or 0))
     topology.matrix(0)
     return topology
@@ -440,15 +450,33 @@ def _custom_source(m: int, params: dict) -> tuple[np.ndarray, str]:
     if path is not None:
         matrix, key = load_matrix(path), "topology.path"
     else:
-        if hasattr(array, "detach"):
-            array = array.detach().cpu().numpy()
-        matrix, key = np.asarray(array, dtype=np.float64), "topology.matrix"
+        matrix, key = _api_matrix(array), "topology.matrix"
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
         raise GossipflError(f"{key}: the matrix must be square, got shape {matrix.shape}.")
     if matrix.shape[0] != m:
         raise GossipflError(f"{key}: the matrix is {matrix.shape[0]}×{matrix.shape[0]} but "
                             f"there are {m} clients.")
     return matrix, key
+
+
+def _api_matrix(array: Any) -> np.ndarray:
+    """``topology.matrix`` as float64, or one sentence on what it is instead."""
+    if isinstance(array, (str, Path)):
+        raise GossipflError(f"topology.matrix: got the file name '{array}'; a matrix file goes "
+                            f"in topology.path, topology.matrix takes the [M, M] array itself.")
+    if hasattr(array, "detach"):
+        array = array.detach().cpu().numpy()
+    try:
+        return np.asarray(array, dtype=np.float64)
+    except (ValueError, TypeError):
+        rows = [len(r) for r in array] if isinstance(array, (list, tuple)) and all(
+            isinstance(r, (list, tuple)) for r in array) else None
+        if rows is not None and len(set(rows)) > 1:
+            raise GossipflError(f"topology.matrix: the rows have different lengths "
+                                f"({', '.join(map(str, rows[:8]))}{', ...' if len(rows) > 8 else ''}"
+                                f"); a mixing matrix is [M, M] numbers.") from None
+        raise GossipflError(f"topology.matrix: must be an [M, M] array of numbers, got "
+                            f"{type(array).__name__} {str(array)[:60]!r}.") from None
 
 
 def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:

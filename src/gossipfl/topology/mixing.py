@@ -150,7 +150,9 @@ def check_connected(topology: Topology, window: int = 10) -> None:
     import networkx as nx
 
     rounds = range(window if topology.time_varying else 1)
-    union = np.add.reduce([topology.adjacency(t) for t in rounds]) > 0
+    union = np.zeros((topology.num_clients,) * 2, dtype=bool)  # one round's graph at a time
+    for t in rounds:
+        union |= topology.adjacency(t) > 0
     directed = not np.array_equal(union, union.T)
     graph = nx.from_numpy_array(union.astype(np.int8),
                                 create_using=nx.DiGraph if directed else nx.Graph)

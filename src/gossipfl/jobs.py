@@ -1,0 +1,217 @@
+"""A study's runs on worker processes (``gossipfl sweep STUDY.yaml --jobs N``).
+
+Every grid point is validated in this process first (as the sequential sweep does); runs
+already done are skipped here. Each other run gets a process of its own (``spawn``), at most
+N at a time, with ``torch`` threads shared out (cpu count / N each): a small model leaves a
+GPU idle between its kernel launches, and several processes keep it busy. Each run goes to
+the directory the sequential sweep gives it, so the two can be mixed freely.
+
+What can go wrong, and what the sweep does:
+
+- a run fails: its reason is recorded and the others go on (exit status 1 at the end, as
+  the sequential sweep);
+- a worker is killed (the out-of-memory killer, ``kill -9``): its run is recorded as failed,
+  naming the signal; its run directory keeps its last checkpoint, so sweeping again resumes
+  it; the others go on;
+- Ctrl-C or SIGTERM: no run starts any more, each running one is asked to stop after its
+  current round and save a checkpoint (a second Ctrl-C stops them at once), then
+  :class:`KeyboardInterrupt` is raised once every worker has ended.
+
+Workers are in their own process group, so a Ctrl-C in the terminal reaches them once,
+through this process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gossipfl.errors import GossipflError
+
+#: Seconds the workers get to save their checkpoint after a stop request, before they are
+#: asked again (stop at once), then killed.
+STOP_GRACE = (120.0, 20.0)
+
+
+@dataclass
+class Task:
+    """One run for a worker: its config as YAML text (so it is rebuilt, plugins and all, in
+    the worker) and where it goes."""
+
+    index: int
+    label: str
+    seed: int
+    dirname: str
+    config_yaml: str
+    path: str
+    device: str | None
+    allow_changed_inputs: bool
+    analysis: dict | None
+    threads: int
+    quiet: bool
+
+
+def portable(config: Any, key: str = "--jobs") -> str:
+    """``config`` as YAML text a worker can rebuild; one sentence when it holds a Python
+    object (an API-only value such as ``data.tensors`` or ``model.factory``)."""
+    from gossipfl.config import API_ONLY
+
+    for path in API_ONLY:
+        value = config
+        for part in path:
+            value = getattr(value, part, None)
+        if value is not None and not isinstance(value, (list, tuple, int, float, str)):
+            raise GossipflError(f"{key}: runs on worker processes rebuild each config from "
+                                f"YAML, but {'.'.join(path)} holds a Python object; run this "
+                                f"study without --jobs.")
+    return config.to_yaml()
+
+
+def _worker(task: Task, conn: Any) -> None:
+    """A worker process: run one variant, send ``(what, status, error)`` back."""
+    os.setpgrp()  # a terminal's Ctrl-C reaches the sweep, which passes it on once
+    _stop_with_parent()
+    import torch
+
+    from gossipfl.config import load_config
+    from gossipfl.sweep import Variant, analyze_run, run_variant
+
+    torch.set_num_threads(task.threads)
+
+    def log(message: str) -> None:
+        if not task.quiet:
+            print(f"[{task.dirname}] {message.strip()}", flush=True)
+
+    def warn(message: str) -> None:
+        print(f"[{task.dirname}] warning: {message.strip()}", flush=True)
+
+    try:
+        config = load_config(yaml.safe_load(task.config_yaml))
+        variant = Variant(task.label, task.seed, config, task.dirname)
+        what, outcome = run_variant(variant, Path(task.path), task.device, None, log, warn,
+                                    task.allow_changed_inputs)
+        status = None if outcome is None else outcome.status
+        error = None if outcome is None or outcome.error is None else str(outcome.error)
+        if status == "failed":
+            what = "failed"
+        if task.analysis is not None:
+            analyze_run(Path(task.path), task.analysis, log, task.device)
+        conn.send((what, status, error))
+    except KeyboardInterrupt:
+        conn.send(("interrupted", "interrupted", None))
+    except GossipflError as exc:
+        conn.send(("failed", "failed", str(exc)))
+    except Exception as exc:  # noqa: BLE001 - a bug in a run: named, the others go on
+        conn.send(("failed", "failed", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def _stop_with_parent() -> None:
+    """Linux: SIGTERM to this worker when the sweep dies (killed itself), so the run stops
+    after its round with a checkpoint instead of running on unwatched."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def death(exitcode: int | None) -> str:
+    """Why a worker ended without a word: the signal that killed it, or its exit status."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (what the out-of-memory killer sends)" if name == "SIGKILL" else ""
+        return (f"its worker process was killed by {name}{hint}; its last checkpoint stays, "
+                f"and sweeping again resumes it")
+    return f"its worker process ended with status {exitcode} before it reported"
+
+
+@dataclass
+class _Running:
+    process: Any
+    conn: Any
+    task: Task
+
+
+def run_parallel(tasks: Sequence[Task], jobs: int, log: Callable[[str], None],
+                 done: Callable[[Task, str, str | None, str | None], None]) -> None:
+    """Run ``tasks`` on at most ``jobs`` worker processes; ``done(task, what, status,
+    error)`` for each as it ends. Ctrl-C / SIGTERM (as KeyboardInterrupt): see the module
+    doc; re-raised once every worker has ended."""
+    context = multiprocessing.get_context("spawn")
+    pending = list(tasks)
+    running: dict[int, _Running] = {}  # sentinel → worker
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                task = pending.pop(0)
+                receive, send = context.Pipe(duplex=False)
+                process = context.Process(target=_worker, args=(task, send), daemon=False,
+                                          name=f"gossipfl-{task.dirname}")
+                process.start()
+                send.close()
+                running[process.sentinel] = _Running(process, receive, task)
+                log(f"started {task.dirname} (pid {process.pid})")
+            _reap(running, done, multiprocessing.connection.wait(list(running)))
+    except KeyboardInterrupt:
+        _stop(running, done, log)
+        raise
+
+
+def _reap(running: dict[int, _Running], done: Callable, ready: Sequence[Any]) -> None:
+    for sentinel in ready:
+        worker = running.pop(sentinel)
+        message = None
+        try:
+            if worker.conn.poll():
+                message = worker.conn.recv()
+        except (EOFError, OSError):
+            message = None
+        worker.process.join()
+        worker.conn.close()
+        if message is None:
+            done(worker.task, "failed", "failed", death(worker.process.exitcode))
+        else:
+            done(worker.task, *message)
+
+
+def _stop(running: dict[int, _Running], done: Callable, log: Callable[[str], None]) -> None:
+    """Ask every worker to stop after its round (SIGINT), then at once, then kill it."""
+    if not running:
+        return
+    log(f"stopping {len(running)} run(s) after their current round (press Ctrl-C again to "
+        f"stop them at once)")
+    for attempt, grace in enumerate((*STOP_GRACE, 5.0)):
+        for worker in running.values():
+            _signal(worker.process, signal.SIGKILL if attempt == 2 else signal.SIGINT)
+        deadline = time.monotonic() + grace
+        while running and time.monotonic() < deadline:
+            try:
+                ready = multiprocessing.connection.wait(list(running),
+                                                        max(deadline - time.monotonic(), 0))
+            except KeyboardInterrupt:  # asked again: stop them at once
+                break
+            _reap(running, done, ready)
+        if not running:
+            return
+
+
+def _signal(process: Any, signum: int) -> None:
+    try:
+        os.kill(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
