@@ -10,13 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 import gossipfl
 from gossipfl.cli import main
 from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
-from gossipfl.plugins import resolve
+from gossipfl.plugins import load, resolve
 from tests.lsq import Problem, assert_close, random_doubly_stochastic
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "plugins" / "my_plugin.py"
@@ -288,3 +289,35 @@ def test_plugin_names_are_checked_and_listed(capsys):
         register_topology("ring")(lambda m, mixing, seed, params: None)
     with pytest.raises(ValueError, match="gossipfl's own"):
         register_schedule(type("S", (Schedule,), {"name": "synchronous"}))
+
+
+def test_plugin_compressor_with_its_own_parameter():
+    """my_compressor.py: one file registers a compressor whose parameter (``format``) is
+    validated like gossipfl's own; CHOCO with it at γ = 1 is DFedAvg's gossip of the rounded
+    models, sending 2 bytes a value instead of 4."""
+    from gossipfl.compression import COMPRESSORS, build_compressor
+
+    plugin = str(Path(__file__).parents[1] / "examples" / "plugins" / "my_compressor.py")
+    load([plugin])
+    assert "half" in COMPRESSORS
+    q = build_compressor({"compressor": "half", "format": "float16"})
+    x = torch.randn(3, 10, dtype=torch.float32) * 100
+    assert torch.equal(q.compress(x), x.half().float())
+    assert torch.equal(q.decode(q.encode(x), None, 10), q.compress(x))
+    assert q.encode(x).shape == (3, q.width(10)) == (3, 20)
+    with pytest.raises(GossipflError, match=r"topology\.compression\.format.*float16"):
+        build_compressor({"compressor": "half", "format": "fp8"})
+    p = Problem(clients=6, dim=8)
+    W = random_doubly_stochastic(6)
+
+    def run(compression):
+        config = p.config({"name": "dfedavg"}, W=W, rounds=3, steps=2,
+                          topology={"compression": compression})
+        config["plugins"] = [plugin]
+        return gossipfl.run(config)
+
+    half = run({"compressor": "half", "format": "float16", "gamma": 1.0})
+    exact = run({"compressor": "identity", "gamma": 1.0})
+    assert 0 < np.abs(half.params - exact.params).max() < 1e-2 * np.abs(exact.params).max()
+    assert [r["bytes_round"] * 2 for r in half.metrics] == [r["bytes_round"]
+                                                            for r in exact.metrics]

@@ -362,8 +362,10 @@ def cmd_list(args: argparse.Namespace) -> int:
                          ("models", MODELS), ("topologies", topology_names()),
                          ("mixing rules", MIXING_RULES)):
         print(f"{title}: {', '.join(names)}")
+    from gossipfl.compression import COMPRESSORS
     from gossipfl.trust import ATTACKS, RULES
 
+    print(f"compressors (topology.compression.compressor): {', '.join(COMPRESSORS)}")
     for title, pieces in (("robust rules (topology.robust.rule)", RULES),
                           ("attacks (byzantine.attack)", ATTACKS)):
         print(f"{title}:")

@@ -11,6 +11,7 @@ from gossipfl.compression.compressors import (
     TopK,
     build_compressor,
     pack_bits,
+    register_compressor,
     unpack_bits,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "TopK",
     "build_compressor",
     "pack_bits",
+    "register_compressor",
     "unpack_bits",
 ]

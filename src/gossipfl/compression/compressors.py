@@ -89,6 +89,23 @@ def _dense(values: Tensor, idx: Tensor, numel: int) -> Tensor:
     return values.new_zeros(values.shape[0], numel).scatter(1, idx, values)
 
 
+#: name -> compressor class; :func:`register_compressor` adds to it (gossipfl's and plugins').
+COMPRESSORS: dict[str, type[Compressor]] = {}
+
+
+def register_compressor(cls: type[Compressor]) -> type[Compressor]:
+    """Class decorator: make ``cls`` available as ``compressor: <cls.name>`` (in
+    ``topology.compression`` and the compressed algorithms); its ``rules`` are the parameters
+    a config may give it, validated before training."""
+    from gossipfl.plugins import replaceable
+
+    existing = COMPRESSORS.get(cls.name, cls)
+    if existing is not cls and not replaceable(existing):
+        raise GossipflError(f"compressor name {cls.name!r} is gossipfl's own; choose another.")
+    COMPRESSORS[cls.name] = cls
+    return cls
+
+
 class Compressor(ABC):
     """A message compressor Q (see the module docstring for the contract)."""
 
@@ -127,6 +144,7 @@ class Compressor(ABC):
         """``[n, numel]`` of ``dtype`` from the bytes :meth:`encode` wrote."""
 
 
+@register_compressor
 class Identity(Compressor):
     """Q(x) = x (returned as is, no copy). Wire: the P values as float32; width 4P."""
 
@@ -174,6 +192,7 @@ class _Sparse(Compressor):
         return min(numel, max(1, math.ceil(round(self.fraction * numel, 9))))
 
 
+@register_compressor
 class TopK(_Sparse):
     """Top-k sparsification (Stich, Cordonnier & Jaggi, "Sparsified SGD with memory",
     NeurIPS 2018): Q(x) keeps the k coordinates of largest |x_j| and zeroes the rest;
@@ -222,6 +241,7 @@ class TopK(_Sparse):
         return out  # a boolean mask fills row by row, each row in ascending index order
 
 
+@register_compressor
 class RandK(_Sparse):
     """Random-k sparsification (Stich, Cordonnier & Jaggi, NeurIPS 2018): k distinct
     coordinates drawn uniformly per row (the k smallest of 62-bit hashes of (key, j)), kept
@@ -267,6 +287,7 @@ class RandK(_Sparse):
         return _dense(values, self._indices(keys, numel, payload.device), numel)
 
 
+@register_compressor
 class QSGD(Compressor):
     """QSGD stochastic quantization (Alistarh et al., "QSGD: Communication-Efficient SGD via
     Gradient Quantization and Encoding", NeurIPS 2017) with s = ``levels`` (default 4):
@@ -318,6 +339,7 @@ class QSGD(Compressor):
         return self._value(norm, (codes & 1).bool(), codes >> 1)
 
 
+@register_compressor
 class Sign(Compressor):
     """Scaled sign compression of EF-SignSGD (Karimireddy et al., "Error Feedback Fixes
     SignSGD and other Gradient Compression Schemes", ICML 2019):
@@ -343,10 +365,6 @@ class Sign(Compressor):
     def decode(self, payload, keys, numel, dtype=torch.float32):
         scale = _from_bytes(payload[:, :4], torch.float32).to(dtype)
         return torch.where(unpack_bits(payload[:, 4:], 1, numel).bool(), -scale, scale)
-
-
-COMPRESSORS: dict[str, type[Compressor]] = {
-    cls.name: cls for cls in (Identity, TopK, RandK, QSGD, Sign)}
 
 
 def build_compressor(spec: dict, key: str = "topology.compression",
