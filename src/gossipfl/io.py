@@ -190,3 +190,23 @@ def _same_file(fd: int, path: Path) -> bool:
         return os.fstat(fd).st_ino == os.stat(path).st_ino
     except FileNotFoundError:
         return False
+
+
+def read_text(path: Path, what: str = "config", kind: str = "YAML text") -> str:
+    """The UTF-8 text of ``path``, or one sentence saying why it cannot be read (``kind``:
+    what the file should hold, for a binary one)."""
+    if path.is_dir():
+        raise GossipflError(f"{what}: '{path}' is a directory, not a file.")
+    if not path.exists():
+        raise GossipflError(f"{what}: file '{path}' does not exist.")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GossipflError(f"{what}: '{path}' cannot be read ({exc.strerror or exc}).") from None
+    if b"\x00" in data:
+        raise GossipflError(f"{what}: '{path}' is a binary file, not {kind}.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GossipflError(f"{what}: '{path}' is not UTF-8 text (byte {exc.start} is "
+                            f"0x{data[exc.start]:02x}).") from None

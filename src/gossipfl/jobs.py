@@ -29,10 +29,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from gossipfl.errors import GossipflError
 
@@ -75,36 +72,13 @@ def portable(config: Any, key: str = "--jobs") -> str:
     return config.to_yaml()
 
 
-def _worker(task: Task, conn: Any) -> None:
-    """A worker process: run one variant, send ``(what, status, error)`` back."""
+def _worker(target: Callable[[Task], tuple], task: Task, conn: Any) -> None:
+    """A worker process: ``target(task)`` (one run: ``(what, status, error)``), sent back;
+    an interruption or an error in the run is sent back the same way."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the sweep, which passes it on once
     _stop_with_parent()
-    import torch
-
-    from gossipfl.config import load_config
-    from gossipfl.sweep import Variant, analyze_run, run_variant
-
-    torch.set_num_threads(task.threads)
-
-    def log(message: str) -> None:
-        if not task.quiet:
-            print(f"[{task.dirname}] {message.strip()}", flush=True)
-
-    def warn(message: str) -> None:
-        print(f"[{task.dirname}] warning: {message.strip()}", flush=True)
-
     try:
-        config = load_config(yaml.safe_load(task.config_yaml))
-        variant = Variant(task.label, task.seed, config, task.dirname)
-        what, outcome = run_variant(variant, Path(task.path), task.device, None, log, warn,
-                                    task.allow_changed_inputs)
-        status = None if outcome is None else outcome.status
-        error = None if outcome is None or outcome.error is None else str(outcome.error)
-        if status == "failed":
-            what = "failed"
-        if task.analysis is not None:
-            analyze_run(Path(task.path), task.analysis, log, task.device)
-        conn.send((what, status, error))
+        conn.send(target(task))
     except KeyboardInterrupt:
         conn.send(("interrupted", "interrupted", None))
     except GossipflError as exc:
@@ -148,9 +122,11 @@ class _Running:
 
 
 def run_parallel(tasks: Sequence[Task], jobs: int, log: Callable[[str], None],
-                 done: Callable[[Task, str, str | None, str | None], None]) -> None:
-    """Run ``tasks`` on at most ``jobs`` worker processes; ``done(task, what, status,
-    error)`` for each as it ends. Ctrl-C / SIGTERM (as KeyboardInterrupt): see the module
+                 done: Callable[[Task, str, str | None, str | None], None],
+                 target: Callable[[Task], tuple]) -> None:
+    """Run ``target(task)`` for each of ``tasks`` (a module-level function: the workers are
+    spawned) on at most ``jobs`` worker processes; ``done(task, what, status, error)`` for
+    each as it ends. Ctrl-C / SIGTERM (as KeyboardInterrupt): see the module
     doc; re-raised once every worker has ended."""
     context = multiprocessing.get_context("spawn")
     pending = list(tasks)
@@ -160,7 +136,8 @@ def run_parallel(tasks: Sequence[Task], jobs: int, log: Callable[[str], None],
             while pending and len(running) < jobs:
                 task = pending.pop(0)
                 receive, send = context.Pipe(duplex=False)
-                process = context.Process(target=_worker, args=(task, send), daemon=False,
+                process = context.Process(target=_worker, args=(target, task, send),
+                                          daemon=False,
                                           name=f"gossipfl-{task.dirname}")
                 process.start()
                 send.close()

@@ -503,6 +503,34 @@ def select(variants: list[Variant], only: Sequence[str]) -> list[Variant]:
     return chosen
 
 
+def run_task(task: Any) -> tuple[str, str | None, str | None]:
+    """One run of a ``--jobs`` sweep, in its worker process (:mod:`gossipfl.jobs`): its config
+    rebuilt from YAML, run (or resumed) into its directory, analyzed when the study says so;
+    ``(what, status, error)``."""
+    import torch
+
+    torch.set_num_threads(task.threads)
+
+    def log(message: str) -> None:
+        if not task.quiet:
+            print(f"[{task.dirname}] {message.strip()}", flush=True)
+
+    def warn(message: str) -> None:
+        print(f"[{task.dirname}] warning: {message.strip()}", flush=True)
+
+    config = load_config(yaml.safe_load(task.config_yaml))
+    variant = Variant(task.label, task.seed, config, task.dirname)
+    what, outcome = run_variant(variant, Path(task.path), task.device, None, log, warn,
+                                task.allow_changed_inputs)
+    status = None if outcome is None else outcome.status
+    error = None if outcome is None or outcome.error is None else str(outcome.error)
+    if status == "failed":
+        what = "failed"
+    if task.analysis is not None:
+        analyze_run(Path(task.path), task.analysis, log, task.device)
+    return what, status, error
+
+
 def _run_on_workers(study: Study, variants: list[Variant], chosen: list[Variant], path: Path,
                     result: StudyOutcome, device: str | None, log: Callable[[str], None],
                     warn: Callable[[str], None], allow_changed_inputs: bool,
@@ -544,7 +572,7 @@ def _run_on_workers(study: Study, variants: list[Variant], chosen: list[Variant]
             if status == "diverged":
                 warn(f"run {task.dirname} diverged: {error}")
 
-    run_parallel(tasks, jobs, log, done)
+    run_parallel(tasks, jobs, log, done, run_task)
     return _report(study, variants, path, result)
 
 

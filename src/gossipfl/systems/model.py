@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +53,10 @@ from gossipfl.validation import (
     one_of,
 )
 
-if TYPE_CHECKING:  # annotations only
-    from gossipfl.config import SystemsConfig
+#: What the draws read: the ``systems`` section (:class:`gossipfl.config.SystemsConfig`, which
+#: validates itself through :func:`check_systems`; not imported here, so that config stays
+#: above this module).
+SystemsSection = Any
 
 AT_LEAST_ONE_TIMES = Rule(lambda v: v >= 1, ">= 1")
 COMPUTE_FORMS = {  # the keys that pick a form, and the keys each form takes
@@ -229,7 +231,7 @@ def parse_availability(value: Any) -> Availability | None:
     return Availability(offline=float(offline), p_off=p_off, p_on=p_on, link_fail=float(fail))
 
 
-def check_systems(config: SystemsConfig) -> None:
+def check_systems(config: SystemsSection) -> None:
     """One sentence naming the key and value of the first bad setting (config validation)."""
     parse_compute(config.compute)
     parse_network(config.network)
@@ -238,7 +240,7 @@ def check_systems(config: SystemsConfig) -> None:
 
 def read_values(path: str, m: int) -> np.ndarray:
     """The M positive numbers of ``path`` (one per client; commas, spaces or newlines)."""
-    from gossipfl.config import read_text
+    from gossipfl.io import read_text
 
     key = "systems.compute.path"
     text = read_text(Path(path), key, "text with one number per client").replace(",", " ")
@@ -261,7 +263,7 @@ def read_values(path: str, m: int) -> np.ndarray:
 class SystemsModel:
     """The draws of a run (M clients, ``seed``) from a :class:`SystemsConfig`."""
 
-    def __init__(self, config: SystemsConfig, num_clients: int, seed: int):
+    def __init__(self, config: SystemsSection, num_clients: int, seed: int):
         self.num_clients = m = num_clients
         self.seed = seed
         self.deadline = config.deadline
