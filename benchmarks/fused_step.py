@@ -1,15 +1,17 @@
-"""The fused SGD step against the unfused one (issue 23), interleaved round by round in one
-process:
+"""The fused local step against the unfused one (issues 23, 39), interleaved round by round in
+one process:
 
-    PYTHONPATH=src python -m benchmarks.fused_step [--reps 7] [--cases mlp-dfedavg,mlp-dfedsam]
+    PYTHONPATH=src python -m benchmarks.fused_step [--reps 7] [--cases mlp-dfedavg,mlp-wd]
 
 The headline setting (Fashion-MNIST, 100 clients, one local epoch of batch 32, the stacked
-oracle) for DFedAvg and DFedSAM. Fused: ``ClientEnv.sgd_step`` (each parameter's rows take
-``add_(grad, alpha=-η)`` straight from autograd's gradient). Unfused: the same runner with
-``ClientEnv.plain_sgd`` forced False, so that the gradient stack ``[M, P]`` is written and
-the local optimizer reads it back. The numbers are the same bits (tests/test_fused_step.py);
-only the time differs. Rounds alternate fused, unfused, … on one runner, without evaluation;
-the first pair is a warm-up. Prints the median (min–max) seconds per round and the ratio.
+oracle) for DFedAvg, DFedSAM, and DFedAvg in the seed papers' settings (weight decay 5e-4,
+and momentum 0.9). Fused: ``ClientEnv.fused_step`` (each parameter's rows take the update
+straight from autograd's gradient). Unfused: the same runner with ``ClientEnv.fused`` False,
+so that the gradient stack ``[M, P]`` is written and the local optimizer reads it back. The
+numbers are the same bits (tests/test_fused_step.py); only the time differs. Every case's
+runner, fused and unfused, takes one round in turn (fused, unfused, next case, …), without
+evaluation; the first turn is a warm-up. Prints the median (min–max) seconds per round, the
+ratio to the case's unfused step and the ratio to the first case's fused step.
 """
 
 from __future__ import annotations
@@ -29,19 +31,22 @@ from benchmarks.round_time import Case
 from gossipfl.clients import ClientEnv
 from gossipfl.runner import Runner
 
+DECAY = {"weight_decay": 5e-4}
 CASES = {"mlp-dfedavg": Case("mlp DFedAvg", model="mlp"),
-         "mlp-dfedsam": Case("mlp DFedSAM", model="mlp", algorithm="dfedsam")}
-PLAIN = ClientEnv.plain_sgd
+         "mlp-dfedsam": Case("mlp DFedSAM", model="mlp", algorithm="dfedsam"),
+         "mlp-wd": Case("mlp DFedAvg, wd 5e-4", model="mlp", train=DECAY),
+         "mlp-wd-momentum": Case("mlp DFedAvg, wd 5e-4, momentum 0.9", model="mlp",
+                                 train={**DECAY, "momentum": 0.9})}
 
 
 def timed_round(runner: Runner, t: int, fused: bool) -> float:
-    ClientEnv.plain_sgd = PLAIN if fused else property(lambda self: False)
+    ClientEnv.fused = fused
     try:
         start = time.perf_counter()
         runner.step(t, evaluate=False)
         return time.perf_counter() - start
     finally:
-        ClientEnv.plain_sgd = PLAIN
+        ClientEnv.fused = True
 
 
 def main() -> None:
@@ -50,22 +55,28 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args()
     print(machine(torch.device("cpu")), flush=True)
-    rows = []
-    for name in args.cases.split(","):
-        runner = Runner(CASES[name].config("stacked"))
-        times: dict[bool, list[float]] = {True: [], False: []}
-        for t in range(args.reps + 1):
+    names = args.cases.split(",")
+    runners = {name: Runner(CASES[name].config("stacked")) for name in names}
+    times = {(name, fused): [] for name in names for fused in (True, False)}
+    for t in range(args.reps + 1):
+        for name in names:
             for fused in (True, False):
-                seconds = timed_round(runner, 2 * t + (not fused), fused)
+                seconds = timed_round(runners[name], 2 * t + (not fused), fused)
                 if t:
-                    times[fused].append(seconds)
-        unfused = statistics.median(times[False])
-        for label, values in (("fused", times[True]), ("unfused", times[False])):
-            spread = f"{statistics.median(values):.3f} ({min(values):.3f}–{max(values):.3f})"
-            rows.append([CASES[name].name, label, spread,
-                         f"{unfused / statistics.median(values):.2f}×"])
+                    times[name, fused].append(seconds)
+    first = statistics.median(times[names[0], True])
+    rows = []
+    for name in names:
+        unfused = statistics.median(times[name, False])
+        for fused in (True, False):
+            values = times[name, fused]
+            median = statistics.median(values)
+            rows.append([CASES[name].name, "fused" if fused else "unfused",
+                         f"{median:.3f} ({min(values):.3f}–{max(values):.3f})",
+                         f"{unfused / median:.2f}×", f"{median / first:.2f}"])
             print(rows[-1], flush=True)
-    print(markdown_table(["case", "step", "s / round (no eval)", "unfused ÷ this"], rows))
+    print(markdown_table(["case", "step", "s / round (no eval)", "unfused ÷ this",
+                          f"this ÷ {CASES[names[0]].name} fused"], rows))
 
 
 if __name__ == "__main__":

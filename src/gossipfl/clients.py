@@ -10,7 +10,9 @@ algorithm receives both, typed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from torch import Tensor
 
@@ -57,6 +59,9 @@ class ClientEnv:
     seed: int = 0
     train: LocalTraining = LocalTraining()
     label_counts: Tensor | None = None
+    #: whether local steps may take :meth:`fused_step` (False: the unfused reference that
+    #: tests and benchmarks compare it with)
+    fused: ClassVar[bool] = True
 
     def gradient(self, y: Tensor, batch: Batch, group: str = "all") -> tuple[Tensor, Tensor]:
         """Per-client loss ``[S]`` and minibatch gradient ∇F_i(y_i; ξ_i) of ``group`` (the
@@ -69,21 +74,16 @@ class ClientEnv:
             grad = grad * (clip / (grad.norm(dim=1, keepdim=True) + 1e-6)).clamp(max=1.0)
         return loss, grad
 
-    @property
-    def plain_sgd(self) -> bool:
-        """Whether a gradient step is y − η ∇F_i as it comes: no ``train.clip_norm``, no
-        ``train.weight_decay`` (then :meth:`sgd_step` applies)."""
-        return self.train.clip_norm is None and not self.train.weight_decay
-
-    def sgd_step(self, y: Tensor, batch: Batch, lr: float, at: Tensor | None = None
-                 ) -> Tensor:
-        """One SGD step of every row, in place: y ← y − η ∇F_i(a; ξ_i) with a = ``at``
-        (default y), returning the per-client loss at a — the update fused into the gradient
-        where the oracle can (:meth:`~gossipfl.engine.oracle.Oracle.loss_and_step`). For
-        :attr:`plain_sgd` steps only (it neither clips nor decays)."""
-        return self.oracle.loss_and_step(y if at is None else at, batch.inputs,
-                                         batch.targets, batch.mask, lr,
-                                         into=None if at is None else y)
+    def fused_step(self, batch: Batch, update: Callable[..., None], state: Sequence[Tensor],
+                   at: Tensor | None = None) -> Tensor:
+        """One local step of every row, in place: ``update(∇F_i(a; ξ_i), *state)`` with
+        ``state`` the row-stacked tensors it moves (``[S, P]`` each, the iterates y first)
+        and a = ``at`` (default y), returning the per-client loss at a. ``update`` is
+        elementwise: the oracle may call it parameter by parameter on those columns, with the
+        gradients autograd returns (:meth:`~gossipfl.engine.oracle.Oracle.loss_and_step`),
+        without writing a gradient stack. The gradient is never clipped."""
+        return self.oracle.loss_and_step(state[0] if at is None else at, batch.inputs,
+                                         batch.targets, batch.mask, update, state)
 
     def raw_gradient(self, y: Tensor, batch: Batch, group: str = "all") -> tuple[Tensor, Tensor]:
         """Loss and gradient of ``group``, never clipped (SAM's ascent direction)."""

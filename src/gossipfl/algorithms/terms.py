@@ -80,22 +80,29 @@ def local_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
 
 
 def _fusable(ctx: Context) -> bool:
-    """Whether the phase's step is y ← y − η g on every coordinate with g the plain or SAM
-    gradient as it comes: the default direction, no momentum, the whole model, no clipping
-    and no weight decay."""
-    phase, optimizer = ctx.phase, ctx.optimizer
-    return (phase.direction is None and optimizer.velocity is None
-            and optimizer.group.is_all and ctx.env.plain_sgd)
+    """Whether the phase's step can take the gradient parameter by parameter as autograd
+    returns it: the default direction on the whole model, without clipping (the clip factor
+    needs the whole row's norm)."""
+    env = ctx.env
+    return (ctx.phase.direction is None and ctx.optimizer.group.is_all
+            and env.train.clip_norm is None and env.fused)
 
 
 def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
     """The step of a :func:`_fusable` phase with the update fused into the (last) gradient
-    (:meth:`~gossipfl.clients.ClientEnv.sgd_step`): the same numbers, no gradient stack."""
-    phase, lr = ctx.phase, ctx.optimizer.lr
+    (:meth:`~gossipfl.clients.ClientEnv.fused_step`): d = g + wd y, then the local
+    optimizer's update of y (and v), parameter by parameter; the same numbers, no gradient
+    stack."""
+    phase, optimizer, decay = ctx.phase, ctx.optimizer, ctx.env.train.weight_decay
+
+    def update(grad: Tensor, y: Tensor, *velocity: Tensor) -> None:
+        optimizer.update(_decayed(grad, y, decay), y, *velocity)
+
+    state = optimizer.state(work)
     if not phase.rho:
-        return ctx.env.sgd_step(work.y, batch, lr)
+        return ctx.env.fused_step(batch, update, state)
     loss, point = sam_point(ctx, work.y, batch, phase.rho, phase.group)
-    ctx.env.sgd_step(work.y, batch, lr, at=point)
+    ctx.env.fused_step(batch, update, state, at=point)
     return loss
 
 
@@ -143,9 +150,14 @@ def weight_decay(coef: float | None = None, at: Callable[[Context, Work], Tensor
         mu = ctx.env.train.weight_decay if coef is None else coef
         if not mu:
             return d
-        return d + mu * (work.y if at is None else at(ctx, work))
+        return _decayed(d, work.y if at is None else at(ctx, work), mu)
 
     return term
+
+
+def _decayed(d: Tensor, y: Tensor, mu: float) -> Tensor:
+    """d + μ y (d itself when μ = 0)."""
+    return d + mu * y if mu else d
 
 
 def prox(coef: float, anchor: str = "anchor", skip_zero: bool = False) -> Term:

@@ -135,15 +135,17 @@ class Oracle(ABC):
         self.model.train()
         return inputs, targets, _full_mask(mask, targets)
 
-    def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor,
-                      mask: Tensor | None, lr: float, into: Tensor | None = None) -> Tensor:
-        """One plain SGD step of every model, in place: Y ← Y − η ∇F(X) with Y = ``into``
-        (default X itself; ``Y.add_(grad, alpha=-η)``), returning ``loss [M]`` at X. The
-        same numbers as :meth:`loss_and_grad` followed by that update; an oracle may apply it
-        layer by layer from the gradients autograd returns, without writing a gradient stack
-        ``[M, P]`` and reading it back."""
+    def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None,
+                      update: Callable[..., None], into: Sequence[Tensor] | None = None
+                      ) -> Tensor:
+        """One local step of every model, in place: ``update(grad, *into)`` with ``grad`` =
+        ∇F(X) and ``into`` the ``[M, P]`` tensors it moves (default ``(X,)``), returning
+        ``loss [M]`` at X. ``update`` must be elementwise: an oracle may call it parameter by
+        parameter on the matching ``[m, *shape]`` views of a block of rows, with the
+        gradients autograd returns, without writing a gradient stack ``[M, P]`` and reading
+        it back; the numbers are those of :meth:`loss_and_grad` followed by ``update``."""
         losses, grads = self.loss_and_grad(X, inputs, targets, mask)
-        (X if into is None else into).add_(grads, alpha=-lr)
+        update(grads, *((X,) if into is None else into))
         return losses
 
     @abstractmethod
