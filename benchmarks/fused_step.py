@@ -5,7 +5,7 @@ one process:
 
 The headline setting (Fashion-MNIST, 100 clients, one local epoch of batch 32, the stacked
 oracle) for DFedAvg, DFedSAM, and DFedAvg in the seed papers' settings (weight decay 5e-4,
-and momentum 0.9). Fused: ``ClientEnv.fused_step`` (each parameter's rows take the update
+with momentum 0.9 or clipping). Fused: ``ClientEnv.fused_step`` (each parameter's rows take the update
 straight from autograd's gradient). Unfused: the same runner with ``ClientEnv.fused`` False,
 so that the gradient stack ``[M, P]`` is written and the local optimizer reads it back. The
 numbers are the same bits (tests/test_fused_step.py); only the time differs. Every case's
@@ -36,7 +36,9 @@ CASES = {"mlp-dfedavg": Case("mlp DFedAvg", model="mlp"),
          "mlp-dfedsam": Case("mlp DFedSAM", model="mlp", algorithm="dfedsam"),
          "mlp-wd": Case("mlp DFedAvg, wd 5e-4", model="mlp", train=DECAY),
          "mlp-wd-momentum": Case("mlp DFedAvg, wd 5e-4, momentum 0.9", model="mlp",
-                                 train={**DECAY, "momentum": 0.9})}
+                                 train={**DECAY, "momentum": 0.9}),
+         "mlp-wd-clip": Case("mlp DFedAvg, wd 5e-4, clip 1", model="mlp",
+                             train={**DECAY, "clip_norm": 1.0})}
 
 
 def timed_round(runner: Runner, t: int, fused: bool) -> float:

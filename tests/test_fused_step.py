@@ -5,7 +5,8 @@ instead of writing a gradient stack ``[M, P]`` and reading it back.
 The numbers are bit for bit those of the unfused step, on the oracle (every small built-in
 model, empty rows, several blocks) and on whole runs of every registered algorithm with and
 without weight decay, momentum and clipping (the runner takes the fused step wherever a
-phase's step is the default direction on the whole model, unclipped)."""
+phase's step is the default direction on the whole model; clipped, in two passes: the
+gradient stack and its norms, then the update)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 import torch
 
 from gossipfl.clients import ClientEnv
-from gossipfl.engine import LoopOracle, Oracle, StackedOracle
+from gossipfl.engine import LoopOracle, StackedOracle
+from gossipfl.engine import oracle as oracle_module
 from gossipfl.models import build_model
 from tests import distributed_cases as cases
 from tests.oracle_reference import rows_and_batch
@@ -33,9 +35,14 @@ def decayed_heavy_ball(lr, wd=5e-4, mu=0.9):
     return update
 
 
+@pytest.mark.parametrize("piece", [None, 5])
 @pytest.mark.parametrize("name", ["linear", "logistic", "mlp", "cnn"])
 @pytest.mark.parametrize("oracle_kind", ["stacked", "stacked-blocks", "loop"])
-def test_loss_and_step_is_the_unfused_step_bitwise(name, oracle_kind):
+def test_loss_and_step_is_the_unfused_step_bitwise(name, oracle_kind, piece, monkeypatch):
+    """``piece``: the update in pieces of rows of about that many elements (None: the
+    default, larger than these models' parameters)."""
+    if piece is not None:
+        monkeypatch.setattr(oracle_module, "CPU_UPDATE_PIECE", piece)
     shape, outputs, loss, dtype, mask = BUILTIN[name]
     model = build_model(name, shape, outputs, seed=0)
     X, inputs, targets = rows_and_batch(model, shape, outputs, loss, dtype, mask)
@@ -46,8 +53,9 @@ def test_loss_and_step_is_the_unfused_step_bitwise(name, oracle_kind):
     fused, reference = X.clone(), X.clone()
     for _ in range(3):  # several steps from the moved rows
         got = oracle.loss_and_step(fused, *batch, sgd(0.1))
-        want = Oracle.loss_and_step(oracle, reference, *batch, sgd(0.1))  # the unfused step
-        assert torch.equal(got, want)
+        losses, grads = oracle.loss_and_grad(reference, *batch)  # the unfused step
+        sgd(0.1)(grads, reference)
+        assert torch.equal(got, losses)
         assert torch.equal(fused, reference)
     empty = ~mask.any(1)
     assert torch.equal(fused[empty], X[empty])  # rows without samples do not move
@@ -56,15 +64,15 @@ def test_loss_and_step_is_the_unfused_step_bitwise(name, oracle_kind):
     velocity = [torch.full_like(X, 0.01), torch.full_like(X, 0.01)]
     for _ in range(2):  # weight decay and momentum: rows without samples decay, v moves
         got = oracle.loss_and_step(at, *batch, decayed_heavy_ball(0.1), (fused, velocity[0]))
-        want = Oracle.loss_and_step(oracle, at, *batch, decayed_heavy_ball(0.1),
-                                    (reference, velocity[1]))
-        assert torch.equal(got, want)
+        losses, grads = oracle.loss_and_grad(at, *batch)
+        decayed_heavy_ball(0.1)(grads, reference, velocity[1])
+        assert torch.equal(got, losses)
         assert torch.equal(fused, reference) and torch.equal(*velocity)
 
 
 SETTINGS = {"sgd": {"weight_decay": 0.0}, "decay": {"weight_decay": 5e-4},
             "momentum": {"weight_decay": 5e-4, "momentum": 0.9},
-            "clip": {"weight_decay": 5e-4, "momentum": 0.9, "clip_norm": 0.5}}
+            "clip": {"weight_decay": 5e-4, "momentum": 0.9, "clip_norm": 0.05}}
 
 
 def train(algorithm: str, setting: str) -> dict:
@@ -78,6 +86,7 @@ def train(algorithm: str, setting: str) -> dict:
 @pytest.mark.parametrize("algorithm", cases.builtin_algorithms())
 def test_every_algorithm_gives_the_unfused_numbers_bitwise(algorithm, setting, monkeypatch):
     setup = train(algorithm, setting)
+    monkeypatch.setattr(oracle_module, "CPU_UPDATE_PIECE", 64)  # updates in several pieces
     fused = cases.measure_config(setup)
     monkeypatch.setattr(ClientEnv, "fused", False)  # the unfused reference
     want = cases.measure_config(setup)
@@ -87,7 +96,7 @@ def test_every_algorithm_gives_the_unfused_numbers_bitwise(algorithm, setting, m
         assert torch.equal(fused["server"], want["server"]), algorithm
 
 
-def test_the_fused_step_is_taken_unless_clipping(monkeypatch):
+def test_the_fused_step_is_taken_for_every_setting(monkeypatch):
     calls = []
     original = ClientEnv.fused_step
 
@@ -101,7 +110,7 @@ def test_the_fused_step_is_taken_unless_clipping(monkeypatch):
                                        ("dfedavg", "decay", {(1, False)}),
                                        ("dfedavg", "momentum", {(2, False)}),
                                        ("dfedsam", "momentum", {(2, True)}),
-                                       ("dfedsam", "clip", set())):
+                                       ("dfedsam", "clip", {(2, True)})):
         calls.clear()
         cases.measure_config(train(algorithm, setting))
         assert set(calls) == expect, (algorithm, setting)

@@ -80,12 +80,9 @@ def local_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
 
 
 def _fusable(ctx: Context) -> bool:
-    """Whether the phase's step can take the gradient parameter by parameter as autograd
-    returns it: the default direction on the whole model, without clipping (the clip factor
-    needs the whole row's norm)."""
-    env = ctx.env
-    return (ctx.phase.direction is None and ctx.optimizer.group.is_all
-            and env.train.clip_norm is None and env.fused)
+    """Whether the phase's step is an elementwise update of the whole model from the
+    gradient: the default direction on the group ``all``."""
+    return ctx.phase.direction is None and ctx.optimizer.group.is_all and ctx.env.fused
 
 
 def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:

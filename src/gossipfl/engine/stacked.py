@@ -51,6 +51,7 @@ from gossipfl.engine.oracle import (
     check_loss,
     client_blocks,
     per_sample_loss,
+    update_in_pieces,
     write_grads,
 )
 from gossipfl.engine.params import ParamLayout
@@ -444,13 +445,14 @@ class StackedOracle(Oracle):
             def step(*blocks: Tensor) -> None:
                 views = [self.layout.views(block) for block in blocks]
                 for name, grad in grads.items():
-                    update(grad, *(v[name] for v in views))
+                    update_in_pieces(update, grad, *(v[name] for v in views))
 
             rows_of(rows, step)
 
         def idle(empty: Tensor) -> None:
             rows_of(empty.nonzero().squeeze(1),
-                    lambda *blocks: update(torch.zeros_like(blocks[0]), *blocks))
+                    lambda *blocks: update_in_pieces(update, torch.zeros_like(blocks[0]),
+                                                     *blocks))
 
         self._blocks(X, inputs, targets, mask, losses, None, descend, idle)
         return losses
