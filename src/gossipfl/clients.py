@@ -83,8 +83,8 @@ class ClientEnv:
         """One local step of every row, in place: ``update(g_i, *state)`` with g_i the
         gradient of :meth:`gradient` (whole model, clipped to ``train.clip_norm``) at a =
         ``at`` (default y), ``state`` the row-stacked tensors it moves (``[S, P]`` each, the
-        iterates y first); returns the per-client loss at a. ``update`` is elementwise, so
-        it is applied in pieces: unclipped, parameter by parameter from the gradients
+        iterates y first); returns the per-client loss at a. ``update`` is elementwise (and
+        may overwrite the gradient it is given), so it is applied in pieces: unclipped, parameter by parameter from the gradients
         autograd returns (:meth:`~gossipfl.engine.oracle.Oracle.loss_and_step`), without
         writing a gradient stack; clipped, in two passes (the gradient stack and its row
         norms, then ``update(g ⊙ clip factor, …)`` in cache-sized pieces of rows)."""

@@ -92,8 +92,8 @@ def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
     stack."""
     phase, optimizer, decay = ctx.phase, ctx.optimizer, ctx.env.train.weight_decay
 
-    def update(grad: Tensor, y: Tensor, *velocity: Tensor) -> None:
-        optimizer.update(_decayed(grad, y, decay), y, *velocity)
+    def update(grad: Tensor, y: Tensor, *velocity: Tensor) -> None:  # grad is ours to overwrite
+        optimizer.update(_decayed(grad, y, decay, inplace=True), y, *velocity)
 
     state = optimizer.state(work)
     if not phase.rho:
@@ -152,9 +152,11 @@ def weight_decay(coef: float | None = None, at: Callable[[Context, Work], Tensor
     return term
 
 
-def _decayed(d: Tensor, y: Tensor, mu: float) -> Tensor:
-    """d + μ y (d itself when μ = 0)."""
-    return d + mu * y if mu else d
+def _decayed(d: Tensor, y: Tensor, mu: float, inplace: bool = False) -> Tensor:
+    """d + μ y (d itself when μ = 0); ``inplace``: written into d (the same numbers)."""
+    if not mu:
+        return d
+    return d.add_(mu * y) if inplace else d + mu * y
 
 
 def prox(coef: float, anchor: str = "anchor", skip_zero: bool = False) -> Term:

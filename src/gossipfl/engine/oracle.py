@@ -157,7 +157,8 @@ class Oracle(ABC):
                       ) -> Tensor:
         """One local step of every model, in place: ``update(grad, *into)`` with ``grad`` =
         ∇F(X) and ``into`` the ``[M, P]`` tensors it moves (default ``(X,)``), returning
-        ``loss [M]`` at X. ``update`` must be elementwise: an oracle may call it parameter by
+        ``loss [M]`` at X. ``update`` must be elementwise, and may overwrite the gradient it
+        is given (a fresh tensor, nobody else's): an oracle may call it parameter by
         parameter on the matching ``[m, *shape]`` views of a block of rows, with the
         gradients autograd returns, without writing a gradient stack ``[M, P]`` and reading
         it back; the numbers are those of :meth:`loss_and_grad` followed by ``update``."""
