@@ -5,13 +5,14 @@ one process:
 
 The headline setting (Fashion-MNIST, 100 clients, one local epoch of batch 32, the stacked
 oracle) for DFedAvg, DFedSAM, and DFedAvg in the seed papers' settings (weight decay 5e-4,
-with momentum 0.9 or clipping). Fused: ``ClientEnv.fused_step`` (each parameter's rows take the update
-straight from autograd's gradient). Unfused: the same runner with ``ClientEnv.fused`` False,
+with momentum 0.9 or clipping). Fused: ``ClientEnv.fused_step`` (each parameter's rows take
+the update straight from autograd's gradient). Unfused: the same runner with ``ClientEnv.fused`` False,
 so that the gradient stack ``[M, P]`` is written and the local optimizer reads it back. The
 numbers are the same bits (tests/test_fused_step.py); only the time differs. Every case's
 runner, fused and unfused, takes one round in turn (fused, unfused, next case, …), without
-evaluation; the first turn is a warm-up. Prints the median (min–max) seconds per round, the
-ratio to the case's unfused step and the ratio to the first case's fused step.
+evaluation; the first turn is a warm-up. Prints the median (min–max) wall and CPU seconds
+per round (CPU: this process's threads, the steadier measure on a shared machine), the ratio
+to the case's unfused step and the ratio to the first case's fused step.
 """
 
 from __future__ import annotations
@@ -41,14 +42,19 @@ CASES = {"mlp-dfedavg": Case("mlp DFedAvg", model="mlp"),
                              train={**DECAY, "clip_norm": 1.0})}
 
 
-def timed_round(runner: Runner, t: int, fused: bool) -> float:
+def timed_round(runner: Runner, t: int, fused: bool) -> tuple[float, float]:
+    """Wall and CPU (this process, all threads) seconds of round t."""
     ClientEnv.fused = fused
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         runner.step(t, evaluate=False)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
     finally:
         ClientEnv.fused = True
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}–{max(values):.3f})"
 
 
 def main() -> None:
@@ -66,20 +72,23 @@ def main() -> None:
                 seconds = timed_round(runners[name], 2 * t + (not fused), fused)
                 if t:
                     times[name, fused].append(seconds)
-    first = statistics.median(times[names[0], True])
+    median = {key: [statistics.median(s[i] for s in v) for i in (0, 1)]
+              for key, v in times.items()}
+    first = median[names[0], True]
     rows = []
     for name in names:
-        unfused = statistics.median(times[name, False])
         for fused in (True, False):
-            values = times[name, fused]
-            median = statistics.median(values)
+            wall, cpu = median[name, fused]
+            unfused = median[name, False]
             rows.append([CASES[name].name, "fused" if fused else "unfused",
-                         f"{median:.3f} ({min(values):.3f}–{max(values):.3f})",
-                         f"{unfused / median:.2f}×", f"{median / first:.2f}"])
+                         spread([s[0] for s in times[name, fused]]),
+                         spread([s[1] for s in times[name, fused]]),
+                         f"{unfused[0] / wall:.2f}× / {unfused[1] / cpu:.2f}×",
+                         f"{wall / first[0]:.2f} / {cpu / first[1]:.2f}"])
             print(rows[-1], flush=True)
-    print(markdown_table(["case", "step", "s / round (no eval)", "unfused ÷ this",
-                          f"this ÷ {CASES[names[0]].name} fused"], rows))
-
+    print(markdown_table(["case", "step", "wall s / round", "CPU s / round",
+                          "unfused ÷ this (wall / CPU)",
+                          f"this ÷ {CASES[names[0]].name} fused (wall / CPU)"], rows))
 
 if __name__ == "__main__":
     main()
