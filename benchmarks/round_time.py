@@ -77,9 +77,11 @@ class Case:
     reps: int = 3
     isolate: bool = False  # one implementation at a time (when two would not fit in memory)
     extra: dict = field(default_factory=dict)
+    train: dict = field(default_factory=dict)  # more train settings (e.g. weight_decay)
 
     def config(self, oracle: str) -> Config:
-        train: dict[str, Any] = {"rounds": 1, "batch_size": self.batch_size, "lr": 0.1}
+        train: dict[str, Any] = {"rounds": 1, "batch_size": self.batch_size, "lr": 0.1,
+                                 **self.train}
         train.update({"local_steps": self.local_steps} if self.local_steps else
                      {"local_epochs": 1})
         data: dict[str, Any] = {"clients": self.clients, "partition": "iid"}

@@ -10,11 +10,14 @@ algorithm receives both, typed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from torch import Tensor
 
 from gossipfl.engine.groups import ParamGroups
+from gossipfl.engine.oracle import update_in_pieces
 from gossipfl.engine.params import ParamLayout
 
 
@@ -57,33 +60,42 @@ class ClientEnv:
     seed: int = 0
     train: LocalTraining = LocalTraining()
     label_counts: Tensor | None = None
+    #: whether local steps may take :meth:`fused_step` (False: the unfused reference that
+    #: tests and benchmarks compare it with)
+    fused: ClassVar[bool] = True
 
     def gradient(self, y: Tensor, batch: Batch, group: str = "all") -> tuple[Tensor, Tensor]:
         """Per-client loss ``[S]`` and minibatch gradient ∇F_i(y_i; ξ_i) of ``group`` (the
         other columns 0), clipped to ``train.clip_norm`` by the group's norm, as
         ``clip_grad_norm_`` over a model whose other parameters are frozen."""
-        wrt = self.groups.parameter_names(group)
-        loss, grad = self.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask, wrt)
-        clip = self.train.clip_norm
-        if clip is not None:
-            grad = grad * (clip / (grad.norm(dim=1, keepdim=True) + 1e-6)).clamp(max=1.0)
+        loss, grad = self.raw_gradient(y, batch, group)
+        if self.train.clip_norm is not None:
+            grad = grad * self.clip_factor(grad)
         return loss, grad
 
-    @property
-    def plain_sgd(self) -> bool:
-        """Whether a gradient step is y − η ∇F_i as it comes: no ``train.clip_norm``, no
-        ``train.weight_decay`` (then :meth:`sgd_step` applies)."""
-        return self.train.clip_norm is None and not self.train.weight_decay
+    def clip_factor(self, grad: Tensor) -> Tensor:
+        """``[S, 1]`` min(1, c / (‖g_i‖₂ + 1e-6)), c = ``train.clip_norm``: the factor that
+        clips each row of ``grad`` (as ``clip_grad_norm_``)."""
+        return (self.train.clip_norm / (grad.norm(dim=1, keepdim=True) + 1e-6)).clamp(max=1.0)
 
-    def sgd_step(self, y: Tensor, batch: Batch, lr: float, at: Tensor | None = None
-                 ) -> Tensor:
-        """One SGD step of every row, in place: y ← y − η ∇F_i(a; ξ_i) with a = ``at``
-        (default y), returning the per-client loss at a — the update fused into the gradient
-        where the oracle can (:meth:`~gossipfl.engine.oracle.Oracle.loss_and_step`). For
-        :attr:`plain_sgd` steps only (it neither clips nor decays)."""
-        return self.oracle.loss_and_step(y if at is None else at, batch.inputs,
-                                         batch.targets, batch.mask, lr,
-                                         into=None if at is None else y)
+    def fused_step(self, batch: Batch, update: Callable[..., None], state: Sequence[Tensor],
+                   at: Tensor | None = None) -> Tensor:
+        """One local step of every row, in place: ``update(g_i, *state)`` with g_i the
+        gradient of :meth:`gradient` (whole model, clipped to ``train.clip_norm``) at a =
+        ``at`` (default y), ``state`` the row-stacked tensors it moves (``[S, P]`` each, the
+        iterates y first); returns the per-client loss at a. ``update`` is elementwise (and
+        may overwrite the gradient it is given), so it is applied in pieces: unclipped, parameter by parameter from the gradients
+        autograd returns (:meth:`~gossipfl.engine.oracle.Oracle.loss_and_step`), without
+        writing a gradient stack; clipped, in two passes (the gradient stack and its row
+        norms, then ``update(g ⊙ clip factor, …)`` in cache-sized pieces of rows)."""
+        point = state[0] if at is None else at
+        if self.train.clip_norm is None:
+            return self.oracle.loss_and_step(point, batch.inputs, batch.targets, batch.mask,
+                                             update, state)
+        loss, grad = self.raw_gradient(point, batch)
+        update_in_pieces(lambda g, factor, *rows: update(g * factor, *rows), grad,
+                         self.clip_factor(grad), *state)
+        return loss
 
     def raw_gradient(self, y: Tensor, batch: Batch, group: str = "all") -> tuple[Tensor, Tensor]:
         """Loss and gradient of ``group``, never clipped (SAM's ascent direction)."""

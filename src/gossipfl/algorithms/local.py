@@ -31,21 +31,32 @@ class LocalOptimizer:
             velocity = torch.zeros(rows, group.numel, dtype=like.dtype, device=like.device)
         self.velocity = velocity if momentum else None
 
+    def state(self, work: Work) -> tuple[torch.Tensor, ...]:
+        """The row-stacked tensors a step of ``work`` moves, as :meth:`update` takes them:
+        ``(y,)``, or ``(y, v)`` with momentum (v of the whole model: the group is ``all``)."""
+        return (work.y,) if self.velocity is None else (work.y, self.velocity[: len(work)])
+
+    def update(self, d: torch.Tensor, y: torch.Tensor, v: torch.Tensor | None = None) -> None:
+        """y ← y − η d, or v ← μ v − η d, y ← y + v: in place, elementwise, on tensors of one
+        shape (whole rows, or one parameter's columns of them: the same numbers)."""
+        if v is None:
+            y.add_(d, alpha=-self.lr)
+            return
+        v.mul_(self.momentum).add_(d, alpha=-self.lr)
+        y.add_(v)
+
     def step(self, work: Work, direction: torch.Tensor) -> None:
         y, lr = work.y, self.lr
+        if self.group.is_all:
+            self.update(direction, *self.state(work))
+            return
         if self.velocity is None:
-            if self.group.is_all:
-                y.add_(direction, alpha=-lr)
-                return
             for block, d in zip(self.group.columns(y), self.group.columns(direction),
                                 strict=True):
                 block.add_(d, alpha=-lr)
             return
         velocity = self.velocity[: len(work)]
         velocity.mul_(self.momentum).add_(self.group.select(direction), alpha=-lr)
-        if self.group.is_all:
-            y.add_(velocity)
-            return
         start = 0
         for block in self.group.columns(y):
             width = block.shape[-1]

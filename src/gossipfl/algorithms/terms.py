@@ -80,22 +80,26 @@ def local_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
 
 
 def _fusable(ctx: Context) -> bool:
-    """Whether the phase's step is y ← y − η g on every coordinate with g the plain or SAM
-    gradient as it comes: the default direction, no momentum, the whole model, no clipping
-    and no weight decay."""
-    phase, optimizer = ctx.phase, ctx.optimizer
-    return (phase.direction is None and optimizer.velocity is None
-            and optimizer.group.is_all and ctx.env.plain_sgd)
+    """Whether the phase's step is an elementwise update of the whole model from the
+    gradient: the default direction on the group ``all``."""
+    return ctx.phase.direction is None and ctx.optimizer.group.is_all and ctx.env.fused
 
 
 def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
     """The step of a :func:`_fusable` phase with the update fused into the (last) gradient
-    (:meth:`~gossipfl.clients.ClientEnv.sgd_step`): the same numbers, no gradient stack."""
-    phase, lr = ctx.phase, ctx.optimizer.lr
+    (:meth:`~gossipfl.clients.ClientEnv.fused_step`): d = g + wd y, then the local
+    optimizer's update of y (and v), parameter by parameter; the same numbers, no gradient
+    stack."""
+    phase, optimizer, decay = ctx.phase, ctx.optimizer, ctx.env.train.weight_decay
+
+    def update(grad: Tensor, y: Tensor, *velocity: Tensor) -> None:  # grad is ours to overwrite
+        optimizer.update(_decayed(grad, y, decay, inplace=True), y, *velocity)
+
+    state = optimizer.state(work)
     if not phase.rho:
-        return ctx.env.sgd_step(work.y, batch, lr)
+        return ctx.env.fused_step(batch, update, state)
     loss, point = sam_point(ctx, work.y, batch, phase.rho, phase.group)
-    ctx.env.sgd_step(work.y, batch, lr, at=point)
+    ctx.env.fused_step(batch, update, state, at=point)
     return loss
 
 
@@ -143,9 +147,16 @@ def weight_decay(coef: float | None = None, at: Callable[[Context, Work], Tensor
         mu = ctx.env.train.weight_decay if coef is None else coef
         if not mu:
             return d
-        return d + mu * (work.y if at is None else at(ctx, work))
+        return _decayed(d, work.y if at is None else at(ctx, work), mu)
 
     return term
+
+
+def _decayed(d: Tensor, y: Tensor, mu: float, inplace: bool = False) -> Tensor:
+    """d + μ y (d itself when μ = 0); ``inplace``: written into d (the same numbers)."""
+    if not mu:
+        return d
+    return d.add_(mu * y) if inplace else d + mu * y
 
 
 def prox(coef: float, anchor: str = "anchor", skip_zero: bool = False) -> Term:

@@ -99,6 +99,23 @@ def _full_mask(mask: Tensor | None, targets: Tensor) -> Tensor:
     return mask if mask.dtype == torch.bool else mask.bool()
 
 
+CPU_UPDATE_PIECE = 1 << 20  # elements a fused update takes at once on CPU (docs/benchmarks.md)
+
+
+def update_in_pieces(update: Callable[..., None], grad: Tensor, *state: Tensor) -> None:
+    """``update(grad, *state)`` on matching ``[m, ...]`` tensors, on the CPU in pieces of
+    rows of about :data:`CPU_UPDATE_PIECE` elements: an update of several elementwise
+    operations (weight decay, momentum) then keeps its temporaries in the cache instead of
+    streaming ``[m, ...]`` ones through memory. Elementwise: the same numbers."""
+    m = grad.shape[0]
+    if grad.device.type != "cpu" or grad.numel() <= CPU_UPDATE_PIECE or m < 2:
+        update(grad, *state)
+        return
+    rows = max(1, CPU_UPDATE_PIECE * m // grad.numel())
+    for a in range(0, m, rows):
+        update(grad[a:a + rows], *(t[a:a + rows] for t in state))
+
+
 def client_blocks(M: int, step: int | None) -> list[tuple[int, int]]:
     """``[(a, b), ...]`` covering clients ``0..M`` in blocks of ``step`` (None: one block)."""
     step = step or max(M, 1)
@@ -135,15 +152,18 @@ class Oracle(ABC):
         self.model.train()
         return inputs, targets, _full_mask(mask, targets)
 
-    def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor,
-                      mask: Tensor | None, lr: float, into: Tensor | None = None) -> Tensor:
-        """One plain SGD step of every model, in place: Y ← Y − η ∇F(X) with Y = ``into``
-        (default X itself; ``Y.add_(grad, alpha=-η)``), returning ``loss [M]`` at X. The
-        same numbers as :meth:`loss_and_grad` followed by that update; an oracle may apply it
-        layer by layer from the gradients autograd returns, without writing a gradient stack
-        ``[M, P]`` and reading it back."""
+    def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None,
+                      update: Callable[..., None], into: Sequence[Tensor] | None = None
+                      ) -> Tensor:
+        """One local step of every model, in place: ``update(grad, *into)`` with ``grad`` =
+        ∇F(X) and ``into`` the ``[M, P]`` tensors it moves (default ``(X,)``), returning
+        ``loss [M]`` at X. ``update`` must be elementwise, and may overwrite the gradient it
+        is given (a fresh tensor, nobody else's): an oracle may call it parameter by
+        parameter on the matching ``[m, *shape]`` views of a block of rows, with the
+        gradients autograd returns, without writing a gradient stack ``[M, P]`` and reading
+        it back; the numbers are those of :meth:`loss_and_grad` followed by ``update``."""
         losses, grads = self.loss_and_grad(X, inputs, targets, mask)
-        (X if into is None else into).add_(grads, alpha=-lr)
+        update_in_pieces(update, grads, *((X,) if into is None else into))
         return losses
 
     @abstractmethod

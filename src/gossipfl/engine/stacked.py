@@ -37,7 +37,7 @@ cannot be traced, or have parameters in other module types, raise :class:`Stacke
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -51,6 +51,7 @@ from gossipfl.engine.oracle import (
     check_loss,
     client_blocks,
     per_sample_loss,
+    update_in_pieces,
     write_grads,
 )
 from gossipfl.engine.params import ParamLayout
@@ -420,26 +421,40 @@ class StackedOracle(Oracle):
 
         self._blocks(X, inputs, targets, mask, losses, wrt, write, zero)
 
-    def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor,
-                      mask: Tensor | None, lr: float, into: Tensor | None = None) -> Tensor:
-        """:meth:`Oracle.loss_and_step` with the update fused into the backward's output:
-        each parameter's rows of X take ``add_(grad, alpha=-η)`` straight from autograd's
-        gradient (bit for bit the unfused update, which reads the same values back from a
-        gradient stack)."""
+    def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None,
+                      update: Callable[..., None], into: Sequence[Tensor] | None = None
+                      ) -> Tensor:
+        """:meth:`Oracle.loss_and_step` fused into the backward's output: each block's rows
+        of ``into`` take ``update`` parameter by parameter, straight from autograd's
+        gradients (rows without samples: with a zero gradient, as :meth:`loss_and_grad`
+        gives them); bit for bit the unfused update, which reads the same values back from
+        a gradient stack."""
         inputs, targets, mask = self._training_batch(X, inputs, targets, mask)
         losses = torch.zeros(X.shape[0], dtype=X.dtype, device=X.device)
+        into = (X,) if into is None else tuple(into)
 
-        target = X if into is None else into
-
-        def descend(rows, block_grads: dict[str, Tensor]) -> None:
-            block = target[rows]  # a view for a slice, a copy for index rows
-            with torch.no_grad():
-                for name, view in self.layout.views(block).items():
-                    view.add_(block_grads[name], alpha=-lr)
+        @torch.no_grad()
+        def rows_of(rows, step: Callable[..., None]) -> None:
+            blocks = [t[rows] for t in into]  # views for a slice, copies for index rows
+            step(*blocks)
             if not isinstance(rows, slice):
-                target.index_copy_(0, rows, block)
+                for t, block in zip(into, blocks, strict=True):
+                    t.index_copy_(0, rows, block)
 
-        self._blocks(X, inputs, targets, mask, losses, None, descend)
+        def descend(rows, grads: dict[str, Tensor]) -> None:
+            def step(*blocks: Tensor) -> None:
+                views = [self.layout.views(block) for block in blocks]
+                for name, grad in grads.items():
+                    update_in_pieces(update, grad, *(v[name] for v in views))
+
+            rows_of(rows, step)
+
+        def idle(empty: Tensor) -> None:
+            rows_of(empty.nonzero().squeeze(1),
+                    lambda *blocks: update_in_pieces(update, torch.zeros_like(blocks[0]),
+                                                     *blocks))
+
+        self._blocks(X, inputs, targets, mask, losses, None, descend, idle)
         return losses
 
     @torch.no_grad()
