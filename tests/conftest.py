@@ -69,7 +69,7 @@ SLOW: frozenset[str] = frozenset({
     "test_divergence.py::test_cli_exits_3",
     "test_divergence.py::test_diverged_run_keeps_its_metrics",
     "test_divergence.py::test_sweep_records_a_diverged_run_and_goes_on",
-    "test_fused_step.py::test_the_fused_step_is_taken_for_plain_sgd_and_sam_only",
+    "test_fused_step.py::test_the_fused_step_is_taken_for_every_setting",
     "test_gpu_paths.py::test_small_cpu_run_writes_every_section",
     "test_hessian.py::test_each_model_gets_its_own_hessian",
     "test_hessian.py::test_lsq_top_eigenvalues_match_numpy",
