@@ -287,6 +287,13 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     refusal = order.refusal(algorithm, processes.world if processes.distributed else None)
     if refusal:
         raise GossipflError(refusal)
+    if topology is not None and topology.sparse:  # built as edges: no dense W for these
+        from gossipfl.topology.sparse import refuse_dense
+
+        if config.topology.order != "synchronous":
+            raise refuse_dense(m, f"topology.order: {config.topology.order}")
+        if processes.distributed:
+            raise refuse_dense(m, "engine.backend: distributed")
     refusal, caution = algorithm.mixing_check(topology)  # doubly / row / column-stochastic W
     if refusal:
         raise GossipflError(refusal)

@@ -42,7 +42,13 @@ reads ``uniform`` or ``base_k``); their definitions are in :mod:`gossipfl.topolo
 Every topology says what its matrices are (:attr:`Topology.stochastic`: ``doubly``, ``row``
 or ``column``), which an algorithm's ``mixing`` declaration is checked against.
 
-Matrices are dense ``[M, M]`` float64 (fine up to a few thousand clients).
+Up to :data:`~gossipfl.topology.sparse.DENSE_MAX_CLIENTS` clients the matrices are dense
+``[M, M]`` float64. Above it, ``ring``, ``exponential``, ``k_regular``, ``random_k``,
+``one_peer_exponential``, ``epidemic``, ``random_matching`` and ``custom`` (an edge list) are
+built as edges only (:class:`~gossipfl.topology.sparse.Edges`, O(M + edges)): every rule,
+check and count works on the edges, :meth:`Topology.edges` gives W, and what needs the dense
+W (:meth:`Topology.matrix`) refuses in one sentence. The other graphs stay dense at any M
+(their memory is estimated before anything is allocated).
 """
 
 from __future__ import annotations
@@ -67,6 +73,15 @@ from gossipfl.topology.mixing import (
     mixing_matrix,
     spectral_gap,
     validate_mixing,
+)
+from gossipfl.topology.sparse import (
+    DENSE_MAX_CLIENTS,
+    Edges,
+    components,
+    first_asymmetry,
+    mixing_edges,
+    refuse_dense,
+    validate_edges,
 )
 
 if TYPE_CHECKING:  # networkx is imported where a graph is built (a faster start-up)
@@ -101,7 +116,7 @@ class Topology:
                  time_varying: bool = False, directed: bool = False,
                  weights: np.ndarray | WeightsFn | None = None,
                  params: dict[str, Any] | None = None, stochastic: str | None = None,
-                 period: int | None = None):
+                 period: int | None = None, sparse: bool = False):
         if stochastic not in (None, *STOCHASTIC):
             raise ValueError(f"stochastic must be one of {STOCHASTIC}, got {stochastic!r}")
         self.name = name
@@ -115,7 +130,10 @@ class Topology:
         self._weights = weights
         self._stochastic = stochastic
         self.period = period
-        self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # edges only (adjacency / weights give Edges): no [M, M] array is ever formed
+        self.sparse = sparse
+        self._cache: dict[int, tuple] = {}
+        self._edge_cache: dict[int, Edges] = {}  # dense topologies: W's entries, as edges
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self.params.items())
@@ -133,26 +151,54 @@ class Topology:
             return "doubly"
         if self.time_varying:
             return "row"
-        columns = self.matrix(0).sum(axis=0)
+        columns = self.edges(0).column_sums() if self.sparse else self.matrix(0).sum(axis=0)
         return "doubly" if np.allclose(columns, 1.0, rtol=0, atol=ROW_SUM_TOL) else "row"
 
-    def adjacency(self, round: int) -> np.ndarray:
-        """Read-only float64 0/1 ``[M, M]`` adjacency of the round (zero diagonal)."""
+    def adjacency(self, round: int, what: str = "the dense adjacency") -> np.ndarray:
+        """Read-only float64 0/1 ``[M, M]`` adjacency of the round (zero diagonal); refused
+        (naming ``what`` needs it) for a topology built as edges."""
+        if self.sparse:
+            raise refuse_dense(self.num_clients, what)
         return self._entry(round)[0]
+
+    def adjacency_edges(self, round: int) -> Edges:
+        """The round's adjacency as edges (values 1, no diagonal)."""
+        if self.sparse:
+            return self._entry(round)[0]
+        return self.edges(round).pattern()
+
+    def edges(self, round: int) -> Edges:
+        """The round's W as edges (its non-zero entries, row-major; read-only)."""
+        if self.sparse:
+            return self._entry(round)[1]
+        key = int(round) if self.time_varying else 0
+        if key not in self._edge_cache:
+            if len(self._edge_cache) >= _CACHE_ROUNDS:
+                self._edge_cache.pop(next(iter(self._edge_cache)))
+            self._edge_cache[key] = Edges.from_dense(self.matrix(round))
+        return self._edge_cache[key]
 
     def graph(self, round: int) -> nx.Graph | nx.DiGraph:
         """The round's graph; a DiGraph edge (i, j) means client i receives j's model."""
         import networkx as nx
 
+        if self.sparse:
+            raise refuse_dense(self.num_clients, "a networkx graph")
         kind = nx.DiGraph if self.directed else nx.Graph
         return nx.from_numpy_array(self.adjacency(round).astype(np.int8), create_using=kind)
 
-    def matrix(self, round: int) -> np.ndarray:
-        """Read-only float64 ``[M, M]`` mixing matrix W of the round (validated)."""
+    def matrix(self, round: int, what: str = "this feature") -> np.ndarray:
+        """Read-only float64 ``[M, M]`` mixing matrix W of the round (validated); refused
+        (naming ``what`` needs it) for a topology built as edges (:meth:`edges`)."""
+        if self.sparse:
+            raise refuse_dense(self.num_clients, what)
         return self._entry(round)[1]
 
     def describe(self, rounds: int = 5) -> dict[str, Any]:
-        """Summary: sizes, degrees, spectral gap, symmetry (time-varying: over ``rounds``)."""
+        """Summary: sizes, degrees, spectral gap, symmetry (time-varying: over ``rounds``).
+        A topology built as edges has no spectral gap computed (``None``)."""
+        if self.sparse:
+            return self._describe_edges(rounds)
         Ws = [self.matrix(t) for t in range(rounds if self.time_varying else 1)]
         degrees = np.concatenate([np.count_nonzero(W, axis=1) - (np.diag(W) != 0) for W in Ws])
         return {
@@ -175,6 +221,29 @@ class Topology:
             "messages_per_step": float(np.mean([count_messages(W) for W in Ws])),
         }
 
+    def _describe_edges(self, rounds: int) -> dict[str, Any]:
+        Es = [self.edges(t) for t in range(rounds if self.time_varying else 1)]
+        degrees = np.concatenate([E.in_degree() for E in Es])
+        sums_one = [np.allclose(s, 1.0, rtol=0, atol=ROW_SUM_TOL)
+                    for E in Es for s in (E.row_sums(), E.column_sums())]
+        return {
+            "name": self.name,
+            "num_clients": self.num_clients,
+            "mixing": self.mixing,
+            "time_varying": self.time_varying,
+            "directed": self.directed,
+            **self.params,
+            "degree_min": int(degrees.min()),
+            "degree_mean": float(degrees.mean()),
+            "degree_max": int(degrees.max()),
+            "spectral_gap": None,  # not computed above DENSE_MAX_CLIENTS (an M × M eigenproblem)
+            "symmetric": all(first_asymmetry(E, ROW_SUM_TOL)[0] < 0 for E in Es),
+            "doubly_stochastic": all(sums_one),
+            "stochastic": self.stochastic,
+            "period": self.period,
+            "messages_per_step": float(np.mean([E.messages() for E in Es])),
+        }
+
     def _entry(self, round: int) -> tuple[np.ndarray, np.ndarray]:
         """(adjacency, W) of the round, computed once (static) or kept for a few rounds."""
         key = int(round) if self.time_varying else 0
@@ -185,6 +254,8 @@ class Topology:
         return self._cache[key]
 
     def _compute(self, round: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.sparse:
+            return self._compute_edges(round)
         A = np.asarray(self._adjacency_fn(round), dtype=np.float64)
         weights = self._weights
         W = (mixing_matrix(A, self.mixing) if weights is None
@@ -196,6 +267,24 @@ class Topology:
                         label=f"{self.mixing} matrix")
         for array in (A, W):
             array.flags.writeable = False
+        return A, W
+
+    def _compute_edges(self, round: int) -> tuple[Edges, Edges]:
+        """(adjacency, W) of the round as edges, W validated as the dense one would be."""
+        A = self._adjacency_fn(round)
+        weights = self._weights
+        W = (mixing_edges(A, self.mixing) if weights is None
+             else weights(round) if callable(weights) else weights)
+        if weights is not None:
+            A = W.pattern()
+        symmetric = self.mixing in SYMMETRIC_RULES
+        declared = self._stochastic
+        validate_edges(W, symmetric=symmetric, doubly=symmetric or declared == "doubly",
+                       rows=declared != "column", key="topology.mixing",
+                       label=f"{self.mixing} matrix")
+        for edges in (A, W):
+            for array in (edges.rows, edges.cols, edges.values):
+                array.flags.writeable = False
         return A, W
 
 
@@ -220,9 +309,10 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             raise GossipflError(f"topology.{key}: unknown parameter{did_you_mean(key, PARAMS)};"
                                 f" known: {', '.join(PARAMS)}.")
     num_clients = _check_clients(name, num_clients)
-    # float64 [M, M]: the adjacency and the mixing matrix, both held (graphs are dense here)
-    require_memory(16 * num_clients ** 2, f"a dense {num_clients}×{num_clients} mixing matrix "
-                   f"({name})", "data.clients")
+    if not (num_clients > DENSE_MAX_CLIENTS and name in SPARSE_TOPOLOGIES):
+        # float64 [M, M]: the adjacency and the mixing matrix, both held (dense graphs)
+        require_memory(16 * num_clients ** 2, f"a dense {num_clients}×{num_clients} mixing "
+                       f"matrix ({name})", "data.clients")
     if mixing == "custom" and name != "custom":
         raise GossipflError(
             f"topology.mixing: custom needs topology.name: custom (a matrix from topology.path "
@@ -230,7 +320,7 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
         )
     topology = _BUILDERS[name](num_clients, mixing, seed, params)
     check_connected(topology, max(window, topology.period or 0))
-    topology.matrix(0)
+    topology.edges(0) if topology.sparse else topology.matrix(0)
     return topology
 
 
@@ -265,9 +355,27 @@ def _static(name: str, m: int, mixing: str, graph: nx.Graph,
     return Topology(name, m, mixing, lambda _round: A, params=params)
 
 
+def _large(m: int) -> bool:
+    """Whether a topology on m clients is built as edges only."""
+    return m > DENSE_MAX_CLIENTS
+
+
+def _static_edges(name: str, m: int, mixing: str, rows: np.ndarray, cols: np.ndarray,
+                  params: dict[str, Any] | None = None) -> Topology:
+    """A static undirected topology from the edges (rows[e], cols[e]), built as edges."""
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    off = rows != cols
+    A = Edges.build(m, np.concatenate([rows[off], cols[off]]),
+                    np.concatenate([cols[off], rows[off]]))
+    return Topology(name, m, mixing, lambda _round: A, params=params, sparse=True)
+
+
 def _ring(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
+    if _large(m):
+        i = np.arange(m)
+        return _static_edges("ring", m, mixing, i, (i + 1) % m)
     return _static("ring", m, mixing, nx.cycle_graph(m))
 
 
@@ -302,6 +410,10 @@ def _exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
     offsets = [2**k for k in range((m - 1).bit_length())]  # k = 0..⌊log₂(M−1)⌋
+    if _large(m):
+        i = np.repeat(np.arange(m), len(offsets))
+        return _static_edges("exponential", m, mixing, i,
+                             (i + np.tile(offsets, m)) % m)
     return _static("exponential", m, mixing, nx.circulant_graph(m, offsets))
 
 
@@ -352,6 +464,14 @@ def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if k * m % 2:
         raise GossipflError(f"topology.k: k_regular needs k × clients even, got k={k} with "
                             f"{m} clients.")
+    if _large(m):
+        for attempt in range(MAX_DRAWS):
+            rng = numpy_generator(seed, "topology", "kreg", attempt)
+            u, v = dynamic.random_regular_edges(m, k, rng)
+            if (components(m, u, v) == 0).all():
+                return _static_edges("k_regular", m, mixing, u, v, {"k": k, "seed": seed})
+        raise GossipflError(f"topology.k: k_regular with k={k} on {m} clients was disconnected "
+                            f"in all {MAX_DRAWS} random draws; use a denser graph.")
     graph = _connected_draw(
         lambda a: nx.random_regular_graph(k, m, seed=derive_seed(seed, "topology", "kreg", a)),
         "topology.k",
@@ -374,6 +494,16 @@ def random_k_neighbours(m: int, k: int, seed: int, round: int) -> np.ndarray:
 def _random_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = _check_k(params.get("k"), m, "random_k")
     symmetrize = mixing in SYMMETRIC_RULES
+    if _large(m):
+        def edges(round: int) -> Edges:
+            rows = np.repeat(np.arange(m), k)
+            cols = dynamic.distinct_others(m, k, seed, round).ravel()
+            if symmetrize:
+                rows, cols = np.concatenate([rows, cols]), np.concatenate([cols, rows])
+            return Edges.build(m, rows, cols)
+
+        return Topology("random_k", m, mixing, edges, time_varying=True,
+                        directed=not symmetrize, params={"k": k, "seed": seed}, sparse=True)
 
     def adjacency(round: int) -> np.ndarray:
         A = np.zeros((m, m))
@@ -492,6 +622,12 @@ def _adjacency_from(matrix: np.ndarray, key: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 def _one_peer_exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
     period = dynamic.one_peer_period(m)
+    if _large(m):
+        return Topology("one_peer_exponential", m, "uniform", lambda _round: None,
+                        time_varying=True, directed=True,
+                        weights=lambda round: dynamic.one_peer_edges(m, round),
+                        stochastic="doubly", period=period, params={"period": period},
+                        sparse=True)
 
     def adjacency(round: int) -> np.ndarray:
         A = (dynamic.one_peer_exponential(m, round) != 0).astype(np.float64)
@@ -527,6 +663,11 @@ def _epidemic(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if not _is_int(s) or not 1 <= s <= m - 1:
         raise GossipflError(f"topology.s: must be in 1..{m - 1} for epidemic on {m} clients "
                             f"(the peers each client sends to per round), got {s!r}.")
+    if _large(m):
+        return Topology("epidemic", m, "uniform",
+                        lambda round: dynamic.epidemic_edges(m, int(s), seed, round),
+                        time_varying=True, directed=True, stochastic="row",
+                        params={"s": int(s), "seed": seed}, sparse=True)
     return Topology("epidemic", m, "uniform",
                     lambda round: dynamic.epidemic_adjacency(m, int(s), seed, round),
                     time_varying=True, directed=True, stochastic="row",
@@ -534,10 +675,19 @@ def _epidemic(m: int, mixing: str, seed: int, params: dict) -> Topology:
 
 
 def _random_matching(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    if _large(m):
+        return Topology("random_matching", m, mixing,
+                        lambda round: dynamic.random_matching_edges(m, seed, round),
+                        time_varying=True, stochastic="doubly", params={"seed": seed},
+                        sparse=True)
     return Topology("random_matching", m, mixing,
                     lambda round: dynamic.random_matching_adjacency(m, seed, round),
                     time_varying=True, stochastic="doubly", params={"seed": seed})
 
+
+# built as edges only above DENSE_MAX_CLIENTS clients
+SPARSE_TOPOLOGIES = frozenset({"ring", "exponential", "k_regular", "random_k",
+                               "one_peer_exponential", "epidemic", "random_matching"})
 
 _BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
     "ring": _ring,
