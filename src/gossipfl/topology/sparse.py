@@ -160,9 +160,10 @@ class Edges:
         ptr = np.concatenate([[0], np.cumsum(np.bincount(self.rows, minlength=n))])
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            return torch.sparse_csr_tensor(
-                torch.as_tensor(ptr, dtype=torch.int64), torch.as_tensor(self.cols),
-                torch.as_tensor(self.values, dtype=dtype), size=(n, self.num_clients),
+            return torch.sparse_csr_tensor(  # sorted rows and columns by construction
+                torch.as_tensor(ptr, dtype=torch.int64), torch.tensor(self.cols),
+                torch.tensor(self.values, dtype=dtype), size=(n, self.num_clients),
+                check_invariants=False,
             ).to(device)
 
     def nbytes(self) -> int:
