@@ -117,9 +117,12 @@ def format_summary(summary: dict, run_dir: Path) -> str:
     lines.append(f"  best accuracy{'':7} {pct(summary.get('best'))}  "
                  f"at round {summary.get('best_round')}")
     if summary.get("final_local_acc_mean") is not None and metric != "local_acc_mean":
+        sampled = summary.get("eval_clients")
+        over = (f"over a sample of {sampled} of the {summary.get('clients')} clients, "
+                "eval.local_clients" if sampled else "over clients")
         lines.append(f"  local models{'':8} {100 * summary['final_local_acc_mean']:.2f} ± "
                      f"{100 * summary.get('final_local_acc_std', 0.0):.2f} %  "
-                     f"(final, mean ± std over clients)")
+                     f"(final, mean ± std {over})")
     lines.append(f"  time per round{'':6} {summary.get('seconds_per_round', 0.0):.2f} s")
     lines.append(f"  bytes sent{'':10} {format_bytes(summary.get('bytes_total'))}")
     lines.append(f"  run directory{'':7} {run_dir}")

@@ -19,13 +19,15 @@ from gossipfl.training import LocalTrainer
 
 class Evaluator:
     """Measures the algorithm's models in a state; ``eval_subset`` (test indices) restricts
-    the local models' evaluation; ``local_test_parts`` (per-client test indices) turns the
+    the local models' evaluation, ``eval_clients`` (client ids, one process) the clients it
+    measures; ``local_test_parts`` (per-client test indices) turns the
     personalized protocol on."""
 
     def __init__(self, config: Config, algorithm: Algorithm, fed: Federation, oracle,
                  dataset: Dataset, trainer: LocalTrainer,
                  eval_subset: torch.Tensor | None = None,
-                 local_test_parts: list[np.ndarray] | None = None):
+                 local_test_parts: list[np.ndarray] | None = None,
+                 eval_clients: torch.Tensor | None = None):
         self.config = config
         self.algorithm = algorithm
         self.fed = fed
@@ -34,6 +36,7 @@ class Evaluator:
         self.trainer = trainer
         self.eval_subset = eval_subset
         self.local_test_parts = local_test_parts
+        self.eval_clients = eval_clients  # the clients whose local models are measured
         self._train_subsets: dict[int, torch.Tensor] = {}  # the gap's train samples, by size
 
     def measures_before_gossip(self) -> bool:
@@ -59,7 +62,9 @@ class Evaluator:
             sub = self.eval_subset
             inputs = data.test_x if sub is None else data.test_x[sub]
             targets = data.test_y if sub is None else data.test_y[sub]
-            acc, _ = evaluate_stack(self.oracle, x, inputs, targets, batch_size=ev.batch_size)
+            models = x if self.eval_clients is None else x[self.eval_clients]
+            acc, _ = evaluate_stack(self.oracle, models, inputs, targets,
+                                    batch_size=ev.batch_size)
             acc = fed.gather(acc)
             row["local_acc_mean"], row["local_acc_std"] = float(acc.mean()), float(acc.std())
         if self.local_test_parts is not None:

@@ -75,7 +75,8 @@ class Runner:
         if exp.systems is not None:  # offline clients keep their rows (gossipfl.systems)
             self.schedule = exp.systems.wrap(self.schedule)
         self.evaluator = Evaluator(config, exp.algorithm, exp.fed, exp.oracle, exp.dataset,
-                                   self.trainer, exp.eval_subset, exp.local_test_parts)
+                                   self.trainer, exp.eval_subset, exp.local_test_parts,
+                                   eval_clients=exp.eval_clients)
         self.state = exp.algorithm.init(exp.x0)
 
     # -- one round -----------------------------------------------------------------------

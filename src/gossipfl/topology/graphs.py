@@ -309,7 +309,10 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             raise GossipflError(f"topology.{key}: unknown parameter{did_you_mean(key, PARAMS)};"
                                 f" known: {', '.join(PARAMS)}.")
     num_clients = _check_clients(name, num_clients)
-    if not (num_clients > DENSE_MAX_CLIENTS and name in SPARSE_TOPOLOGIES):
+    if num_clients > DENSE_MAX_CLIENTS and name in SPARSE_TOPOLOGIES:
+        require_memory(edge_bytes(name, num_clients, params, window),
+                       f"the {name} graph's edges on {num_clients} clients", "data.clients")
+    else:
         # float64 [M, M]: the adjacency and the mixing matrix, both held (dense graphs)
         require_memory(16 * num_clients ** 2, f"a dense {num_clients}×{num_clients} mixing "
                        f"matrix ({name})", "data.clients")
@@ -322,6 +325,22 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
     check_connected(topology, max(window, topology.period or 0))
     topology.edges(0) if topology.sparse else topology.matrix(0)
     return topology
+
+
+def edge_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_WINDOW) -> int:
+    """Peak bytes of building a topology as edges: its edges per round (k, s as given), each
+    24 B (two int64 indices, one float64 weight) held about six times over (adjacency, W,
+    the sorted copies of the checks), over the rounds whose union the connectivity check
+    reads (a time-varying graph)."""
+    log = max(1, (m - 1).bit_length())
+    k = params.get("k") if _is_int(params.get("k")) else 1
+    s = params.get("s") if _is_int(params.get("s")) else 1
+    per_round = {"ring": 2 * m, "exponential": 2 * log * m, "k_regular": k * m,
+                 "random_k": 2 * k * m, "epidemic": s * m, "random_matching": m,
+                 "one_peer_exponential": 2 * m}.get(name, 2 * m) + m  # + the diagonal
+    rounds = {"ring": 1, "exponential": 1, "k_regular": 1,
+              "one_peer_exponential": max(window, log)}.get(name, window)
+    return 24 * per_round * (6 + rounds)
 
 
 def _check_clients(name: str, num_clients: Any) -> int:
