@@ -146,6 +146,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(format_summary(run_dir.read_summary(), run_dir.path))
             return 0
         prepared = prepare_resume(args.resume, args.device)
+    elif getattr(args, "dry_run", False):
+        from gossipfl.config import load_config
+        from gossipfl.plan import format_plan, memory_plan
+
+        config = load_config(args.config if args.config else QUICKSTART, list(args.set))
+        print(format_plan(*memory_plan(config)))
+        return 0
     else:
         prepared = _prepare_new(args)
     for note in prepared.notes:
@@ -480,6 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the memory the run will hold, state by state, and stop")
     run.set_defaults(func=cmd_run)
 
     sweep = sub.add_parser("sweep", help="run a study: a grid of runs, then a table")

@@ -128,4 +128,8 @@ def consensus_distance(x: torch.Tensor, fed: Federation) -> float:
     replicated to all clients: row stride 0)."""
     if fed.total(torch.tensor(float(x.stride(0) != 0), device=x.device)) == 0:
         return 0.0  # the same answer on every process (a block of one row may be a view)
-    return float(fed.mean((x - fed.mean(x)).pow(2).sum(dim=1)))
+    center = fed.mean(x)
+    rows = max(1, (1 << 24) // max(1, x[0].numel()))  # ~64 MB of x − x̄ at a time (issue 42)
+    squares = torch.cat([(x[i:i + rows] - center).pow(2).sum(dim=1)
+                         for i in range(0, len(x), rows)])
+    return float(fed.mean(squares))

@@ -307,7 +307,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     systems = build_systems(config, draws, fed, algorithm, layout.P)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
-    x0 = fed.block(initial_stack(config, layout, model, device)).clone()
+    x0 = fed.block(initial_stack(config, layout, model, device))
+    if x0.stride(0) != 0:  # the same model on every client stays a [P] view (issue 42: one
+        x0 = x0.clone()    # [M, P] copy less for the whole run; algorithm.init copies it)
     exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
                      sampler=sampler, model=model, layout=layout, oracle=oracle,
                      topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
