@@ -184,3 +184,48 @@ def test_a_large_topology_is_edges_only(name, params):
     assert mixer.messages(0) == E.messages()
     with pytest.raises(GossipflError, match="topology.sparse: dense needs the dense"):
         Mixer(topology, sparse="dense")
+
+
+def _ring_edges(m: int) -> tuple[np.ndarray, np.ndarray]:
+    i = np.arange(m)
+    return np.concatenate([i, (i + 1) % m]), np.concatenate([(i + 1) % m, i])
+
+
+@pytest.mark.parametrize("m", [30, 5000])
+def test_a_custom_edge_list_is_the_graph_it_lists(tmp_path, m):
+    rows, cols = _ring_edges(m)
+    csv = tmp_path / "ring.csv"
+    csv.write_text("i,j\n" + "\n".join(f"{a},{b}" for a, b in zip(rows, cols)) + "\n")
+    npz = tmp_path / "ring.npz"
+    np.savez(npz, rows=rows, cols=cols)
+    ring = build_topology("ring", m)
+    for path in (csv, npz):
+        custom = build_topology("custom", m, path=str(path))
+        assert custom.sparse == (m > DENSE_MAX_CLIENTS)
+        np.testing.assert_array_equal(custom.edges(0).values, ring.edges(0).values)
+        np.testing.assert_array_equal(custom.edges(0).keys(), ring.edges(0).keys())
+
+
+def test_a_custom_mixing_edge_list_and_its_bad_lines(tmp_path):
+    m = 2000
+    hop = (np.arange(m) + 1) % m
+    npz = tmp_path / "w.npz"
+    np.savez(npz, rows=np.concatenate([np.arange(m), np.arange(m)]),
+             cols=np.concatenate([np.arange(m), hop]), weights=np.full(2 * m, 0.5))
+    W = build_topology("custom", m, mixing="custom", path=str(npz))
+    assert W.sparse and W.stochastic == "doubly" and W.edges(0).messages() == m
+    bad = tmp_path / "bad.csv"
+    bad.write_text("i,j\n0,1\n1,2\n2,9999\n")
+    with pytest.raises(GossipflError, match=r"line 4 of '.*bad.csv' \(2, 9999\) is not a pair "
+                                            r"of clients in 0..1999"):
+        build_topology("custom", m, path=str(bad))
+    text = tmp_path / "text.csv"
+    text.write_text("i,j\n0,1\n1,x\n")
+    with pytest.raises(GossipflError, match="could not read an edge list"):
+        build_topology("custom", m, path=str(text))
+    directed = tmp_path / "directed.csv"
+    directed.write_text("i,j\n" + "\n".join(f"{a},{(a + 1) % m}" for a in range(m)) + "\n")
+    with pytest.raises(GossipflError, match=r"the adjacency is not symmetric \(A\[0,1\]=1, "
+                                            r"A\[1,0\]=0\), which metropolis_hastings"):
+        build_topology("custom", m, path=str(directed))
+    assert build_topology("custom", m, mixing="uniform", path=str(directed)).directed

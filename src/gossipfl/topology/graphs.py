@@ -309,7 +309,8 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             raise GossipflError(f"topology.{key}: unknown parameter{did_you_mean(key, PARAMS)};"
                                 f" known: {', '.join(PARAMS)}.")
     num_clients = _check_clients(name, num_clients)
-    if num_clients > DENSE_MAX_CLIENTS and name in SPARSE_TOPOLOGIES:
+    if num_clients > DENSE_MAX_CLIENTS and (name in SPARSE_TOPOLOGIES or (
+            name == "custom" and is_edge_file(params.get("path")))):
         require_memory(edge_bytes(name, num_clients, params, window),
                        f"the {name} graph's edges on {num_clients} clients", "data.clients")
     else:
@@ -600,7 +601,110 @@ def _custom_source(m: int, params: dict) -> tuple[np.ndarray, str]:
     return matrix, key
 
 
+def is_edge_file(path: Any) -> bool:
+    """Whether ``topology.path`` holds an edge list: a .npz (``rows``, ``cols``, optional
+    ``weights``) or a .csv whose first line is the header ``i,j`` or ``i,j,w``."""
+    if not isinstance(path, str | Path):
+        return False
+    file = Path(path).expanduser()
+    if file.suffix.lower() == ".npz":
+        return True
+    if file.suffix.lower() != ".csv" or not file.is_file():
+        return False
+    with open(file, encoding="utf-8", errors="replace") as handle:
+        head = handle.readline().replace(" ", "").strip().lower()
+    return head in ("i,j", "i,j,w")
+
+
+def load_edges(path: str | Path, m: int, key: str = "topology.path"
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(rows, cols, weights or None) of an edge-list file (:func:`is_edge_file`), every
+    index checked to be a client 0..M−1; a bad line or entry is named."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise GossipflError(f"{key}: no such file '{path}'.")
+    try:
+        if file.suffix.lower() == ".npz":
+            with np.load(file, allow_pickle=False) as data:
+                missing = [name for name in ("rows", "cols") if name not in data.files]
+                if missing:
+                    raise GossipflError(f"{key}: '{path}' has no array named "
+                                        f"{' or '.join(missing)} (an edge list .npz holds "
+                                        "rows, cols and optionally weights).")
+                rows, cols = np.asarray(data["rows"]), np.asarray(data["cols"])
+                weights = (np.asarray(data["weights"], dtype=np.float64)
+                           if "weights" in data.files else None)
+            where = "entry"
+            offset = 0
+        else:
+            table = np.loadtxt(file, delimiter=",", skiprows=1, dtype=np.float64, ndmin=2)
+            rows, cols = table[:, 0], table[:, 1]
+            weights = table[:, 2] if table.shape[1] == 3 else None
+            if table.shape[1] not in (2, 3):
+                raise GossipflError(f"{key}: '{path}' has {table.shape[1]} columns; an edge "
+                                    "list has i,j or i,j,w.")
+            where, offset = "line", 2  # line 1 is the header
+    except (ValueError, OSError) as error:
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        raise GossipflError(f"{key}: could not read an edge list from '{path}' "
+                            f"({reason}).") from None
+    if rows.shape != cols.shape or (weights is not None and weights.shape != rows.shape):
+        raise GossipflError(f"{key}: rows, cols and weights of '{path}' differ in length.")
+    bad = np.flatnonzero((rows != np.floor(rows)) | (cols != np.floor(cols))
+                         | (rows < 0) | (cols < 0) | (rows >= m) | (cols >= m))
+    if len(bad):
+        b = int(bad[0])
+        raise GossipflError(f"{key}: {where} {b + offset} of '{path}' ({rows[b]:g}, "
+                            f"{cols[b]:g}) is not a pair of clients in 0..{m - 1}.")
+    return rows.astype(np.int64), cols.astype(np.int64), weights
+
+
+def _custom_edges(m: int, mixing: str, params: dict) -> Topology:
+    """A custom topology from an edge list, built as edges (more than DENSE_MAX_CLIENTS
+    clients): the same checks and sentences as the dense matrix."""
+    key = "topology.path"
+    rows, cols, weights = load_edges(params["path"], m, key)
+    if mixing == "custom":
+        if weights is None:
+            raise GossipflError(f"{key}: topology.mixing: custom needs the weights of W (an "
+                                "i,j,w edge list, or weights in the .npz).")
+        W = Edges.build(m, rows, cols, weights)
+        ones = {"rtol": 0, "atol": ROW_SUM_TOL}
+        columns = bool(np.allclose(W.column_sums(), 1.0, **ones)
+                       and not np.allclose(W.row_sums(), 1.0, **ones))
+        validate_edges(W, symmetric=False, doubly=False, rows=not columns,
+                       key="topology.mixing", label="custom matrix")
+        return Topology("custom", m, "custom", lambda _round: None,
+                        directed=first_asymmetry(W.pattern())[0] >= 0, weights=W,
+                        stochastic="column" if columns else None, sparse=True)
+    off = rows != cols
+    if weights is not None:
+        bad = np.flatnonzero(off & (weights != 0) & (weights != 1))
+        if len(bad):
+            b = int(bad[0])
+            raise GossipflError(
+                f"{key}: an adjacency matrix holds only 0 and 1, found {weights[b]:.6g} at "
+                f"[{rows[b]},{cols[b]}]; for a mixing matrix set topology.mixing: custom.")
+        off &= weights != 0
+    A = Edges.build(m, rows[off], cols[off])
+    i, j = first_asymmetry(A)
+    if i >= 0 and mixing in SYMMETRIC_RULES:
+        raise GossipflError(
+            f"{key}: the adjacency is not symmetric (A[{i},{j}]={A.value_at(i, j):g}, "
+            f"A[{j},{i}]={A.value_at(j, i):g}), which {mixing} cannot use; symmetrize it or "
+            "set topology.mixing: uniform."
+        )
+    return Topology("custom", m, mixing, lambda _round: A, directed=i >= 0, sparse=True)
+
+
 def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    if is_edge_file(params.get("path")):
+        if _large(m):
+            return _custom_edges(m, mixing, params)
+        rows, cols, weights = load_edges(params["path"], m)  # small: the dense matrix
+        matrix = np.zeros((m, m))
+        matrix[rows, cols] = 1.0 if weights is None else weights
+        params = {**params, "path": None, "array": matrix}
     matrix, key = _custom_source(m, params)
     if mixing == "custom":
         columns = column_stochastic_only(matrix)  # push-sum (sgp): else the rows sum to 1
