@@ -195,7 +195,9 @@ class EngineConfig:
     # CUDA arithmetic: fp32 (TF32 off, the tests' numbers), tf32 or bf16 (autocast local steps);
     # see gossipfl.engine.precision
     precision: str = "fp32"
-    keep_freed_memory: bool = True  # on CPU: glibc reuses freed pages (10-30 % faster rounds)
+    # on CPU: glibc reuses freed pages (10-30 % faster rounds), while one [M, P] stack is at
+    # most 256 MiB (above, the heap fragments and the peak outgrows the memory plan)
+    keep_freed_memory: bool = True
     # gossipfl.distributed: one process (single), torch.distributed ranks each owning a block
     # of clients (distributed), or distributed exactly when launched by torchrun (auto)
     backend: str = "auto"  # auto | single | distributed

@@ -243,8 +243,6 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     sampling are those of the unperturbed run)."""
     processes = start_processes(config)  # torchrun's ranks when distributed, else one
     device = processes.place(resolve_device(config.device))
-    if device.type == "cpu" and config.engine.keep_freed_memory:
-        keep_freed_memory()  # process-wide; see gossipfl.engine.memory
     dataset, parts = build_data(config)
     if perturb is not None:
         dataset = perturb(dataset, parts)
@@ -258,6 +256,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     model = build_model_for(config, dataset).to(device)
     check_model_fits(model, dataset)  # token ids, vocabulary, output size: one sentence
     layout = ParamLayout.from_module(model)
+    if device.type == "cpu" and config.engine.keep_freed_memory and (
+            4 * m * layout.P <= KEEP_FREED_MAX_BYTES):
+        keep_freed_memory()  # process-wide; see gossipfl.engine.memory
     require_memory(2 * 4 * m * layout.P, f"holding the [M, P] = [{m}, {layout.P}] parameter stacks "
                    f"(X and X^0)", "data.clients", device)
     oracle = make_oracle(config.engine.oracle, model, loss=train.loss,
@@ -338,6 +339,12 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                                                     dataset.num_classes)
     exp.info["P"] = layout.P
     return exp
+
+
+#: engine.keep_freed_memory applies while one [M, P] float32 stack is at most this large:
+#: above it glibc's heap, kept whole, fragments and the peak ran 19-66 % over the memory plan
+#: (docs/benchmarks.md, "Gossip learning at scale"); big blocks are then mmapped and returned.
+KEEP_FREED_MAX_BYTES = 256 * 2**20
 
 
 #: Above this many clients the local models are evaluated on a sample of this many clients

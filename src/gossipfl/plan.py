@@ -34,7 +34,7 @@ def memory_plan(config) -> tuple[list[Line], dict]:
     from gossipfl.algorithms import get_algorithm
     from gossipfl.data import load_dataset
     from gossipfl.engine import ParamLayout
-    from gossipfl.experiment import LOCAL_CLIENTS_AUTO, build_model_for
+    from gossipfl.experiment import KEEP_FREED_MAX_BYTES, LOCAL_CLIENTS_AUTO, build_model_for
     from gossipfl.topology.graphs import SPARSE_TOPOLOGIES, edge_bytes
     from gossipfl.topology.sparse import DENSE_MAX_CLIENTS
 
@@ -42,6 +42,11 @@ def memory_plan(config) -> tuple[list[Line], dict]:
     m = int(data.clients)
     dataset = load_dataset(data.dataset, root=data.root, download=data.download,
                            verify=data.verify, **data.options)
+    if m > len(dataset.train_y):
+        from gossipfl.errors import GossipflError
+
+        raise GossipflError(f"data.clients: {m} clients but the dataset has only "
+                            f"{len(dataset.train_y)} training samples.")
     P = ParamLayout.from_module(build_model_for(config, dataset)).P
     algo = get_algorithm(config.algorithm.name)
     row = FLOAT_BYTES * P
@@ -70,7 +75,8 @@ def memory_plan(config) -> tuple[list[Line], dict]:
     if sampled is None and m > LOCAL_CLIENTS_AUTO:
         sampled = LOCAL_CLIENTS_AUTO
     facts = {"clients": m, "P": P, "algorithm": algo.name,
-             "keep_freed_memory": bool(config.engine.keep_freed_memory),
+             "keep_freed_memory": bool(config.engine.keep_freed_memory)
+             and FLOAT_BYTES * m * P <= KEEP_FREED_MAX_BYTES,
              "eval_clients": sampled if sampled is not None and sampled < m else None}
     return lines, facts
 
@@ -96,9 +102,8 @@ def format_plan(lines: list[Line], facts: dict) -> str:
     out.append(f"  {'total (expected peak)':<{width}}  "
                f"{format_bytes(int(np.ceil(per_client))):>12}  {format_bytes(int(total)):>12}")
     if facts.get("keep_freed_memory"):
-        out.append("  with engine.keep_freed_memory (on) glibc keeps freed blocks: the peak can "
-                   "exceed this by the heap's fragmentation (up to ~40 % measured at 10⁴ "
-                   "clients); set it to false for a peak that follows the plan")
+        out.append("  with engine.keep_freed_memory (on at this size) glibc keeps freed "
+                   "blocks: the peak can exceed this by the heap's fragmentation")
     if facts.get("eval_clients"):
         out.append(f"  local models evaluated on a sample of {facts['eval_clients']} clients "
                    "(eval.local_clients)")
