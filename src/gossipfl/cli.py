@@ -118,9 +118,12 @@ def format_summary(summary: dict, run_dir: Path) -> str:
     lines.append(f"  best accuracy{'':7} {pct(summary.get('best'))}  "
                  f"at round {summary.get('best_round')}")
     if summary.get("final_local_acc_mean") is not None and metric != "local_acc_mean":
+        sampled = summary.get("eval_clients")
+        over = (f"over a sample of {sampled} of the {summary.get('clients')} clients, "
+                "eval.local_clients" if sampled else "over clients")
         lines.append(f"  local models{'':8} {100 * summary['final_local_acc_mean']:.2f} ± "
                      f"{100 * summary.get('final_local_acc_std', 0.0):.2f} %  "
-                     f"(final, mean ± std over clients)")
+                     f"(final, mean ± std {over})")
     lines.append(f"  time per round{'':6} {summary.get('seconds_per_round', 0.0):.2f} s")
     lines.append(f"  bytes sent{'':10} {format_bytes(summary.get('bytes_total'))}")
     lines.append(f"  run directory{'':7} {run_dir}")
@@ -144,6 +147,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(format_summary(run_dir.read_summary(), run_dir.path))
             return 0
         prepared = prepare_resume(args.resume, args.device, args.allow_changed_inputs)
+    elif getattr(args, "dry_run", False):
+        from gossipfl.config import load_config
+        from gossipfl.plan import format_plan, memory_plan
+
+        config = load_config(args.config if args.config else QUICKSTART, list(args.set))
+        print(format_plan(*memory_plan(config)))
+        return 0
     else:
         if args.allow_changed_inputs:
             raise GossipflError("--allow-changed-inputs: goes only with --resume (a new run "
@@ -500,6 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --resume: go on (with a warning) when a file the run read "
                           "has changed since it started")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the memory the run will hold, state by state, and stop")
     run.set_defaults(func=cmd_run)
 
     sweep = sub.add_parser("sweep", help="run a study: a grid of runs, then a table")

@@ -171,6 +171,10 @@ class EvalConfig:
     average_model: bool = True
     local_models: bool = True  # mean/std of each local model on (a subset of) the test set
     local_subset: int | None = 2000  # test samples used for local models; None = all
+    # clients whose local models are evaluated: None = all of them up to LOCAL_CLIENTS_AUTO
+    # clients and a sample of that many above (the run summary says so); N = a sample of N
+    local_clients: int | None = None
+    local_clients_seed: int | None = None  # the sample's seed (None: the run's seed)
     personalized: bool = False  # each client on its label-matched local test split
     # (always on for algorithms declaring "personalized")
     personalized_point: str = "after_gossip"  # or before_gossip: models right after training
@@ -182,6 +186,7 @@ class EvalConfig:
         _check_section("eval", self, {
             "personalized_point": one_of(*PERSONALIZED_POINTS), "every": COUNT,
             "batch_size": COUNT, "local_subset": COUNT.or_none(),
+            "local_clients": COUNT.or_none(), "local_clients_seed": NON_NEGATIVE.or_none(),
             "generalization": COUNT.or_none()})
 
 
@@ -199,7 +204,9 @@ class EngineConfig:
     # CUDA arithmetic: fp32 (TF32 off, the tests' numbers), tf32 or bf16 (autocast local steps);
     # see gossipfl.engine.precision
     precision: str = "fp32"
-    keep_freed_memory: bool = True  # on CPU: glibc reuses freed pages (10-30 % faster rounds)
+    # on CPU: glibc reuses freed pages (10-30 % faster rounds), while one [M, P] stack is at
+    # most 256 MiB (above, the heap fragments and the peak outgrows the memory plan)
+    keep_freed_memory: bool = True
     # gossipfl.distributed: one process (single), torch.distributed ranks each owning a block
     # of clients (distributed), or distributed exactly when launched by torchrun (auto)
     backend: str = "auto"  # auto | single | distributed
@@ -406,11 +413,36 @@ def load_config(source: Config | dict | str | Path | None = None,
     for item in overrides or []:
         apply_override(given, item, replace=False)
     check_exclusive(given, " on the command line", typed=True)
+    before = raw.get("model", {}).get("name") if isinstance(raw.get("model"), dict) else None
     for item in overrides or []:
         apply_override(raw, item)
+    _drop_other_models_options(raw, given, before)
     config = _parse_config(raw)
     _validate(config)
     return config
+
+
+def _drop_other_models_options(raw: dict, given: dict, before: Any) -> None:
+    """A ``model.name`` override that switches models drops the options the new model does
+    not take (the old model's, e.g. the default mlp's ``hidden`` when switching to logistic),
+    with a note; options given on the command line too are kept (and checked as usual)."""
+    model, changed = raw.get("model"), given.get("model")
+    if not (isinstance(model, dict) and isinstance(changed, dict) and "name" in changed):
+        return
+    name, options = model.get("name"), model.get("options")
+    if name == before or "options" in changed or not isinstance(options, dict) or not options:
+        return
+    from gossipfl.models import MODELS, model_options
+
+    if name not in MODELS:
+        return
+    allowed = model_options(name)
+    dropped = [key for key in options if key not in allowed]
+    if dropped:
+        model["options"] = {k: v for k, v in options.items() if k in allowed}
+        warnings.warn(f"model.options.{', model.options.'.join(map(str, dropped))}: dropped, "
+                      f"options of model '{before}' that model '{name}' does not take.",
+                      stacklevel=3)
 
 
 class _DuplicateKey(yaml.YAMLError):

@@ -20,14 +20,16 @@ from gossipfl.training import LocalTrainer
 
 class Evaluator:
     """Measures the algorithm's models in a state; ``eval_subset`` (test indices) restricts
-    the local models' evaluation; ``local_test_parts`` (per-client test indices) turns the
+    the local models' evaluation, ``eval_clients`` (client ids, one process) the clients it
+    measures; ``local_test_parts`` (per-client test indices) turns the
     personalized protocol on."""
 
     def __init__(self, config: Config, algorithm: Algorithm, fed: Federation, oracle,
                  dataset: Dataset, trainer: LocalTrainer,
                  eval_subset: torch.Tensor | None = None,
                  local_test_parts: list[np.ndarray] | None = None,
-                 honest: np.ndarray | None = None):
+                 honest: np.ndarray | None = None,
+                 eval_clients: torch.Tensor | None = None):
         self.config = config
         self.algorithm = algorithm
         self.fed = fed
@@ -37,6 +39,7 @@ class Evaluator:
         self.eval_subset = eval_subset
         self.local_test_parts = local_test_parts
         self.honest = None if honest is None else torch.as_tensor(honest)  # [M] bool
+        self.eval_clients = eval_clients  # the clients whose local models are measured
         self._train_subsets: dict[int, torch.Tensor] = {}  # the gap's train samples, by size
 
     def measures_before_gossip(self) -> bool:
@@ -62,11 +65,15 @@ class Evaluator:
             sub = self.eval_subset
             inputs = data.test_x if sub is None else data.test_x[sub]
             targets = data.test_y if sub is None else data.test_y[sub]
-            acc, _ = evaluate_stack(self.oracle, x, inputs, targets, batch_size=ev.batch_size)
+            models = x if self.eval_clients is None else x[self.eval_clients]
+            acc, _ = evaluate_stack(self.oracle, models, inputs, targets,
+                                    batch_size=ev.batch_size)
             acc = fed.gather(acc)
             row["local_acc_mean"], row["local_acc_std"] = float(acc.mean()), float(acc.std())
-            if self.honest is not None:
-                kept = acc[self.honest.to(acc.device)]
+            if self.honest is not None:  # of the measured clients, the honest ones
+                honest = self.honest if self.eval_clients is None \
+                    else self.honest[self.eval_clients.cpu()]
+                kept = acc[honest.to(acc.device)]
                 row["honest_local_acc_mean"] = float(kept.mean())
                 row["honest_local_acc_std"] = float(kept.std())
         if self.local_test_parts is not None:
@@ -145,4 +152,8 @@ def consensus_distance(x: torch.Tensor, fed: Federation) -> float:
     replicated to all clients: row stride 0)."""
     if fed.total(torch.tensor(float(x.stride(0) != 0), device=x.device)) == 0:
         return 0.0  # the same answer on every process (a block of one row may be a view)
-    return float(fed.mean((x - fed.mean(x)).pow(2).sum(dim=1)))
+    center = fed.mean(x)
+    rows = max(1, (1 << 24) // max(1, x[0].numel()))  # ~64 MB of x − x̄ at a time (issue 42)
+    squares = torch.cat([(x[i:i + rows] - center).pow(2).sum(dim=1)
+                         for i in range(0, len(x), rows)])
+    return float(fed.mean(squares))

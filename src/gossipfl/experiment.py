@@ -67,6 +67,7 @@ class Experiment:
     algorithm: Algorithm
     x0: torch.Tensor
     eval_subset: torch.Tensor | None = None
+    eval_clients: torch.Tensor | None = None  # the clients whose local models are evaluated
     local_test_parts: list[np.ndarray] | None = None
     systems: Systems | None = None  # gossipfl.systems: clocks and failures (systems section)
     honest: np.ndarray | None = None  # [M] bool with a byzantine section (gossipfl.trust)
@@ -246,8 +247,6 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     sampling are those of the unperturbed run)."""
     processes = start_processes(config)  # torchrun's ranks when distributed, else one
     device = processes.place(resolve_device(config.device))
-    if device.type == "cpu" and config.engine.keep_freed_memory:
-        keep_freed_memory()  # process-wide; see gossipfl.engine.memory
     dataset, parts = build_data(config)
     if perturb is not None:
         dataset = perturb(dataset, parts)
@@ -263,6 +262,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     model = build_model_for(config, dataset).to(device)
     check_model_fits(model, dataset)  # token ids, vocabulary, output size: one sentence
     layout = ParamLayout.from_module(model)
+    if device.type == "cpu" and config.engine.keep_freed_memory and (
+            4 * m * layout.P <= KEEP_FREED_MAX_BYTES):
+        keep_freed_memory()  # process-wide; see gossipfl.engine.memory
     require_memory(2 * 4 * m * layout.P, f"holding the [M, P] = [{m}, {layout.P}] parameter stacks "
                    f"(X and X^0)", "data.clients", device)
     oracle = make_oracle(config.engine.oracle, model, loss=train.loss,
@@ -293,6 +295,13 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     refusal = order.refusal(algorithm, processes.world if processes.distributed else None)
     if refusal:
         raise GossipflError(refusal)
+    if topology is not None and topology.sparse:  # built as edges: no dense W for these
+        from gossipfl.topology.sparse import refuse_dense
+
+        if config.topology.order != "synchronous":
+            raise refuse_dense(m, f"topology.order: {config.topology.order}")
+        if processes.distributed:
+            raise refuse_dense(m, "engine.backend: distributed")
     refusal, caution = algorithm.mixing_check(topology)  # doubly / row / column-stochastic W
     if refusal:
         raise GossipflError(refusal)
@@ -308,7 +317,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     systems = build_systems(config, draws, fed, algorithm, layout.P)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
-    x0 = fed.block(initial_stack(config, layout, model, device)).clone()
+    x0 = fed.block(initial_stack(config, layout, model, device))
+    if x0.stride(0) != 0:  # the same model on every client stays a [P] view (issue 42: one
+        x0 = x0.clone()    # [M, P] copy less for the whole run; algorithm.init copies it)
     exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
                      sampler=sampler, model=model, layout=layout, oracle=oracle,
                      topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
@@ -319,6 +330,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
         pick = np.sort(numpy_generator(config.seed, "eval_subset").choice(
             n_test, size=subset, replace=False))
         exp.eval_subset = torch.as_tensor(pick, device=device)
+    exp.eval_clients = evaluated_clients(config, m, processes.distributed, device)
+    if exp.eval_clients is not None:
+        exp.info["eval_clients"] = len(exp.eval_clients)
     declared = "personalized" in algo_cls.evaluations and not dataset.train_y.is_floating_point()
     if (config.eval.personalized or declared) and n_test:
         size = config.data.local_test_size
@@ -337,12 +351,48 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     return exp
 
 
+#: engine.keep_freed_memory applies while one [M, P] float32 stack is at most this large:
+#: above it glibc's heap, kept whole, fragments and the peak ran 19-66 % over the memory plan
+#: (docs/benchmarks.md, "Gossip learning at scale"); big blocks are then mmapped and returned.
+KEEP_FREED_MAX_BYTES = 256 * 2**20
+
+
+#: Above this many clients the local models are evaluated on a sample of this many clients
+#: unless ``eval.local_clients`` says otherwise (every client's model on 2 000 test samples is
+#: M × 2 000 predictions: minutes at 10⁵ clients).
+LOCAL_CLIENTS_AUTO = 1000
+
+
+def evaluated_clients(config: Config, m: int, distributed: bool,
+                      device) -> torch.Tensor | None:
+    """The sorted ids of the clients whose local models are evaluated (None: all):
+    ``eval.local_clients`` of them, or LOCAL_CLIENTS_AUTO when there are more clients and it
+    is not set, drawn from (``eval.local_clients_seed`` or the run's seed, "eval_clients").
+    Under several processes every client is evaluated (each rank its block)."""
+    size = config.eval.local_clients
+    if size is None:
+        size = LOCAL_CLIENTS_AUTO if m > LOCAL_CLIENTS_AUTO else None
+    if size is None or size >= m or distributed:
+        return None
+    seed = config.eval.local_clients_seed
+    rng = numpy_generator(config.seed if seed is None else seed, "eval_clients")
+    return torch.as_tensor(np.sort(rng.choice(m, size=size, replace=False)), device=device)
+
+
 def label_counts(dataset: Dataset, parts: list[np.ndarray]) -> torch.Tensor | None:
     """``[M, C]`` float: client i's number of training samples of class c (None for
     regression targets)."""
     labels = dataset.train_y
     if not dataset.num_classes or labels.is_floating_point():
         return None
-    return torch.stack([torch.bincount(labels[torch.as_tensor(p, device=labels.device)],
-                                       minlength=dataset.num_classes)[:dataset.num_classes]
-                        for p in parts]).float()
+    # one bincount over (client, label) pairs: O(n + M C), no per-client tensors
+    c = dataset.num_classes
+    sizes = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    index = torch.as_tensor(np.concatenate(parts) if len(parts) else np.zeros(0, np.int64),
+                            dtype=torch.int64, device=labels.device)
+    owner = torch.repeat_interleave(torch.arange(len(parts), device=labels.device),
+                                    torch.as_tensor(sizes, device=labels.device))
+    picked = labels[index]
+    seen = picked < c  # a label past num_classes counts nowhere (as the slice did)
+    flat = owner[seen] * c + picked[seen]
+    return torch.bincount(flat, minlength=len(parts) * c).reshape(len(parts), c).float()

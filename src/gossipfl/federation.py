@@ -205,6 +205,12 @@ class Federation:
         """Round t's nonzero w_ij as (i, j, w_ij) tensors (cached for a static graph)."""
         key = (t if self.mixer.topology.time_varying else None, device, dtype)
         if self._nonzeros is None or self._nonzeros[0] != key:
+            if getattr(self.mixer.topology, "sparse", False):
+                E = self.mixer.topology.edges(t)
+                self._nonzeros = key, (torch.as_tensor(E.rows, device=device),
+                                       torch.as_tensor(E.cols, device=device),
+                                       torch.as_tensor(E.values, device=device, dtype=dtype))
+                return self._nonzeros[1]
             W = np.asarray(self.mixer.topology.matrix(t))
             i, j = np.nonzero(W)
             self._nonzeros = key, (torch.as_tensor(i, device=device),
@@ -231,9 +237,10 @@ class Federation:
         both = self._mix(torch.cat([x, w.to(x.dtype)], dim=1), t, 1)
         return both[:, :-1], both[:, -1:]
 
-    def matrix(self, t: int) -> np.ndarray:
-        """Round t's mixing matrix W ``[M, M]`` (what a schedule orders its events by)."""
-        return np.asarray(self.mixer.topology.matrix(t))
+    def matrix(self, t: int, what: str = "this gossip order") -> np.ndarray:
+        """Round t's mixing matrix W ``[M, M]`` (what a schedule orders its events by);
+        refused, naming ``what``, for a topology built as edges."""
+        return np.asarray(self.mixer.topology.matrix(t, what))
 
     def gossip_rows(self, z: Tensor, t: int, rows: Tensor) -> Tensor:
         """``(W z)[rows]`` with round t's W: one gossip step received by the clients ``rows``
@@ -241,7 +248,7 @@ class Federation:
         receiver i (w_ij ≠ 0) sends i one message, so the receivers of a whole round together
         cost what one synchronous gossip step costs."""
         self._uncompressed("the sequential order's gossip")
-        W = np.asarray(self.mixer.topology.matrix(t))
+        W = np.asarray(self.mixer.topology.matrix(t, "topology.order: sequential"))
         index = rows.cpu().numpy()
         senders = W[index] != 0
         senders[np.arange(len(index)), index] = False
@@ -284,6 +291,9 @@ class Federation:
         """[M] messages client j sends per gossip step: #{i ≠ j : w_ij ≠ 0}."""
         key = t if self.mixer.topology.time_varying else None
         if self._degree is None or self._degree[0] != key:
+            if getattr(self.mixer.topology, "sparse", False):
+                self._degree = key, self.mixer.topology.edges(t).out_degree()
+                return self._degree[1]
             nonzero = np.asarray(self.mixer.topology.matrix(t)) != 0
             self._degree = key, nonzero.sum(axis=0) - np.diagonal(nonzero)
         return self._degree[1]

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import io
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from gossipfl.errors import GossipflError
 
@@ -37,8 +37,9 @@ class FolderInUse(GossipflError):
     """Another live process holds the lock of a folder."""
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes | Callable[[BinaryIO], None]) -> None:
     """Write ``data`` to a temporary file beside ``path``, fsync, then rename over it.
+    ``data`` may be a function writing to the open file (no copy of the bytes in memory).
 
     Raises :class:`WriteError` (nothing left behind) when the write fails.
     """
@@ -60,10 +61,14 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
-def _write_synced(path: Path, fd: int, data: bytes) -> None:
-    """Write ``data`` to the open temporary file of ``path`` and fsync it (then close it)."""
+def _write_synced(path: Path, fd: int, data: bytes | Callable[[BinaryIO], None]) -> None:
+    """Write ``data`` (bytes, or a function writing to the file) to the open temporary file
+    of ``path`` and fsync it (then close it)."""
     with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+        if callable(data):
+            data(handle)
+        else:
+            handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -75,9 +80,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 def atomic_torch_save(obj: Any, path: str | Path) -> None:
     import torch
 
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    # streamed to the file: a [M, P] state is not held twice more as bytes (issue 42)
+    atomic_write_bytes(path, lambda handle: torch.save(obj, handle))
 
 
 def check_writable(path: str | Path, key: str) -> None:

@@ -135,17 +135,17 @@ def simulated_growth(matrices: list[np.ndarray], beta: float, kind: str,
 def growth_factors(topology, beta: float, kind: str, rounds: int = 60) -> dict[str, float]:
     """Growth factor of disagreement per round without gradients, for each order."""
     if topology.time_varying:
-        matrices = [topology.matrix(t) for t in range(rounds)]
+        matrices = [topology.matrix(t, "the extrapolation stability check") for t in range(rounds)]
         return {order: simulated_growth(matrices, beta, kind, order=order) for order in ORDERS}
-    W = topology.matrix(0)
+    W = topology.matrix(0, "the extrapolation stability check")
     return {order: effective_radius(W, beta, kind, order) for order in ORDERS}
 
 
 def _safe_beta(topology, kind: str, order: str, rounds: int) -> float:
     if topology.time_varying:
-        matrices = [topology.matrix(t) for t in range(rounds)]
+        matrices = [topology.matrix(t, "the extrapolation stability check") for t in range(rounds)]
         return _largest_stable(lambda b: simulated_growth(matrices, b, kind, order=order), 1e-3)
-    return safe_beta(topology.matrix(0), kind, order=order)
+    return safe_beta(topology.matrix(0, "the extrapolation stability check"), kind, order=order)
 
 
 def stability_warning(topology, beta: float, kind: str, order: str = "synchronous",

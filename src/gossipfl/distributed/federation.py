@@ -182,7 +182,8 @@ class DistributedFederation(Federation):
         mixer = self.mixer
         key = t if mixer.topology.time_varying else None
         if self._plan is None or self._plan[0] != key:
-            plan = exchange_plan(mixer.topology.matrix(t), self.processes, mixer)
+            plan = exchange_plan(mixer.topology.matrix(t, "engine.backend: distributed"),
+                                 self.processes, mixer)
             self._plan = key, plan
         return self._plan[1]
 

@@ -331,6 +331,8 @@ def run_summary(runner: Any, status: str, error: str | None = None,
             "updated": timestamp()}
     if error:
         info["error"] = error
+    if runner.exp.info.get("eval_clients"):  # local models measured on a sample of clients
+        info["eval_clients"] = runner.exp.info["eval_clients"]
     files = getattr(runner.exp.dataset, "files", ())
     if files:
         info["data_files"] = list(files)  # which files the run read, with their SHA-256

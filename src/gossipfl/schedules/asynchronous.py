@@ -126,7 +126,7 @@ class Asynchronous(Schedule):
         m = self.fed.num_clients
         finish, updates = finish.copy(), updates.copy()
         compute, link = self.compute(plan), plan.exchange
-        near = neighbours(self.fed.matrix(t))
+        near = neighbours(self.fed.matrix(t, "topology.order: asynchronous"))
         out = []
         for _ in range(m):
             i = int(np.argmin(finish))  # the earliest completion; ties: the lowest id

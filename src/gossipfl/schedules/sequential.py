@@ -79,7 +79,7 @@ class Sequential(Schedule):
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo, fed, t = self.algorithm, self.fed, ctx.round
-        waves = (self.waves or schedule)(fed.matrix(t))
+        waves = (self.waves or schedule)(fed.matrix(t, "topology.order: sequential"))
         full = _unaliased(state)
         per_client = set(algo.client_state)
         loss_sum = torch.zeros((), device=full["x"].device)

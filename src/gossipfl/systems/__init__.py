@@ -101,7 +101,7 @@ class Systems:
         elif self.algorithm.centralized:
             self.clock.centralized_round(plan.round_seconds)
         else:
-            W = self.fed.matrix(t)
+            W = self.fed.matrix(t, "the systems section")
             degree = (W != 0).sum(axis=0) - (np.diagonal(W) != 0)
             if model.uplink == "shared":  # one transfer of everything j sent
                 degree = np.minimum(degree, 1)
@@ -130,7 +130,13 @@ def systems_model(config: Config, num_clients: int, distributed: bool) -> System
 
 
 def mixing_topology(topology: Topology, model: SystemsModel | None) -> Topology:
-    """The topology the Mixer uses: ``topology``, or W'_t when clients or links can fail."""
+    """The topology the Mixer uses: ``topology``, or W'_t when clients or links can fail.
+    The systems model's clocks and failures read the dense W: refused for a topology built
+    as edges (more than DENSE_MAX_CLIENTS clients)."""
+    if model is not None and getattr(topology, "sparse", False):
+        from gossipfl.topology.sparse import refuse_dense
+
+        raise refuse_dense(topology.num_clients, "the systems section")
     if model is None or not model.has_failures:
         return topology
     return FailingTopology(topology, model)

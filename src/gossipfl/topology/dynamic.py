@@ -231,3 +231,83 @@ def random_matching_adjacency(m: int, seed: int, round: int) -> np.ndarray:
     A = np.zeros((m, m))
     A[pairs[:, 0], pairs[:, 1]] = A[pairs[:, 1], pairs[:, 0]] = 1.0
     return A
+
+
+# --------------------------------------------------------------------------------------------
+# The same graphs as edges (gossipfl.topology.sparse), for many clients: O(M + edges)
+# --------------------------------------------------------------------------------------------
+def one_peer_edges(m: int, round: int):
+    """:func:`one_peer_exponential`'s W_t as edges."""
+    from gossipfl.topology.sparse import Edges
+
+    hop = 2 ** (int(round) % one_peer_period(m))
+    i = np.arange(m)
+    return Edges.build(m, np.concatenate([i, i]), np.concatenate([i, (i + hop) % m]), 0.5,
+                       unique=False)
+
+
+def distinct_others(m: int, k: int, seed: int, round: int) -> np.ndarray:
+    """``[M, k]`` int: row i holds k distinct clients ≠ i, uniform, from (seed, "topology",
+    t), in O(M k): k uniform draws among the M − 1 others per row, rows with a repeat drawn
+    again (the edge-list counterpart of ``random_k_neighbours``; another stream of draws)."""
+    rng = numpy_generator(seed, "topology", round)
+    out = np.empty((m, k), dtype=np.int64)
+    todo = np.arange(m)
+    while len(todo):
+        draw = rng.integers(0, m - 1, size=(len(todo), k))
+        draw += draw >= todo[:, None]  # skip the row's own id
+        ordered = np.sort(draw, axis=1)
+        repeat = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+        out[todo[~repeat]] = draw[~repeat]
+        todo = todo[repeat]
+    return out
+
+
+def epidemic_edges(m: int, s: int, seed: int, round: int):
+    """:func:`epidemic_adjacency` as edges (A_ij = 1 when j sent to i)."""
+    from gossipfl.topology.sparse import Edges
+
+    targets = distinct_others(m, s, seed, round)  # row j: whom j sends to
+    return Edges.build(m, targets.ravel(), np.repeat(np.arange(m), s))
+
+
+def random_matching_edges(m: int, seed: int, round: int):
+    """:func:`random_matching_adjacency` as edges (the same matching)."""
+    from gossipfl.topology.sparse import Edges
+
+    order = numpy_generator(seed, "topology", "matching", round).permutation(m)
+    pairs = order[: m - m % 2].reshape(-1, 2)
+    return Edges.build(m, np.concatenate([pairs[:, 0], pairs[:, 1]]),
+                       np.concatenate([pairs[:, 1], pairs[:, 0]]))
+
+
+def random_regular_edges(m: int, k: int, rng: np.random.Generator,
+                         max_sweeps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """A random simple k-regular graph on M nodes as undirected edges (u < v), in O(M k):
+    a random pairing of the M k half-edges, whose self-loops and repeated edges are removed
+    by degree-preserving switches with random other edges ({a, b}, {c, d} → {a, c}, {b, d}).
+    Near-uniform (the switch chain's), not networkx's generator."""
+    stubs = np.repeat(np.arange(m), k)
+    rng.shuffle(stubs)
+    u, v = stubs[0::2].copy(), stubs[1::2].copy()
+    for _ in range(max_sweeps):
+        lo, hi = np.minimum(u, v), np.maximum(u, v)
+        keys = lo * m + hi
+        order = np.argsort(keys, kind="stable")
+        bad = np.zeros(len(keys), dtype=bool)
+        bad[order[1:]] = keys[order[1:]] == keys[order[:-1]]  # a repeat of an earlier edge
+        bad |= lo == hi
+        bad_ids = np.flatnonzero(bad)
+        if not len(bad_ids):
+            return lo, hi
+        partners = rng.integers(0, len(u), size=len(bad_ids))
+        ok = ~bad[partners]
+        bad_ids, partners = bad_ids[ok], partners[ok]
+        order = np.argsort(partners, kind="stable")
+        once = np.sort(order[np.concatenate([[True], np.diff(partners[order]) != 0])])
+        bad_ids, partners = bad_ids[once], partners[once]
+        a, b, c, d = u[bad_ids], v[bad_ids], u[partners], v[partners]
+        flip = rng.random(len(bad_ids)) < 0.5
+        u[bad_ids], v[bad_ids] = a, np.where(flip, d, c)
+        u[partners], v[partners] = b, np.where(flip, c, d)
+    raise RuntimeError(f"no simple {k}-regular graph on {m} nodes after {max_sweeps} sweeps")

@@ -42,7 +42,13 @@ reads ``uniform`` or ``base_k``); their definitions are in :mod:`gossipfl.topolo
 Every topology says what its matrices are (:attr:`Topology.stochastic`: ``doubly``, ``row``
 or ``column``), which an algorithm's ``mixing`` declaration is checked against.
 
-Matrices are dense ``[M, M]`` float64 (fine up to a few thousand clients).
+Up to :data:`~gossipfl.topology.sparse.DENSE_MAX_CLIENTS` clients the matrices are dense
+``[M, M]`` float64. Above it, ``ring``, ``exponential``, ``k_regular``, ``random_k``,
+``one_peer_exponential``, ``epidemic``, ``random_matching`` and ``custom`` (an edge list) are
+built as edges only (:class:`~gossipfl.topology.sparse.Edges`, O(M + edges)): every rule,
+check and count works on the edges, :meth:`Topology.edges` gives W, and what needs the dense
+W (:meth:`Topology.matrix`) refuses in one sentence. The other graphs stay dense at any M
+(their memory is estimated before anything is allocated).
 """
 
 from __future__ import annotations
@@ -67,6 +73,15 @@ from gossipfl.topology.mixing import (
     mixing_matrix,
     spectral_gap,
     validate_mixing,
+)
+from gossipfl.topology.sparse import (
+    DENSE_MAX_CLIENTS,
+    Edges,
+    components,
+    first_asymmetry,
+    mixing_edges,
+    refuse_dense,
+    validate_edges,
 )
 
 if TYPE_CHECKING:  # networkx is imported where a graph is built (a faster start-up)
@@ -107,7 +122,7 @@ class Topology:
                  time_varying: bool = False, directed: bool = False,
                  weights: np.ndarray | WeightsFn | None = None,
                  params: dict[str, Any] | None = None, stochastic: str | None = None,
-                 period: int | None = None):
+                 period: int | None = None, sparse: bool = False):
         if stochastic not in (None, *STOCHASTIC):
             raise ValueError(f"stochastic must be one of {STOCHASTIC}, got {stochastic!r}")
         self.name = name
@@ -121,7 +136,10 @@ class Topology:
         self._weights = weights
         self._stochastic = stochastic
         self.period = period
-        self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # edges only (adjacency / weights give Edges): no [M, M] array is ever formed
+        self.sparse = sparse
+        self._cache: dict[int, tuple] = {}
+        self._edge_cache: dict[int, Edges] = {}  # dense topologies: W's entries, as edges
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self.params.items())
@@ -139,26 +157,54 @@ class Topology:
             return "doubly"
         if self.time_varying:
             return "row"
-        columns = self.matrix(0).sum(axis=0)
+        columns = self.edges(0).column_sums() if self.sparse else self.matrix(0).sum(axis=0)
         return "doubly" if np.allclose(columns, 1.0, rtol=0, atol=ROW_SUM_TOL) else "row"
 
-    def adjacency(self, round: int) -> np.ndarray:
-        """Read-only float64 0/1 ``[M, M]`` adjacency of the round (zero diagonal)."""
+    def adjacency(self, round: int, what: str = "the dense adjacency") -> np.ndarray:
+        """Read-only float64 0/1 ``[M, M]`` adjacency of the round (zero diagonal); refused
+        (naming ``what`` needs it) for a topology built as edges."""
+        if self.sparse:
+            raise refuse_dense(self.num_clients, what)
         return self._entry(round)[0]
+
+    def adjacency_edges(self, round: int) -> Edges:
+        """The round's adjacency as edges (values 1, no diagonal)."""
+        if self.sparse:
+            return self._entry(round)[0]
+        return self.edges(round).pattern()
+
+    def edges(self, round: int) -> Edges:
+        """The round's W as edges (its non-zero entries, row-major; read-only)."""
+        if self.sparse:
+            return self._entry(round)[1]
+        key = int(round) if self.time_varying else 0
+        if key not in self._edge_cache:
+            if len(self._edge_cache) >= _CACHE_ROUNDS:
+                self._edge_cache.pop(next(iter(self._edge_cache)))
+            self._edge_cache[key] = Edges.from_dense(self.matrix(round))
+        return self._edge_cache[key]
 
     def graph(self, round: int) -> nx.Graph | nx.DiGraph:
         """The round's graph; a DiGraph edge (i, j) means client i receives j's model."""
         import networkx as nx
 
+        if self.sparse:
+            raise refuse_dense(self.num_clients, "a networkx graph")
         kind = nx.DiGraph if self.directed else nx.Graph
         return nx.from_numpy_array(self.adjacency(round).astype(np.int8), create_using=kind)
 
-    def matrix(self, round: int) -> np.ndarray:
-        """Read-only float64 ``[M, M]`` mixing matrix W of the round (validated)."""
+    def matrix(self, round: int, what: str = "this feature") -> np.ndarray:
+        """Read-only float64 ``[M, M]`` mixing matrix W of the round (validated); refused
+        (naming ``what`` needs it) for a topology built as edges (:meth:`edges`)."""
+        if self.sparse:
+            raise refuse_dense(self.num_clients, what)
         return self._entry(round)[1]
 
     def describe(self, rounds: int = 5) -> dict[str, Any]:
-        """Summary: sizes, degrees, spectral gap, symmetry (time-varying: over ``rounds``)."""
+        """Summary: sizes, degrees, spectral gap, symmetry (time-varying: over ``rounds``).
+        A topology built as edges has no spectral gap computed (``None``)."""
+        if self.sparse:
+            return self._describe_edges(rounds)
         Ws = [self.matrix(t) for t in range(rounds if self.time_varying else 1)]
         degrees = np.concatenate([np.count_nonzero(W, axis=1) - (np.diag(W) != 0) for W in Ws])
         return {
@@ -181,6 +227,29 @@ class Topology:
             "messages_per_step": float(np.mean([count_messages(W) for W in Ws])),
         }
 
+    def _describe_edges(self, rounds: int) -> dict[str, Any]:
+        Es = [self.edges(t) for t in range(rounds if self.time_varying else 1)]
+        degrees = np.concatenate([E.in_degree() for E in Es])
+        sums_one = [np.allclose(s, 1.0, rtol=0, atol=ROW_SUM_TOL)
+                    for E in Es for s in (E.row_sums(), E.column_sums())]
+        return {
+            "name": self.name,
+            "num_clients": self.num_clients,
+            "mixing": self.mixing,
+            "time_varying": self.time_varying,
+            "directed": self.directed,
+            **self.params,
+            "degree_min": int(degrees.min()),
+            "degree_mean": float(degrees.mean()),
+            "degree_max": int(degrees.max()),
+            "spectral_gap": None,  # not computed above DENSE_MAX_CLIENTS (an M × M eigenproblem)
+            "symmetric": all(first_asymmetry(E, ROW_SUM_TOL)[0] < 0 for E in Es),
+            "doubly_stochastic": all(sums_one),
+            "stochastic": self.stochastic,
+            "period": self.period,
+            "messages_per_step": float(np.mean([E.messages() for E in Es])),
+        }
+
     def _entry(self, round: int) -> tuple[np.ndarray, np.ndarray]:
         """(adjacency, W) of the round, computed once (static) or kept for a few rounds."""
         key = int(round) if self.time_varying else 0
@@ -191,6 +260,8 @@ class Topology:
         return self._cache[key]
 
     def _compute(self, round: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.sparse:
+            return self._compute_edges(round)
         A = np.asarray(self._adjacency_fn(round), dtype=np.float64)
         weights = self._weights
         W = (mixing_matrix(A, self.mixing) if weights is None
@@ -202,6 +273,24 @@ class Topology:
                         label=f"{self.mixing} matrix")
         for array in (A, W):
             array.flags.writeable = False
+        return A, W
+
+    def _compute_edges(self, round: int) -> tuple[Edges, Edges]:
+        """(adjacency, W) of the round as edges, W validated as the dense one would be."""
+        A = self._adjacency_fn(round)
+        weights = self._weights
+        W = (mixing_edges(A, self.mixing) if weights is None
+             else weights(round) if callable(weights) else weights)
+        if weights is not None:
+            A = W.pattern()
+        symmetric = self.mixing in SYMMETRIC_RULES
+        declared = self._stochastic
+        validate_edges(W, symmetric=symmetric, doubly=symmetric or declared == "doubly",
+                       rows=declared != "column", key="topology.mixing",
+                       label=f"{self.mixing} matrix")
+        for edges in (A, W):
+            for array in (edges.rows, edges.cols, edges.values):
+                array.flags.writeable = False
         return A, W
 
 
@@ -226,9 +315,14 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             raise GossipflError(f"topology.{key}: unknown parameter{did_you_mean(key, PARAMS)};"
                                 f" known: {', '.join(PARAMS)}.")
     num_clients = _check_clients(name, num_clients)
-    # float64 [M, M]: the adjacency and the mixing matrix, both held (graphs are dense here)
-    require_memory(16 * num_clients ** 2, f"a dense {num_clients}×{num_clients} mixing matrix "
-                   f"({name})", "data.clients")
+    if num_clients > DENSE_MAX_CLIENTS and (name in SPARSE_TOPOLOGIES or (
+            name == "custom" and is_edge_file(params.get("path")))):
+        require_memory(edge_bytes(name, num_clients, params, window),
+                       f"the {name} graph's edges on {num_clients} clients", "data.clients")
+    else:
+        # float64 [M, M]: the adjacency and the mixing matrix, both held (dense graphs)
+        require_memory(16 * num_clients ** 2, f"a dense {num_clients}×{num_clients} mixing "
+                       f"matrix ({name})", "data.clients")
     if mixing == "custom" and name != "custom":
         raise GossipflError(
             f"topology.mixing: custom needs topology.name: custom (a matrix from topology.path "
@@ -240,8 +334,24 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
                        f"the dense {num_clients}×{num_clients} matrices of {_CACHE_ROUNDS} "
                        f"rounds of the time-varying {name} topology", "data.clients")
     check_connected(topology, max(window, topology.period or 0))
-    topology.matrix(0)
+    topology.edges(0) if topology.sparse else topology.matrix(0)
     return topology
+
+
+def edge_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_WINDOW) -> int:
+    """Peak bytes of building a topology as edges: its edges per round (k, s as given), each
+    24 B (two int64 indices, one float64 weight) held about six times over (adjacency, W,
+    the sorted copies of the checks), over the rounds whose union the connectivity check
+    reads (a time-varying graph)."""
+    log = max(1, (m - 1).bit_length())
+    k = params.get("k") if _is_int(params.get("k")) else 1
+    s = params.get("s") if _is_int(params.get("s")) else 1
+    per_round = {"ring": 2 * m, "exponential": 2 * log * m, "k_regular": k * m,
+                 "random_k": 2 * k * m, "epidemic": s * m, "random_matching": m,
+                 "one_peer_exponential": 2 * m}.get(name, 2 * m) + m  # + the diagonal
+    rounds = {"ring": 1, "exponential": 1, "k_regular": 1,
+              "one_peer_exponential": max(window, log)}.get(name, window)
+    return 24 * per_round * (6 + rounds)
 
 
 def _check_clients(name: str, num_clients: Any) -> int:
@@ -275,9 +385,27 @@ def _static(name: str, m: int, mixing: str, graph: nx.Graph,
     return Topology(name, m, mixing, lambda _round: A, params=params)
 
 
+def _large(m: int) -> bool:
+    """Whether a topology on m clients is built as edges only."""
+    return m > DENSE_MAX_CLIENTS
+
+
+def _static_edges(name: str, m: int, mixing: str, rows: np.ndarray, cols: np.ndarray,
+                  params: dict[str, Any] | None = None) -> Topology:
+    """A static undirected topology from the edges (rows[e], cols[e]), built as edges."""
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    off = rows != cols
+    A = Edges.build(m, np.concatenate([rows[off], cols[off]]),
+                    np.concatenate([cols[off], rows[off]]))
+    return Topology(name, m, mixing, lambda _round: A, params=params, sparse=True)
+
+
 def _ring(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
+    if _large(m):
+        i = np.arange(m)
+        return _static_edges("ring", m, mixing, i, (i + 1) % m)
     return _static("ring", m, mixing, nx.cycle_graph(m))
 
 
@@ -312,6 +440,10 @@ def _exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
     offsets = [2**k for k in range((m - 1).bit_length())]  # k = 0..⌊log₂(M−1)⌋
+    if _large(m):
+        i = np.repeat(np.arange(m), len(offsets))
+        return _static_edges("exponential", m, mixing, i,
+                             (i + np.tile(offsets, m)) % m)
     return _static("exponential", m, mixing, nx.circulant_graph(m, offsets))
 
 
@@ -362,6 +494,14 @@ def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if k * m % 2:
         raise GossipflError(f"topology.k: k_regular needs k × clients even, got k={k} with "
                             f"{m} clients.")
+    if _large(m):
+        for attempt in range(MAX_DRAWS):
+            rng = numpy_generator(seed, "topology", "kreg", attempt)
+            u, v = dynamic.random_regular_edges(m, k, rng)
+            if (components(m, u, v) == 0).all():
+                return _static_edges("k_regular", m, mixing, u, v, {"k": k, "seed": seed})
+        raise GossipflError(f"topology.k: k_regular with k={k} on {m} clients was disconnected "
+                            f"in all {MAX_DRAWS} random draws; use a denser graph.")
     graph = _connected_draw(
         lambda a: nx.random_regular_graph(k, m, seed=derive_seed(seed, "topology", "kreg", a)),
         "topology.k",
@@ -384,6 +524,16 @@ def random_k_neighbours(m: int, k: int, seed: int, round: int) -> np.ndarray:
 def _random_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = _check_k(params.get("k"), m, "random_k")
     symmetrize = mixing in SYMMETRIC_RULES
+    if _large(m):
+        def edges(round: int) -> Edges:
+            rows = np.repeat(np.arange(m), k)
+            cols = dynamic.distinct_others(m, k, seed, round).ravel()
+            if symmetrize:
+                rows, cols = np.concatenate([rows, cols]), np.concatenate([cols, rows])
+            return Edges.build(m, rows, cols)
+
+        return Topology("random_k", m, mixing, edges, time_varying=True,
+                        directed=not symmetrize, params={"k": k, "seed": seed}, sparse=True)
 
     def adjacency(round: int) -> np.ndarray:
         A = np.zeros((m, m))
@@ -479,7 +629,110 @@ def _api_matrix(array: Any) -> np.ndarray:
                             f"{type(array).__name__} {str(array)[:60]!r}.") from None
 
 
+def is_edge_file(path: Any) -> bool:
+    """Whether ``topology.path`` holds an edge list: a .npz (``rows``, ``cols``, optional
+    ``weights``) or a .csv whose first line is the header ``i,j`` or ``i,j,w``."""
+    if not isinstance(path, str | Path):
+        return False
+    file = Path(path).expanduser()
+    if file.suffix.lower() == ".npz":
+        return True
+    if file.suffix.lower() != ".csv" or not file.is_file():
+        return False
+    with open(file, encoding="utf-8", errors="replace") as handle:
+        head = handle.readline().replace(" ", "").strip().lower()
+    return head in ("i,j", "i,j,w")
+
+
+def load_edges(path: str | Path, m: int, key: str = "topology.path"
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(rows, cols, weights or None) of an edge-list file (:func:`is_edge_file`), every
+    index checked to be a client 0..M−1; a bad line or entry is named."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise GossipflError(f"{key}: no such file '{path}'.")
+    try:
+        if file.suffix.lower() == ".npz":
+            with np.load(file, allow_pickle=False) as data:
+                missing = [name for name in ("rows", "cols") if name not in data.files]
+                if missing:
+                    raise GossipflError(f"{key}: '{path}' has no array named "
+                                        f"{' or '.join(missing)} (an edge list .npz holds "
+                                        "rows, cols and optionally weights).")
+                rows, cols = np.asarray(data["rows"]), np.asarray(data["cols"])
+                weights = (np.asarray(data["weights"], dtype=np.float64)
+                           if "weights" in data.files else None)
+            where = "entry"
+            offset = 0
+        else:
+            table = np.loadtxt(file, delimiter=",", skiprows=1, dtype=np.float64, ndmin=2)
+            rows, cols = table[:, 0], table[:, 1]
+            weights = table[:, 2] if table.shape[1] == 3 else None
+            if table.shape[1] not in (2, 3):
+                raise GossipflError(f"{key}: '{path}' has {table.shape[1]} columns; an edge "
+                                    "list has i,j or i,j,w.")
+            where, offset = "line", 2  # line 1 is the header
+    except (ValueError, OSError) as error:
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        raise GossipflError(f"{key}: could not read an edge list from '{path}' "
+                            f"({reason}).") from None
+    if rows.shape != cols.shape or (weights is not None and weights.shape != rows.shape):
+        raise GossipflError(f"{key}: rows, cols and weights of '{path}' differ in length.")
+    bad = np.flatnonzero((rows != np.floor(rows)) | (cols != np.floor(cols))
+                         | (rows < 0) | (cols < 0) | (rows >= m) | (cols >= m))
+    if len(bad):
+        b = int(bad[0])
+        raise GossipflError(f"{key}: {where} {b + offset} of '{path}' ({rows[b]:g}, "
+                            f"{cols[b]:g}) is not a pair of clients in 0..{m - 1}.")
+    return rows.astype(np.int64), cols.astype(np.int64), weights
+
+
+def _custom_edges(m: int, mixing: str, params: dict) -> Topology:
+    """A custom topology from an edge list, built as edges (more than DENSE_MAX_CLIENTS
+    clients): the same checks and sentences as the dense matrix."""
+    key = "topology.path"
+    rows, cols, weights = load_edges(params["path"], m, key)
+    if mixing == "custom":
+        if weights is None:
+            raise GossipflError(f"{key}: topology.mixing: custom needs the weights of W (an "
+                                "i,j,w edge list, or weights in the .npz).")
+        W = Edges.build(m, rows, cols, weights)
+        ones = {"rtol": 0, "atol": ROW_SUM_TOL}
+        columns = bool(np.allclose(W.column_sums(), 1.0, **ones)
+                       and not np.allclose(W.row_sums(), 1.0, **ones))
+        validate_edges(W, symmetric=False, doubly=False, rows=not columns,
+                       key="topology.mixing", label="custom matrix")
+        return Topology("custom", m, "custom", lambda _round: None,
+                        directed=first_asymmetry(W.pattern())[0] >= 0, weights=W,
+                        stochastic="column" if columns else None, sparse=True)
+    off = rows != cols
+    if weights is not None:
+        bad = np.flatnonzero(off & (weights != 0) & (weights != 1))
+        if len(bad):
+            b = int(bad[0])
+            raise GossipflError(
+                f"{key}: an adjacency matrix holds only 0 and 1, found {weights[b]:.6g} at "
+                f"[{rows[b]},{cols[b]}]; for a mixing matrix set topology.mixing: custom.")
+        off &= weights != 0
+    A = Edges.build(m, rows[off], cols[off])
+    i, j = first_asymmetry(A)
+    if i >= 0 and mixing in SYMMETRIC_RULES:
+        raise GossipflError(
+            f"{key}: the adjacency is not symmetric (A[{i},{j}]={A.value_at(i, j):g}, "
+            f"A[{j},{i}]={A.value_at(j, i):g}), which {mixing} cannot use; symmetrize it or "
+            "set topology.mixing: uniform."
+        )
+    return Topology("custom", m, mixing, lambda _round: A, directed=i >= 0, sparse=True)
+
+
 def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    if is_edge_file(params.get("path")):
+        if _large(m):
+            return _custom_edges(m, mixing, params)
+        rows, cols, weights = load_edges(params["path"], m)  # small: the dense matrix
+        matrix = np.zeros((m, m))
+        matrix[rows, cols] = 1.0 if weights is None else weights
+        params = {**params, "path": None, "array": matrix}
     matrix, key = _custom_source(m, params)
     if mixing == "custom":
         columns = column_stochastic_only(matrix)  # push-sum (sgp): else the rows sum to 1
@@ -520,6 +773,12 @@ def _adjacency_from(matrix: np.ndarray, key: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 def _one_peer_exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
     period = dynamic.one_peer_period(m)
+    if _large(m):
+        return Topology("one_peer_exponential", m, "uniform", lambda _round: None,
+                        time_varying=True, directed=True,
+                        weights=lambda round: dynamic.one_peer_edges(m, round),
+                        stochastic="doubly", period=period, params={"period": period},
+                        sparse=True)
 
     def adjacency(round: int) -> np.ndarray:
         A = (dynamic.one_peer_exponential(m, round) != 0).astype(np.float64)
@@ -555,6 +814,11 @@ def _epidemic(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if not _is_int(s) or not 1 <= s <= m - 1:
         raise GossipflError(f"topology.s: must be in 1..{m - 1} for epidemic on {m} clients "
                             f"(the peers each client sends to per round), got {s!r}.")
+    if _large(m):
+        return Topology("epidemic", m, "uniform",
+                        lambda round: dynamic.epidemic_edges(m, int(s), seed, round),
+                        time_varying=True, directed=True, stochastic="row",
+                        params={"s": int(s), "seed": seed}, sparse=True)
     return Topology("epidemic", m, "uniform",
                     lambda round: dynamic.epidemic_adjacency(m, int(s), seed, round),
                     time_varying=True, directed=True, stochastic="row",
@@ -562,10 +826,19 @@ def _epidemic(m: int, mixing: str, seed: int, params: dict) -> Topology:
 
 
 def _random_matching(m: int, mixing: str, seed: int, params: dict) -> Topology:
+    if _large(m):
+        return Topology("random_matching", m, mixing,
+                        lambda round: dynamic.random_matching_edges(m, seed, round),
+                        time_varying=True, stochastic="doubly", params={"seed": seed},
+                        sparse=True)
     return Topology("random_matching", m, mixing,
                     lambda round: dynamic.random_matching_adjacency(m, seed, round),
                     time_varying=True, stochastic="doubly", params={"seed": seed})
 
+
+# built as edges only above DENSE_MAX_CLIENTS clients
+SPARSE_TOPOLOGIES = frozenset({"ring", "exponential", "k_regular", "random_k",
+                               "one_peer_exponential", "epidemic", "random_matching"})
 
 _BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
     "ring": _ring,

@@ -10,7 +10,8 @@ fitted to ``benchmarks/gossip.py`` on CPU (docs/benchmarks.md), in ns per column
     sparse ≈ Q · (2.9·M + 0.09·nnz(W))        dense ≈ 0.009·M² + 1.2·M   (W^Q is cached)
 
 e.g. a ring of 1000 clients mixes sparsely for Q = 1 and densely for Q = 4, and every graph
-of 100 clients mixes densely.
+of 100 clients mixes densely. A topology built as edges (``topology.sparse``: more than
+``DENSE_MAX_CLIENTS`` clients) always mixes sparsely, its CSR built from the edges directly.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gossipfl.engine.memory import require_memory
 from gossipfl.errors import unknown_choice
 from gossipfl.topology.graphs import Topology
 from gossipfl.topology.mixing import count_messages
+from gossipfl.topology.sparse import refuse_dense
 
 SPARSE_MODES = ("auto", "dense", "sparse")
 _SPARSE_DTYPES = (torch.float32, torch.float64)  # CSR matmul kernels exist for these
@@ -39,7 +41,13 @@ class Mixer:
         self.device = torch.device(device)
         self.dtype = dtype
         self.mode = self._check_mode(sparse)
-        self._nnz = int(np.count_nonzero(topology.matrix(0)))
+        self._edges_only = bool(getattr(topology, "sparse", False))
+        if self._edges_only and (self.mode == "dense" or dtype not in _SPARSE_DTYPES):
+            why = ("topology.sparse: dense" if self.mode == "dense"
+                   else f"mixing in {dtype} (no sparse kernel)")
+            raise refuse_dense(self.num_clients, why)
+        self._nnz = (topology.edges(0).nnz if self._edges_only
+                     else int(np.count_nonzero(topology.matrix(0))))
         self._operators: dict[tuple[bool, int], torch.Tensor] = {}  # (sparse, power) -> W^power
         self._round: int | None = None  # round the cached operators belong to (time-varying)
 
@@ -56,6 +64,8 @@ class Mixer:
 
     def uses_sparse(self, steps: int = 1) -> bool:
         """Whether ``mix(..., steps)`` applies W as CSR (see the module doc for "auto")."""
+        if self._edges_only:
+            return True
         if self.mode != "auto":
             return self.mode == "sparse"
         if self.dtype not in _SPARSE_DTYPES:
@@ -97,12 +107,20 @@ class Mixer:
 
     def mix_rows(self, X: torch.Tensor, round: int, rows: torch.Tensor) -> torch.Tensor:
         """``(W X)[rows]`` with the round's W: the mixed models of the clients ``rows`` only
-        (one gossip step; the rows of W are taken from its dense form)."""
+        (one gossip step; the rows of W are taken from its dense form, or from the edges of a
+        topology built as edges)."""
+        if self._edges_only:
+            index = rows.cpu().numpy() if isinstance(rows, torch.Tensor) else rows
+            part = self.topology.edges(round).rows_of(index)
+            return part.to_torch(self.dtype, self.device, rows=len(index)) @ X.reshape(
+                self.num_clients, -1)
         W = self._operator(round, 1, sparse=False)
         return W[rows] @ X.reshape(self.num_clients, -1)
 
     def messages(self, round: int) -> int:
         """Directed model transfers per gossip step: off-diagonal non-zeros of the round's W."""
+        if self._edges_only:
+            return self.topology.edges(round).messages()
         return count_messages(self.topology.matrix(round))
 
     def _operator(self, round: int, power: int, sparse: bool) -> torch.Tensor:
@@ -110,6 +128,9 @@ class Mixer:
         if self.topology.time_varying and round != self._round:
             self._operators.clear()
             self._round = round
+        if (sparse, power) not in self._operators and self._edges_only:
+            self._operators[sparse, power] = self.topology.edges(round).to_torch(
+                self.dtype, self.device)
         if (sparse, power) not in self._operators:
             W = np.linalg.matrix_power(self.topology.matrix(round), power)
             self._operators[sparse, power] = self._to_device(W, sparse)

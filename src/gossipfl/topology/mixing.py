@@ -147,6 +147,8 @@ def check_connected(topology: Topology, window: int = 10) -> None:
     connected over the union of its graphs in rounds 0..window−1 (the B-connectivity that
     consensus over time-varying graphs needs).
     """
+    if getattr(topology, "sparse", False):
+        return _check_connected_edges(topology, window)
     import networkx as nx
 
     rounds = range(window if topology.time_varying else 1)
@@ -161,6 +163,46 @@ def check_connected(topology: Topology, window: int = 10) -> None:
         return
     parts = (nx.number_strongly_connected_components(graph) if directed
              else nx.number_connected_components(graph))
+    where = f" over the union of rounds 0..{window - 1}" if topology.time_varying else ""
+    raise GossipflError(
+        f"topology.name: the {topology.name} graph on {topology.num_clients} clients is not "
+        f"connected{where} ({parts} components); gossip can never reach consensus."
+    )
+
+
+def _check_connected_edges(topology: Topology, window: int) -> None:
+    """:func:`check_connected` on the edges of a topology built as edges (O(M + edges))."""
+    from gossipfl.topology.sparse import (
+        Edges,
+        components,
+        count_strong_components,
+        first_asymmetry,
+        strongly_connected,
+    )
+
+    m = topology.num_clients
+    last = window if topology.time_varying else 1
+    # The union of rounds 0..window−1 is connected when that of a prefix is: try 1, 2, 4, ...
+    # rounds (a random graph is usually connected in its first round).
+    prefix = 1
+    while True:
+        prefix = min(prefix, last)
+        parts_of = [topology.adjacency_edges(t) for t in range(prefix)]
+        union = Edges.build(m, np.concatenate([A.rows for A in parts_of]),
+                            np.concatenate([A.cols for A in parts_of]))
+        directed = topology.directed or first_asymmetry(union)[0] >= 0
+        if directed:
+            if strongly_connected(m, union.rows, union.cols):
+                return
+        else:
+            labels = components(m, union.rows, union.cols)
+            if (labels == 0).all():
+                return
+        if prefix == last:
+            break
+        prefix *= 2
+    parts = (count_strong_components(m, union.rows, union.cols) if directed
+             else int((labels == np.arange(m)).sum()))
     where = f" over the union of rounds 0..{window - 1}" if topology.time_varying else ""
     raise GossipflError(
         f"topology.name: the {topology.name} graph on {topology.num_clients} clients is not "

@@ -53,7 +53,7 @@ class ADPSGD(Algorithm):
     def mixing_check(self, topology):
         if topology is None:
             return None, None
-        pattern = np.asarray(topology.matrix(0)) != 0
+        pattern = np.asarray(topology.matrix(0, "algorithm adpsgd")) != 0
         what = f"the {topology.name} topology's {topology.mixing} matrix"
         if not (pattern == pattern.T).all():
             return (f"topology.name: algorithm adpsgd averages pairs of neighbours, which needs "

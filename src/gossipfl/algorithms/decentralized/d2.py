@@ -61,7 +61,7 @@ class D2(Algorithm):
             return []
         rounds = ROUNDS_CHECKED if topology.time_varying else 1
         for t in range(rounds):
-            lam = smallest_eigenvalue(topology.matrix(t))
+            lam = smallest_eigenvalue(topology.matrix(t, "algorithm d2's eigenvalue check"))
             at = f" at round {t}" if topology.time_varying else ""
             if lam is None:
                 raise GossipflError(
