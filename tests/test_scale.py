@@ -14,7 +14,7 @@ from gossipfl.data import Dataset
 from gossipfl.experiment import LOCAL_CLIENTS_AUTO, evaluated_clients, label_counts
 from gossipfl.plan import estimate_bytes, format_plan, memory_plan
 from gossipfl.runner import Runner
-from tests.test_results import TINY
+from tests.helpers import TINY
 
 SYNTHETIC = {"dataset": "synthetic",
              "options": {"dim": 6, "train_size": 120, "test_size": 40, "num_classes": 3}}

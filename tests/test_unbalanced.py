@@ -58,7 +58,8 @@ class OneAtATime(Runner):
 
 
 class CountingOracle:
-    """Wraps an oracle; records the rows of every loss_and_grad call."""
+    """Wraps an oracle; records the rows of every loss_and_grad and (fused) loss_and_step
+    call."""
 
     def __init__(self, oracle):
         self.oracle, self.rows = oracle, 0
@@ -66,6 +67,10 @@ class CountingOracle:
     def loss_and_grad(self, X, inputs, targets, mask=None, wrt=None):
         self.rows += X.shape[0]
         return self.oracle.loss_and_grad(X, inputs, targets, mask, wrt)
+
+    def loss_and_step(self, X, inputs, targets, mask, update, into=None):
+        self.rows += X.shape[0]
+        return self.oracle.loss_and_step(X, inputs, targets, mask, update, into)
 
     def __getattr__(self, name):
         return getattr(self.oracle, name)

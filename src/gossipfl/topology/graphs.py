@@ -329,7 +329,8 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             f"or topology.matrix), got topology.name: {name}."
         )
     topology = _BUILDERS[name](num_clients, mixing, seed, params)
-    if topology.time_varying:  # the rounds kept, the connectivity check's union and one draw
+    if topology.time_varying and not topology.sparse:  # the rounds kept, the connectivity
+        # check's union and one draw
         require_memory((16 * _CACHE_ROUNDS + 1 + 16) * num_clients ** 2,
                        f"the dense {num_clients}×{num_clients} matrices of {_CACHE_ROUNDS} "
                        f"rounds of the time-varying {name} topology", "data.clients")
