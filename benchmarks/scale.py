@@ -34,23 +34,31 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 TOPOLOGIES = ("ring", "one_peer_exponential", "epidemic", "random_matching")
 
 
-def overrides(m: int, topology: str, rounds: int, model: str, keep: bool) -> list[str]:
+def overrides(m: int, topology: str, rounds: int, model: str, keep: bool,
+              device: str = "cpu", synthetic: bool = False) -> list[str]:
     sets = [f"data.clients={m}", f"model.name={model}", f"topology.name={topology}",
+            f"device={device}",
             f"train.rounds={rounds}", "train.local_steps=1", "train.batch_size=1",
             f"eval.every={rounds}", "output.checkpoint_every=0",
             f"engine.keep_freed_memory={str(keep).lower()}"]
     if model == "mlp":
         sets.append("model.options.hidden=[64]")
+    if synthetic:  # one sample per client past Fashion-MNIST's 60 000: Gaussian blobs, its shape
+        sets += ["data.dataset=synthetic", "data.partition=iid", f"data.options.train_size={m}",
+                 "data.options.test_size=10000", "data.options.dim=784",
+                 "data.options.num_classes=10"]
     return sets
 
 
-def run_point(m: int, topology: str, rounds: int, model: str, keep: bool = False) -> dict:
-    """One run: wall seconds, peak RSS bytes, seconds per round, the plan's estimate."""
+def run_point(m: int, topology: str, rounds: int, model: str, keep: bool = False,
+              device: str = "cpu", synthetic: bool = False) -> dict:
+    """One run: wall seconds, peak RSS bytes, seconds per round, the plan's estimate (on a
+    GPU the peak is the host process's; the plan counts the device's)."""
     from gossipfl.cli import QUICKSTART
     from gossipfl.config import load_config
     from gossipfl.plan import estimate_bytes
 
-    sets = overrides(m, topology, rounds, model, keep)
+    sets = overrides(m, topology, rounds, model, keep, device, synthetic)
     estimate = estimate_bytes(load_config(QUICKSTART, sets))
     with tempfile.TemporaryDirectory() as tmp:
         argv = [sys.executable, "-m", "gossipfl", "run", "--out", f"{tmp}/run", "--quiet"]
@@ -93,6 +101,10 @@ def main() -> int:
     parser.add_argument("--topologies", nargs="+", default=list(TOPOLOGIES))
     parser.add_argument("--model", default="logistic", choices=["logistic", "mlp"])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (the runs' device)")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="Gaussian blobs of Fashion-MNIST's shape, one sample per client "
+                             "(more clients than its 60 000 samples, or no data files)")
     parser.add_argument("--out", help="append each point as a JSON line to this file")
     parser.add_argument("--keep-freed-memory", action="store_true",
                         help="measure with engine.keep_freed_memory (the default of runs): "
@@ -104,7 +116,8 @@ def main() -> int:
     points = []
     for topology in args.topologies:
         for m in args.clients:
-            point = run_point(m, topology, args.rounds, args.model, args.keep_freed_memory)
+            point = run_point(m, topology, args.rounds, args.model, args.keep_freed_memory,
+                              args.device, args.synthetic)
             points.append(point)
             print(json.dumps(point), flush=True)
             if args.out:
