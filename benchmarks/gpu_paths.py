@@ -572,6 +572,13 @@ def op_family(name: str) -> str:
     return "other"
 
 
+def sgd(lr: float):
+    """The plain SGD update y ← y − η g, as ``Oracle.loss_and_step`` takes it."""
+    def update(grad: torch.Tensor, y: torch.Tensor) -> None:
+        y.add_(grad, alpha=-lr)
+    return update
+
+
 def stacked_step_profile(ctx: Context) -> None:
     """One stacked ResNet-18-GN local step: seconds in fp32/tf32/bf16, and a TF32 profile."""
     from torch.profiler import ProfilerActivity, profile
@@ -590,7 +597,7 @@ def stacked_step_profile(ctx: Context) -> None:
     targets = torch.randint(0, 10, (M, N), generator=gen).to(device)
 
     def step() -> None:
-        oracle.loss_and_step(X, inputs, targets, None, 0.01)
+        oracle.loss_and_step(X, inputs, targets, None, sgd(0.01))
 
     times = {}
     for mode in ("fp32", "tf32", "bf16") if device.type == "cuda" else ("fp32",):
@@ -700,7 +707,7 @@ class SmallStep:
 
     def eager_api(self) -> None:
         self.next_batch()
-        self.oracle.loss_and_step(self.X, self.inputs, self.targets, None, self.lr)
+        self.oracle.loss_and_step(self.X, self.inputs, self.targets, None, sgd(self.lr))
 
     def eager_block(self) -> None:
         self.next_batch()
@@ -925,7 +932,7 @@ def gossip_case(ctx: Context, oracle: StackedOracle, M: int, P: int, method: str
     state = {"X": X}
 
     def step() -> None:
-        oracle.loss_and_step(state["X"], inputs, targets, None, 0.05)
+        oracle.loss_and_step(state["X"], inputs, targets, None, sgd(0.05))
 
     def gossip() -> None:
         x = state["X"]

@@ -483,15 +483,27 @@ def test_ctrl_c_on_sweep_jobs_stops_the_workers_and_exits_130(tmp_path):
 
     study = parallel_study(tmp_path, {"train.lr": [0.1, 0.05]}, rounds=100000)
     env = {**os.environ, "PYTHONPATH": str(Path.cwd() / "src")}
-    process = subprocess.Popen([sys.executable, "-m", "gossipfl", "sweep", str(study),
+    # SIGINT as a terminal gives it: a pytest-xdist worker ignores SIGINT, and a child would
+    # inherit that (Python then installs no KeyboardInterrupt handler)
+    as_in_a_terminal = ("import runpy, signal, sys; "
+                        "signal.signal(signal.SIGINT, signal.default_int_handler); "
+                        "sys.argv[0] = 'gossipfl'; runpy.run_module('gossipfl', "
+                        "run_name='__main__', alter_sys=True)")
+    process = subprocess.Popen([sys.executable, "-c", as_in_a_terminal, "sweep", str(study),
                                 "--jobs", "2"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env)
+                               stderr=subprocess.PIPE, text=True, env=env,
+                               start_new_session=True)
     folder = tmp_path / "studies" / "par"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(list(folder.glob("*/metrics.csv"))) < 2:
-        time.sleep(0.5)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(list(folder.glob("*/metrics.csv"))) < 2:
+            time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:  # never leave the sweep and its workers running
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
     assert process.returncode == 130, err
     assert "Resume with:" in err and "--jobs 2" in err
     for run in ("lr_0.1-seed0", "lr_0.05-seed0"):
