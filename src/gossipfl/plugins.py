@@ -97,6 +97,17 @@ def session_plugins() -> list[str]:
     return list(_SESSION)
 
 
+def register_piece(registry: dict, piece: typing.Any, kind: str) -> typing.Any:
+    """``registry[piece.name] = piece`` for a class decorator of a kind of piece (schedules,
+    compressors, robust rules, attacks); a name that is gossipfl's own is refused in one
+    sentence naming ``kind``, a plugin's may be replaced (the plugin loaded last wins)."""
+    existing = registry.get(piece.name, piece)
+    if existing is not piece and not replaceable(existing):
+        raise GossipflError(f"{kind} name {piece.name!r} is gossipfl's own; choose another.")
+    registry[piece.name] = piece
+    return piece
+
+
 def replaceable(existing: object) -> bool:
     """Whether a registered thing may be replaced under its name: a plugin's may (the plugin
     loaded last wins), gossipfl's own may not."""

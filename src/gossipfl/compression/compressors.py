@@ -97,13 +97,9 @@ def register_compressor(cls: type[Compressor]) -> type[Compressor]:
     """Class decorator: make ``cls`` available as ``compressor: <cls.name>`` (in
     ``topology.compression`` and the compressed algorithms); its ``rules`` are the parameters
     a config may give it, validated before training."""
-    from gossipfl.plugins import replaceable
+    from gossipfl.plugins import register_piece
 
-    existing = COMPRESSORS.get(cls.name, cls)
-    if existing is not cls and not replaceable(existing):
-        raise GossipflError(f"compressor name {cls.name!r} is gossipfl's own; choose another.")
-    COMPRESSORS[cls.name] = cls
-    return cls
+    return register_piece(COMPRESSORS, cls, "compressor")
 
 
 class Compressor(ABC):

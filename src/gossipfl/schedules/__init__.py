@@ -85,13 +85,9 @@ SCHEDULES: dict[str, type[Schedule]] = {}
 
 def register_schedule(cls: type[Schedule]) -> type[Schedule]:
     """Class decorator: make ``cls`` available as ``topology.order: <cls.name>``."""
-    from gossipfl.plugins import replaceable
+    from gossipfl.plugins import register_piece
 
-    existing = SCHEDULES.get(cls.name, cls)
-    if existing is not cls and not replaceable(existing):
-        raise ValueError(f"schedule name {cls.name!r} is gossipfl's own; choose another")
-    SCHEDULES[cls.name] = cls
-    return cls
+    return register_piece(SCHEDULES, cls, "schedule")
 
 
 def schedule_names() -> tuple[str, ...]:

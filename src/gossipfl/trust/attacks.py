@@ -44,13 +44,9 @@ ATTACKS: dict[str, type[Attack]] = {}
 
 def register_attack(cls: type[Attack]) -> type[Attack]:
     """Class decorator: make ``cls`` available as ``byzantine.attack: <cls.name>``."""
-    from gossipfl.plugins import replaceable
+    from gossipfl.plugins import register_piece
 
-    existing = ATTACKS.get(cls.name, cls)
-    if existing is not cls and not replaceable(existing):
-        raise GossipflError(f"attack name {cls.name!r} is gossipfl's own; choose another.")
-    ATTACKS[cls.name] = cls
-    return cls
+    return register_piece(ATTACKS, cls, "attack")
 
 
 @dataclass

@@ -45,13 +45,9 @@ RULES: dict[str, type[RobustRule]] = {}
 
 def register_rule(cls: type[RobustRule]) -> type[RobustRule]:
     """Class decorator: make ``cls`` available as ``topology.robust.rule: <cls.name>``."""
-    from gossipfl.plugins import replaceable
+    from gossipfl.plugins import register_piece
 
-    existing = RULES.get(cls.name, cls)
-    if existing is not cls and not replaceable(existing):
-        raise GossipflError(f"robust rule name {cls.name!r} is gossipfl's own; choose another.")
-    RULES[cls.name] = cls
-    return cls
+    return register_piece(RULES, cls, "robust rule")
 
 
 class RobustRule:
