@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,21 @@ INT64_MAX = 2 ** 63 - 1
 def one_of(*choices: str) -> Rule:
     """A closed set of names (an error lists them all)."""
     return Rule(lambda v: v in choices, "", tuple(choices))
+
+
+def check_piece_params(key: str, kind: str, name: str, params: dict[str, Any],
+                       rules: dict[str, Rule], also: Sequence[str] = ()) -> None:
+    """The parameters a config gives a registered piece (``kind`` ``name``: a compressor, a
+    robust rule, an attack): each one it takes (``rules``; ``also``: the other keys the
+    mapping may hold), with a valid value; otherwise one sentence naming ``key.param``, the
+    allowed keys and the closest one."""
+    for p, v in params.items():
+        if p not in rules:
+            keys = [*sorted(rules), *also]
+            raise GossipflError(f"{key}.{p}: unknown parameter of {kind} '{name}' (value "
+                                f"{v!r}){did_you_mean(p, keys)}; allowed: "
+                                f"{', '.join(keys) or 'none'}.")
+        rules[p].check(f"{key}.{p}", v)
 
 
 def check_all(prefix: str, values: dict[str, Any], rules: dict[str, Rule]) -> None:

@@ -30,9 +30,9 @@ import torch
 from torch import Tensor
 
 from gossipfl.compression import kernels
-from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
+from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.rng import counter_bits
-from gossipfl.validation import BOOLEAN, COUNT, Rule, check_all
+from gossipfl.validation import BOOLEAN, COUNT, Rule, check_all, check_piece_params
 
 _COUNT = dataclasses.replace(COUNT, quoted=True)
 _FRACTION = Rule(lambda v: not isinstance(v, bool) and 0 < v <= 1, "a number in (0, 1]",
@@ -379,11 +379,6 @@ def build_compressor(spec: dict, key: str = "topology.compression",
         raise unknown_choice(f"{key}.compressor", name, COMPRESSORS)
     cls = COMPRESSORS[name]
     params = {p: v for p, v in spec.items() if p != "compressor"}
-    for p, v in params.items():
-        if p not in cls.rules:
-            keys = [*sorted(cls.rules), *also]
-            raise GossipflError(f"{key}.{p}: unknown parameter of compressor '{name}' "
-                                f"(value {v!r}){did_you_mean(p, keys)}; "
-                                f"allowed: {', '.join(keys) or 'none'}.")
+    check_piece_params(key, "compressor", name, params, cls.rules, also)
     cls.validate(key, params)
     return cls(**params)

@@ -31,9 +31,9 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
+from gossipfl.errors import unknown_choice
 from gossipfl.rng import torch_generator
-from gossipfl.validation import Rule, one_of
+from gossipfl.validation import Rule, check_piece_params, one_of
 
 _NUMBER = Rule(lambda v: not isinstance(v, (bool, str)) and float(v) == v, "a number", quoted=True)
 _POSITIVE = Rule(lambda v: not isinstance(v, (bool, str)) and v > 0, "a number > 0", quoted=True)
@@ -230,12 +230,7 @@ def check_attack(name: Any, params: dict, key: str = "byzantine") -> type[Attack
     if not isinstance(name, str) or name not in ATTACKS:
         raise unknown_choice(f"{key}.attack", name, ATTACKS)
     cls = ATTACKS[name]
-    for p, v in params.items():
-        if p not in cls.rules:
-            allowed = ", ".join(sorted(cls.rules)) or "none"
-            raise GossipflError(f"{key}.{p}: unknown parameter of attack '{name}' (value "
-                                f"{v!r}){did_you_mean(p, cls.rules)}; allowed: {allowed}.")
-        cls.rules[p].check(f"{key}.{p}", v)
+    check_piece_params(key, "attack", name, params, cls.rules)
     return cls
 
 

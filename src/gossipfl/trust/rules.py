@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
-from gossipfl.validation import Rule
+from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.validation import Rule, check_piece_params
 
 _COUNT0 = Rule(lambda v: not isinstance(v, bool) and v >= 0 and int(v) == v, "an integer >= 0",
                quoted=True)
@@ -228,12 +228,7 @@ def build_rule(spec: Any, key: str = "topology.robust") -> RobustRule | None:
         raise unknown_choice(f"{key}.rule", name, RULES)
     cls = RULES[name]
     params = {p: v for p, v in spec.items() if p != "rule"}
-    for p, v in params.items():
-        if p not in cls.rules:
-            allowed = ", ".join(sorted(cls.rules)) or "none"
-            raise GossipflError(f"{key}.{p}: unknown parameter of rule '{name}' (value {v!r})"
-                                f"{did_you_mean(p, cls.rules)}; allowed: {allowed}.")
-        cls.rules[p].check(f"{key}.{p}", v)
+    check_piece_params(key, "rule", name, params, cls.rules)
     return cls(**params)
 
 
