@@ -203,10 +203,8 @@ class Topology:
     def describe(self, rounds: int = 5) -> dict[str, Any]:
         """Summary: sizes, degrees, spectral gap, symmetry (time-varying: over ``rounds``).
         A topology built as edges has no spectral gap computed (``None``)."""
-        if self.sparse:
-            return self._describe_edges(rounds)
-        Ws = [self.matrix(t) for t in range(rounds if self.time_varying else 1)]
-        degrees = np.concatenate([np.count_nonzero(W, axis=1) - (np.diag(W) != 0) for W in Ws])
+        measured = self._measure_edges(rounds) if self.sparse else self._measure_dense(rounds)
+        degrees, gap, symmetric, doubly, messages = measured
         return {
             "name": self.name,
             "num_clients": self.num_clients,
@@ -217,38 +215,34 @@ class Topology:
             "degree_min": int(degrees.min()),
             "degree_mean": float(degrees.mean()),
             "degree_max": int(degrees.max()),
-            "spectral_gap": float(np.mean([spectral_gap(W) for W in Ws])),
-            "symmetric": all(np.allclose(W, W.T, rtol=0, atol=ROW_SUM_TOL) for W in Ws),
-            "doubly_stochastic": all(
-                np.allclose(W.sum(axis=0), 1.0, rtol=0, atol=ROW_SUM_TOL)
-                and np.allclose(W.sum(axis=1), 1.0, rtol=0, atol=ROW_SUM_TOL) for W in Ws),
+            "spectral_gap": gap,
+            "symmetric": symmetric,
+            "doubly_stochastic": doubly,
             "stochastic": self.stochastic,
             "period": self.period,
-            "messages_per_step": float(np.mean([count_messages(W) for W in Ws])),
+            "messages_per_step": messages,
         }
 
-    def _describe_edges(self, rounds: int) -> dict[str, Any]:
+    def _measure_dense(self, rounds: int) -> tuple:
+        """(in-degrees of the rounds, mean spectral gap, symmetric, doubly stochastic, mean
+        messages per step) from the rounds' matrices W."""
+        Ws = [self.matrix(t) for t in range(rounds if self.time_varying else 1)]
+        degrees = np.concatenate([np.count_nonzero(W, axis=1) - (np.diag(W) != 0) for W in Ws])
+        return (degrees, float(np.mean([spectral_gap(W) for W in Ws])),
+                all(np.allclose(W, W.T, rtol=0, atol=ROW_SUM_TOL) for W in Ws),
+                all(np.allclose(W.sum(axis=0), 1.0, rtol=0, atol=ROW_SUM_TOL)
+                    and np.allclose(W.sum(axis=1), 1.0, rtol=0, atol=ROW_SUM_TOL) for W in Ws),
+                float(np.mean([count_messages(W) for W in Ws])))
+
+    def _measure_edges(self, rounds: int) -> tuple:
+        """The same from the rounds' edges; no spectral gap (None: not computed above
+        DENSE_MAX_CLIENTS, an M × M eigenproblem)."""
         Es = [self.edges(t) for t in range(rounds if self.time_varying else 1)]
         degrees = np.concatenate([E.in_degree() for E in Es])
         sums_one = [np.allclose(s, 1.0, rtol=0, atol=ROW_SUM_TOL)
                     for E in Es for s in (E.row_sums(), E.column_sums())]
-        return {
-            "name": self.name,
-            "num_clients": self.num_clients,
-            "mixing": self.mixing,
-            "time_varying": self.time_varying,
-            "directed": self.directed,
-            **self.params,
-            "degree_min": int(degrees.min()),
-            "degree_mean": float(degrees.mean()),
-            "degree_max": int(degrees.max()),
-            "spectral_gap": None,  # not computed above DENSE_MAX_CLIENTS (an M × M eigenproblem)
-            "symmetric": all(first_asymmetry(E, ROW_SUM_TOL)[0] < 0 for E in Es),
-            "doubly_stochastic": all(sums_one),
-            "stochastic": self.stochastic,
-            "period": self.period,
-            "messages_per_step": float(np.mean([E.messages() for E in Es])),
-        }
+        return (degrees, None, all(first_asymmetry(E, ROW_SUM_TOL)[0] < 0 for E in Es),
+                all(sums_one), float(np.mean([E.messages() for E in Es])))
 
     def _entry(self, round: int) -> tuple[np.ndarray, np.ndarray]:
         """(adjacency, W) of the round, computed once (static) or kept for a few rounds."""

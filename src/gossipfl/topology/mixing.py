@@ -58,15 +58,21 @@ def mixing_matrix(adjacency: np.ndarray, rule: str) -> np.ndarray:
         W = A / (1.0 + degree.max())
     elif rule == "uniform":
         W = A / (1.0 + degree)[:, None]
-    elif rule == "custom":
-        raise GossipflError(
+    else:
+        raise not_a_graph_rule(rule)
+    np.fill_diagonal(W, 1.0 - W.sum(axis=1))
+    return W
+
+
+def not_a_graph_rule(rule: str) -> GossipflError:
+    """Why ``rule`` makes no W from a graph (``custom``: a given matrix; else: unknown), for
+    both the dense rules and the edge rules (gossipfl.topology.sparse)."""
+    if rule == "custom":
+        return GossipflError(
             "topology.mixing: custom needs a given matrix (topology.name: custom with "
             "topology.path or topology.matrix), not a graph."
         )
-    else:
-        raise unknown_choice("topology.mixing", rule, MIXING_RULES)
-    np.fill_diagonal(W, 1.0 - W.sum(axis=1))
-    return W
+    return unknown_choice("topology.mixing", rule, MIXING_RULES)
 
 
 def _require_undirected(A: np.ndarray, rule: str) -> None:

@@ -178,8 +178,7 @@ def mixing_edges(adjacency: Edges, rule: str) -> Edges:
     off-diagonal weights as :func:`gossipfl.topology.mixing.mixing_matrix` bit for bit, and
     W_ii = 1 − Σ_j W_ij (summed in column order, so it may differ from the dense rule's
     pairwise sum in the last bit)."""
-    from gossipfl.errors import unknown_choice
-    from gossipfl.topology.mixing import MIXING_RULES, SYMMETRIC_RULES
+    from gossipfl.topology.mixing import SYMMETRIC_RULES, not_a_graph_rule
 
     A = adjacency.pattern()
     if rule in SYMMETRIC_RULES:
@@ -192,13 +191,8 @@ def mixing_edges(adjacency: Edges, rule: str) -> Edges:
         w = np.full(A.nnz, 1.0 / (1.0 + degree.max()))
     elif rule == "uniform":
         w = 1.0 / (1.0 + degree)[A.rows]
-    elif rule == "custom":
-        raise GossipflError(
-            "topology.mixing: custom needs a given matrix (topology.name: custom with "
-            "topology.path or topology.matrix), not a graph."
-        )
     else:
-        raise unknown_choice("topology.mixing", rule, MIXING_RULES)
+        raise not_a_graph_rule(rule)
     off = Edges(m, A.rows, A.cols, w)
     return with_diagonal(off, 1.0 - off.row_sums())
 
