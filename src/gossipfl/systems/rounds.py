@@ -34,9 +34,10 @@ def offline_rows_kept(plan: RoundPlan, algorithm: Algorithm, state: State) -> It
     if plan.offline is None or not np.asarray(plan.offline).any():
         yield
         return
+    offline = np.flatnonzero(plan.offline)
     before = {}
     for key in algorithm.client_state:
-        rows = torch.as_tensor(np.asarray(plan.offline).nonzero()[0], device=state[key].device)
+        rows = torch.as_tensor(offline, device=state[key].device)
         before[key] = rows, state[key][rows].clone()
     yield
     for key, (rows, values) in before.items():
