@@ -102,3 +102,17 @@ def test_the_memory_plan_of_many_clients_counts_edges_not_a_matrix(topology):
     edges = next(line for line in lines if line.what.startswith("topology"))
     assert "as edges" in edges.what and edges.per_client < 10_000
     assert facts["eval_clients"] == LOCAL_CLIENTS_AUTO
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (7, 3), (300, 4001), (5, 2, 3)])
+def test_squared_distances_are_the_rows_float64_norms_however_chunked(shape):
+    from gossipfl.evaluation import squared_distances
+
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    center = x.mean(dim=0)
+    want = ((x.double() - center.double()) ** 2).flatten(1).sum(dim=1)
+    got = squared_distances(x, center)
+    assert got.shape == (shape[0],)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+    # the chunking is by rows only: each row's float32 sum is the unchunked one's
+    assert torch.equal(got, (x - center).pow(2).flatten(1).sum(dim=1))
