@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -44,6 +45,9 @@ from gossipfl.compression import kernels
 from gossipfl.engine.groups import ParamGroup, ParamGroups
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.rng import client_keys, numpy_generator
+
+if TYPE_CHECKING:  # annotations only
+    from gossipfl.topology.sparse import Edges
 
 FLOAT_BYTES = 4
 
@@ -241,6 +245,10 @@ class Federation:
         """Round t's mixing matrix W ``[M, M]`` (what a schedule orders its events by);
         refused, naming ``what``, for a topology built as edges."""
         return np.asarray(self.mixer.topology.matrix(t, what))
+
+    def edges(self, t: int) -> Edges:
+        """Round t's mixing matrix W as edges (its non-zero entries), dense topology or not."""
+        return self.mixer.topology.edges(t)
 
     def gossip_rows(self, z: Tensor, t: int, rows: Tensor) -> Tensor:
         """``(W z)[rows]`` with round t's W: one gossip step received by the clients ``rows``

@@ -28,7 +28,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.federation import message_bytes
 from gossipfl.schedules import get_schedule
 from gossipfl.systems.clock import Clock, message_seconds, planned_steps
-from gossipfl.systems.failures import FailingTopology, renormalize
+from gossipfl.systems.failures import FailingTopology, renormalize, renormalize_edges
 from gossipfl.systems.model import SystemsModel
 from gossipfl.systems.rounds import idle_outcome, offline_rows_kept
 
@@ -101,8 +101,8 @@ class Systems:
         elif self.algorithm.centralized:
             self.clock.centralized_round(plan.round_seconds)
         else:
-            W = self.fed.matrix(t, "the systems section")
-            degree = (W != 0).sum(axis=0) - (np.diagonal(W) != 0)
+            W = self.fed.edges(t)
+            degree = W.out_degree()
             if model.uplink == "shared":  # one transfer of everything j sent
                 degree = np.minimum(degree, 1)
             message = message_seconds(np.asarray(sent, dtype=np.float64), degree,
@@ -130,13 +130,8 @@ def systems_model(config: Config, num_clients: int, distributed: bool) -> System
 
 
 def mixing_topology(topology: Topology, model: SystemsModel | None) -> Topology:
-    """The topology the Mixer uses: ``topology``, or W'_t when clients or links can fail.
-    The systems model's clocks and failures read the dense W: refused for a topology built
-    as edges (more than DENSE_MAX_CLIENTS clients)."""
-    if model is not None and getattr(topology, "sparse", False):
-        from gossipfl.topology.sparse import refuse_dense
-
-        raise refuse_dense(topology.num_clients, "the systems section")
+    """The topology the Mixer uses: ``topology``, or W'_t when clients or links can fail
+    (dense, or as edges for a topology built as edges)."""
     if model is None or not model.has_failures:
         return topology
     return FailingTopology(topology, model)
@@ -161,4 +156,4 @@ def build_systems(config: Config, model: SystemsModel | None, fed: Federation,
 
 __all__ = ["Clock", "FailingTopology", "Systems", "SystemsModel", "build_systems",
            "idle_outcome", "mixing_topology", "offline_rows_kept", "planned_steps",
-           "renormalize", "systems_model"]
+           "renormalize", "renormalize_edges", "systems_model"]

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from gossipfl.algorithms.base import Phase
+from gossipfl.topology.sparse import Edges
 
 
 def planned_steps(train, phases: Sequence[Phase], sizes: np.ndarray) -> np.ndarray:
@@ -78,15 +79,15 @@ class Clock:
     def __init__(self, num_clients: int):
         self.T = np.zeros(num_clients, dtype=np.float64)
 
-    def decentralized_round(self, W: np.ndarray, offline: np.ndarray, busy: np.ndarray,
+    def decentralized_round(self, W: Edges, offline: np.ndarray, busy: np.ndarray,
                             message: np.ndarray) -> None:
-        """Advance by one decentralized round: ``W`` is W'_t, ``busy`` K_i c_i^t and
-        ``message`` ℓ_j + b_j / β_j."""
+        """Advance by one decentralized round: ``W`` is W'_t (its non-zero entries, as
+        edges: O(M + edges)), ``busy`` K_i c_i^t and ``message`` ℓ_j + b_j / β_j."""
         ready = self.T + busy
         arrive = ready + message
-        senders = np.asarray(W) != 0
-        np.fill_diagonal(senders, False)
-        incoming = np.where(senders, arrive[None, :], -np.inf).max(axis=1)
+        senders = (W.rows != W.cols) & (W.values != 0)
+        incoming = np.full(len(self.T), -np.inf)
+        np.maximum.at(incoming, W.rows[senders], arrive[W.cols[senders]])
         self.T = np.where(offline, self.T, np.maximum(ready, incoming))
 
     def centralized_round(self, seconds: float) -> None:

@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from gossipfl.errors import GossipflError, did_you_mean
-from gossipfl.rng import numpy_generator
+from gossipfl.rng import counter_bits, derive_seed, numpy_generator
 from gossipfl.validation import (
     BOOLEAN,
     FRACTION,
@@ -325,6 +326,20 @@ class SystemsModel:
             off = np.where(off, u >= a.p_on, u < a.p_off)
         self._chain = t, off
         return off.copy()
+
+    def failed_edges(self, t: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray | None:
+        """``[E]`` bool: whether the link of each entry (rows[e], cols[e]) fails in round t
+        (None: none can), for a topology built as edges. Link {i, j}'s draw is a hash of
+        (seed, t, min(i, j), max(i, j)) alone: both directions fail together, whatever the
+        other edges, in O(edges) (the dense :meth:`failed_links` draws one ``[M, M]`` array)."""
+        a = self.availability
+        if a is None or a.link_fail == 0:
+            return None
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        link = np.minimum(rows, cols) * self.num_clients + np.maximum(rows, cols)
+        key = torch.tensor(derive_seed(self.seed, "systems", "links", t), dtype=torch.int64)
+        bits = counter_bits(key, torch.from_numpy(link), 53).numpy()
+        return bits * 2.0 ** -53 < a.link_fail
 
     def failed_links(self, t: int) -> np.ndarray | None:
         """``[M, M]`` bool, symmetric: the links that fail in round t (None: none can)."""
