@@ -13,6 +13,7 @@ the slopes of log(s/round) and log(peak − process) against log(M) are fitted (
 
     python -m benchmarks.scale                                     # 1e3, 1e4, 1e5 clients
     python -m benchmarks.scale --clients 1000 10000 --topologies epidemic --out scale.jsonl
+    python -m benchmarks.scale --clients 100000 --synthetic --ranks 2 --topologies epidemic ring
 """
 
 from __future__ import annotations
@@ -50,18 +51,32 @@ def overrides(m: int, topology: str, rounds: int, model: str, keep: bool,
     return sets
 
 
+def launcher(ranks: int) -> list[str]:
+    """The command that starts ``gossipfl``: itself, or torchrun with ``ranks`` processes."""
+    if ranks == 1:
+        return [sys.executable, "-m", "gossipfl"]
+    from gossipfl.distributed.local import free_port
+
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
+            "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "gossipfl"]
+
+
 def run_point(m: int, topology: str, rounds: int, model: str, keep: bool = False,
-              device: str = "cpu", synthetic: bool = False) -> dict:
+              device: str = "cpu", synthetic: bool = False, ranks: int = 1) -> dict:
     """One run: wall seconds, peak RSS bytes, seconds per round, the plan's estimate (on a
-    GPU the peak is the host process's; the plan counts the device's)."""
+    GPU the peak is the host process's; the plan counts the device's). With ``ranks`` > 1
+    (torchrun, ``engine.backend: distributed``) the peak is the largest rank's, and
+    ``wire_bytes_rank_max`` the most bytes one rank sent in a round (median over rounds)."""
     from gossipfl.cli import QUICKSTART
     from gossipfl.config import load_config
     from gossipfl.plan import estimate_bytes
 
     sets = overrides(m, topology, rounds, model, keep, device, synthetic)
     estimate = estimate_bytes(load_config(QUICKSTART, sets))
+    if ranks > 1:
+        sets.append("engine.backend=distributed")
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "gossipfl", "run", "--out", f"{tmp}/run", "--quiet"]
+        argv = [*launcher(ranks), "run", "--out", f"{tmp}/run", "--quiet"]
         for item in sets:
             argv += ["--set", item]
         env = {**os.environ, "PYTHONPATH": str(SRC)}
@@ -81,8 +96,12 @@ def run_point(m: int, topology: str, rounds: int, model: str, keep: bool = False
     seconds = [float(r["seconds"]) for r in rows]
     elapsed = float(rows[-1]["elapsed"]) if rows else 0.0
     elapsed += sum(float(r.get("eval_seconds") or 0.0) for r in rows)
-    peak = usage.ru_maxrss * 1024  # Linux: KiB
-    return {"clients": m, "topology": topology, "model": model, "rounds": rounds,
+    peak = usage.ru_maxrss * 1024  # Linux: KiB (the largest process: one rank under torchrun)
+    wire = [float(r["wire_bytes_rank_max"]) for r in rows if r.get("wire_bytes_rank_max")]
+    extra = {} if ranks == 1 else {"ranks": ranks,
+                                   "wire_bytes_rank_max": statistics.median(wire) if wire else 0,
+                                   "bytes_round": float(rows[-1]["bytes_round"])}
+    return {"clients": m, "topology": topology, "model": model, "rounds": rounds, **extra,
             "keep_freed_memory": keep,
             "wall_s": wall, "outside_rounds_s": wall - elapsed,
             "s_per_round": statistics.median(seconds[1:] or seconds),
@@ -105,6 +124,9 @@ def main() -> int:
     parser.add_argument("--synthetic", action="store_true",
                         help="Gaussian blobs of Fashion-MNIST's shape, one sample per client "
                              "(more clients than its 60 000 samples, or no data files)")
+    parser.add_argument("--ranks", type=int, default=1,
+                        help="run each point on this many torchrun processes (the "
+                             "distributed backend): the peak is then the largest rank's")
     parser.add_argument("--out", help="append each point as a JSON line to this file")
     parser.add_argument("--keep-freed-memory", action="store_true",
                         help="measure with engine.keep_freed_memory (the default of runs): "
@@ -117,7 +139,7 @@ def main() -> int:
     for topology in args.topologies:
         for m in args.clients:
             point = run_point(m, topology, args.rounds, args.model, args.keep_freed_memory,
-                              args.device, args.synthetic)
+                              args.device, args.synthetic, args.ranks)
             points.append(point)
             print(json.dumps(point), flush=True)
             if args.out:
@@ -133,6 +155,10 @@ def main() -> int:
         print(f"| {p['topology']} | {p['clients']} | {p['outside_rounds_s']:.1f} | "
               f"{p['s_per_round']:.2f} | {p['peak_bytes'] / 1e9:.2f} | "
               f"{p['estimate_bytes'] / 1e9:.2f} | {p['peak_over_estimate']:.3f} |")
+        if "ranks" in p:
+            print(f"|   {p['ranks']} ranks: the most one rank sent in a round "
+                  f"{p['wire_bytes_rank_max'] / 1e9:.3f} GB; accounted (every message) "
+                  f"{p['bytes_round'] / 1e9:.3f} GB |")
     for topology in args.topologies:
         ok = [p for p in points if p["topology"] == topology and "error" not in p]
         if len(ok) >= 2:

@@ -206,7 +206,20 @@ def stalled_rank(folder: Path) -> dict:
     return {"error": None, "seconds": time.monotonic() - start}
 
 
-TASKS = {"cases": run_cases, "gossip": gossip_variants, "interrupted": interrupted_run,
+#: Run built as edges (tests/test_distributed.py lowers DENSE_MAX_CLIENTS before the fork):
+#: a static graph and one redrawn every round.
+EDGE_TOPOLOGIES = ("ring", "epidemic", "random_matching")
+
+
+def edge_runs(folder: Path, backend: str = "distributed") -> dict:
+    from gossipfl.runner import build_experiment
+
+    sparse = all(build_experiment(load_config(config("dfedavg", t, backend))).topology.sparse
+                 for t in EDGE_TOPOLOGIES)
+    return {"sparse": sparse} | {t: measure("dfedavg", t, backend) for t in EDGE_TOPOLOGIES}
+
+
+TASKS = {"cases": run_cases, "edges": edge_runs, "gossip": gossip_variants, "interrupted": interrupted_run,
          "resumed": resumed_run, "mismatch": mismatched_configs, "stalled": stalled_rank,
          "sequential": sequential_refused}
 

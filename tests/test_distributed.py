@@ -75,6 +75,47 @@ def test_group_masked_and_multi_step_gossip_match_one_process(world, tmp_path):
             assert torch.equal(personal.select(got[topology, t, "shared"]), personal.select(z))
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_topologies_built_as_edges_give_the_same_numbers_on_ranks(world, tmp_path, monkeypatch):
+    from gossipfl.topology import graphs
+
+    monkeypatch.setattr(graphs, "DENSE_MAX_CLIENTS", 4)  # the forked ranks inherit it
+    want = cases.edge_runs(tmp_path, "single")
+    got = cases.spawn(world, "edges", tmp_path)
+    assert want["sparse"] and got["sparse"]
+    for key in cases.EDGE_TOPOLOGIES:
+        assert_same_run(got[key], want[key], key)
+
+
+def test_the_edge_exchange_plan_is_the_dense_one():
+    """Which rows go where and each rank's rows of W, from the edges as from the matrix."""
+    import numpy as np
+
+    from gossipfl.distributed.federation import exchange_plan, exchange_plan_edges
+    from gossipfl.distributed.launch import Processes
+    from gossipfl.topology.graphs import build_topology
+    from gossipfl.topology.mixer import Mixer
+    from gossipfl.topology.sparse import Edges
+
+    for name, m in (("ring", 11), ("epidemic", 11), ("full", 6)):
+        topology = build_topology(name, m, seed=1, **({"s": 2} if name == "epidemic" else {}))
+        mixer = Mixer(topology, sparse="sparse")
+        W = topology.matrix(0)
+        for world in (2, 3):
+            for rank in range(world):
+                processes = Processes(rank=rank, world=world)
+                dense = exchange_plan(W, processes, mixer)
+                edges = exchange_plan_edges(Edges.from_dense(W), processes, mixer)
+                assert edges.all_gather == dense.all_gather, (name, world, rank)
+                np.testing.assert_array_equal(edges.columns, dense.columns)
+                assert edges.receive == dense.receive
+                assert dense.send.keys() == edges.send.keys()
+                for peer, rows in dense.send.items():
+                    assert torch.equal(edges.send[peer], rows)
+                torch.testing.assert_close(edges.weights.to_dense(), dense.weights.to_dense(),
+                                           rtol=0, atol=0)
+
+
 def test_distributed_backend_outside_a_launcher_is_one_sentence(tmp_path, capsys, monkeypatch):
     for name in ("RANK", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)

@@ -300,8 +300,6 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
 
         if config.topology.order != "synchronous":
             raise refuse_dense(m, f"topology.order: {config.topology.order}")
-        if processes.distributed:
-            raise refuse_dense(m, "engine.backend: distributed")
     refusal, caution = algorithm.mixing_check(topology)  # doubly / row / column-stochastic W
     if refusal:
         raise GossipflError(refusal)

@@ -88,6 +88,10 @@ class Traffic:
         self.server = 0
         return sent
 
+    def columns(self) -> dict:
+        """Metrics columns of the round just taken beyond ``bytes_round`` (none here)."""
+        return {}
+
 
 def message_bytes(numel: int, nonzeros: Tensor | None = None) -> Tensor | int:
     """Bytes of a dense message of ``numel`` floats, or of masked ones with ``nonzeros``."""

@@ -112,7 +112,8 @@ class Runner:
         self.bytes_total += int(sent)
         return RoundMetrics({"round": t + 1, "lr": ctx.lr, "train_loss": train_loss,
                              "bytes_round": int(sent), "bytes_total": self.bytes_total,
-                             "seconds": seconds, **clock, **outcome.extra},
+                             **exp.fed.traffic.columns(), "seconds": seconds, **clock,
+                             **outcome.extra},
                             trained=outcome.trained)
 
     def evaluate(self, trained: torch.Tensor | None = None) -> dict:

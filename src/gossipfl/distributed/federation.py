@@ -24,6 +24,7 @@ not bit for bit. :class:`BlockTraffic` counts the accounted bytes of the block's
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ from torch import Tensor
 from gossipfl.distributed.launch import Processes
 from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation, Traffic, message_bytes
+from gossipfl.topology.sparse import Edges, unique_sorted
 
 FAILURE_KEY = "gossipfl/failed"
 
@@ -80,19 +82,30 @@ def lost_rank_message(processes: Processes, what: str, exc: BaseException) -> st
 
 class BlockTraffic(Traffic):
     """Accounted bytes of this rank's clients (``clients[k]``: client lo + k), summed over all
-    ranks by :meth:`take`; ``wire``: the bytes this rank really sent, over the whole run."""
+    ranks by :meth:`take`; ``wire``: the bytes this rank really sent, over the whole run, and
+    the most any rank sent in the round taken last (the ``wire_bytes_rank_max`` column)."""
 
     def __init__(self, num_clients: int, processes: Processes, device: torch.device):
         super().__init__(num_clients)
         self.processes = processes
         self.device = device  # NCCL reduces device tensors only
         self.wire = 0
+        self._wire_taken = 0
+        self._wire_max = 0
 
     def take(self) -> int:
-        mine = torch.tensor([super().take()], dtype=torch.int64, device=self.device)
+        mine = torch.tensor([super().take(), self.wire - self._wire_taken], dtype=torch.int64,
+                            device=self.device)
+        self._wire_taken = self.wire
+        parts = [torch.empty_like(mine) for _ in range(self.processes.world)]
         with communicating(self.processes, "the byte count"):
-            dist.all_reduce(mine)
-        return int(mine)
+            dist.all_gather(parts, mine)
+        every = torch.stack(parts)
+        self._wire_max = int(every[:, 1].max())
+        return int(every[:, 0].sum())
+
+    def columns(self) -> dict:
+        return {"wire_bytes_rank_max": self._wire_max}
 
 
 @dataclass
@@ -129,6 +142,65 @@ def exchange_plan(W: np.ndarray, processes: Processes, mixer) -> ExchangePlan:
         columns = np.concatenate([np.arange(lo, hi)] + [needs[rank][s] for s in receive])
     weights = mixer._to_device(W[lo:hi][:, columns], mixer.uses_sparse(1))
     return ExchangePlan(send, receive, weights, dense, columns)
+
+
+def exchange_plan_edges(W: Edges, processes: Processes, mixer) -> ExchangePlan:
+    """:func:`exchange_plan` from W's edges (a topology built as edges): the same plan, in
+    O(M + edges) and without an ``[M, M]`` array; this rank's rows of W as a CSR
+    ``[block, len(columns)]``. A rank receives only the rows its clients' in-neighbours
+    hold: O(edges · P / ranks) bytes per rank on a graph of bounded degree."""
+    M, world, rank = W.num_clients, processes.world, processes.rank
+    starts = np.array([processes.bounds(M, r)[0] for r in range(world)] + [M])
+    lo, hi = starts[rank], starts[rank + 1]
+    reader = np.searchsorted(starts, W.rows, side="right") - 1  # the rank holding row i
+    owner = np.searchsorted(starts, W.cols, side="right") - 1  # the rank holding client j
+    crossing = reader != owner
+    # every (reader, owner, client) a rank needs from another, once, in ascending order
+    pairs = unique_sorted((reader[crossing] * world + owner[crossing]) * M + W.cols[crossing])
+    pair, client = pairs // M, pairs % M
+    need_reader, need_owner = pair // world, pair % world
+    full = [np.count_nonzero(pair == r * world + s) == starts[s + 1] - starts[s]
+            for r in range(world) for s in range(world) if s != r]
+    if all(full):
+        columns, send, receive = np.arange(M), {}, {}
+    else:
+        send = {int(s): torch.as_tensor(client[(need_reader == s) & (need_owner == rank)] - lo,
+                                        device=mixer.device)
+                for s in range(world) if s != rank
+                and np.any((need_reader == s) & (need_owner == rank))}
+        mine = need_reader == rank
+        receive = {int(s): int(np.count_nonzero(mine & (need_owner == s))) for s in range(world)
+                   if s != rank and np.any(mine & (need_owner == s))}
+        columns = np.concatenate([np.arange(lo, hi)] + [client[mine & (need_owner == s)]
+                                                        for s in receive])
+    own = (W.rows >= lo) & (W.rows < hi)
+    position = np.empty(M, dtype=np.int64)  # where each read client sits in ``columns``
+    position[columns] = np.arange(len(columns))
+    rows, cols = W.rows[own] - lo, position[W.cols[own]]
+    order = np.lexsort((cols, rows))
+    block = CsrRows(rows[order], cols[order], W.values[own][order], hi - lo, len(columns))
+    return ExchangePlan(send, receive, block.to_torch(mixer.dtype, mixer.device),
+                        bool(all(full)), columns)
+
+
+@dataclass(frozen=True)
+class CsrRows:
+    """Some rows of a matrix, re-indexed (sorted by row, then column)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    values: np.ndarray
+    num_rows: int
+    num_cols: int
+
+    def to_torch(self, dtype: torch.dtype, device) -> Tensor:
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(self.rows, minlength=self.num_rows))])
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return torch.sparse_csr_tensor(
+                torch.as_tensor(ptr, dtype=torch.int64), torch.as_tensor(self.cols),
+                torch.as_tensor(self.values, dtype=dtype), size=(self.num_rows, self.num_cols),
+                check_invariants=False).to(device)
 
 
 class DistributedFederation(Federation):
@@ -182,8 +254,11 @@ class DistributedFederation(Federation):
         mixer = self.mixer
         key = t if mixer.topology.time_varying else None
         if self._plan is None or self._plan[0] != key:
-            plan = exchange_plan(mixer.topology.matrix(t, "engine.backend: distributed"),
-                                 self.processes, mixer)
+            if getattr(mixer.topology, "sparse", False):
+                plan = exchange_plan_edges(mixer.topology.edges(t), self.processes, mixer)
+            else:
+                plan = exchange_plan(mixer.topology.matrix(t, "engine.backend: distributed"),
+                                     self.processes, mixer)
             self._plan = key, plan
         return self._plan[1]
 
