@@ -32,7 +32,9 @@ def quiet(_message: str) -> None:
     ({"bas": {}}, r"^study.bas: unknown key \(did you mean 'base'\?\)"),
     ({"grid": {"train.lr": 0.1}}, r"^study.grid.train.lr: must be a non-empty list"),
     ({"grid": {"train.lr": []}}, r"^study.grid.train.lr: must be a non-empty list"),
-    ({"grid": [1, 2]}, r"^study.grid: must map config keys to lists"),
+    ({"grid": [1, 2]}, r"^study.grid\[0\]: a point must map config keys to values"),
+    ({"grid": "lr"}, r"^study.grid: must map config keys to lists of values \(their product"),
+    ({"grid": []}, r"^study.grid: an empty list of points"),
     ({"seeds": [0, "one"]}, r"^study.seeds: must be a non-empty list of integers"),
     ({"seeds": [1, 1]}, r"^study.seeds: lists a seed twice"),
     ({"targets": [0.5, 70]}, r"^study.targets: accuracies must be numbers in \(0, 1\]"),
@@ -81,6 +83,19 @@ def test_expand_is_the_product_of_grid_and_seeds():
     assert last.train.lr == 0.05 and last.seed == 4 and last.data.alpha == 0.3
     # the base's other keys are kept
     assert last.data.clients == TINY["data"]["clients"]
+
+
+def test_a_grid_of_points_runs_exactly_those_points():
+    parsed = load_study(study(grid=[{"algorithm": {"name": "fedavg", "participation": 0.5}},
+                                    {"algorithm": "dfedavg", "topology.name": "ring"},
+                                    {"algorithm": "dfedavg", "topology.name": "full"}],
+                              seeds=[1, 2]))
+    variants = expand(parsed)
+    assert [(v.config.algorithm.name, v.seed) for v in variants] == [
+        ("fedavg", 1), ("fedavg", 2), ("dfedavg", 1), ("dfedavg", 2), ("dfedavg", 1),
+        ("dfedavg", 2)]
+    assert [v.config.topology.name for v in variants[2:]] == ["ring", "ring", "full", "full"]
+    assert len({v.dirname for v in variants}) == 6
 
 
 def test_expand_validates_every_config_first():

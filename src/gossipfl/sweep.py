@@ -17,6 +17,11 @@ A study file (YAML)::
     analysis: {top_k: 1, trace: true}   # optional: `gossipfl analyze` each finished run;
                                # the table gains the flatness columns (top eigenvalue, trace)
 
+The grid may instead be a list of points, each a mapping of keys to one value (``- {algorithm:
+{name: fedavg}}`` beside ``- {algorithm: {name: dfedavg}, topology.name: ring}``): exactly
+those points are run, in that order, when a product would repeat runs or pair values that do
+not go together.
+
 Runs are the Cartesian product of the grid values (in the file's order) times the seeds. Each
 runs in its own run directory ``<out>/<name>/<label>-seed<s>/``, where the label names the
 grid values that vary. Every grid point is validated (config, model options, the topology for
@@ -77,7 +82,7 @@ class Study:
 
     name: str
     base: dict
-    grid: dict[str, list]
+    grid: dict[str, list] | list[dict]
     seeds: list[int]
     targets: list[float] | None = None
     metric: str | None = None
@@ -156,12 +161,22 @@ def _base(value: Any, where: Path | None) -> dict:
     return base
 
 
-def _grid(value: Any) -> dict[str, list]:
+def _grid(value: Any) -> dict[str, list] | list[dict]:
+    """The grid: a mapping of keys to lists (their product is run) or a list of points (each
+    a mapping of keys to one value: exactly those are run)."""
     if value is None:
         return {}
+    if isinstance(value, list):
+        for n, point in enumerate(value):
+            if not isinstance(point, dict) or not point:
+                raise GossipflError(f"study.grid[{n}]: a point must map config keys to "
+                                    f"values, got {point!r}.")
+        if not value:
+            raise GossipflError("study.grid: an empty list of points; give at least one.")
+        return [{str(k): v for k, v in point.items()} for point in value]
     if not isinstance(value, dict):
-        raise GossipflError(f"study.grid: must map config keys to lists of values, "
-                            f"got {value!r}.")
+        raise GossipflError(f"study.grid: must map config keys to lists of values (their "
+                            f"product is run) or be a list of points, got {value!r}.")
     for key, values in value.items():
         if not isinstance(values, list) or not values:
             raise GossipflError(f"study.grid.{key}: must be a non-empty list of values, "
@@ -257,8 +272,11 @@ def set_key(raw: dict, key: str, value: Any) -> None:
 
 def expand(study: Study) -> list[Variant]:
     """Every run of the study, each config validated (errors before anything runs)."""
-    points = [dict(zip(study.grid, values))
-              for values in itertools.product(*study.grid.values())] or [{}]
+    if isinstance(study.grid, list):
+        points = [dict(point) for point in study.grid]
+    else:
+        points = [dict(zip(study.grid, values))
+                  for values in itertools.product(*study.grid.values())] or [{}]
     configs = [_point_config(study, point) for point in points]
     labels = config_labels([flatten(comparable_config(c)) for c in configs])
     variants = []
