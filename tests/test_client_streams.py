@@ -65,6 +65,42 @@ def test_client_keys_depend_on_own_id_only():
     assert len(set(client_keys(7, range(100), "x").tolist())) == 100
 
 
+@pytest.mark.parametrize("counters", [None, [0, 5, 5, 2]])
+def test_vectorized_keys_depend_on_own_id_only_and_hash_once(monkeypatch, counters):
+    from gossipfl import rng
+
+    calls = []
+    real = rng.derive_seed
+    monkeypatch.setattr(rng, "derive_seed", lambda *a: calls.append(a) or real(*a))
+    ids = [4, 9, 2, 70000]
+    a = client_keys(7, ids, "sampler", 3, vectorized=True, counters=counters)
+    assert len(calls) == 1  # one hash per call, whatever the number of clients
+    order = [3, 0]
+    b = client_keys(7, [ids[i] for i in order], "sampler", 3, vectorized=True,
+                    counters=None if counters is None else [counters[i] for i in order])
+    assert a[3] == b[0] and a[0] == b[1]
+    assert (a >= 0).all()  # 63 bits, like derive_seed's
+    assert client_keys(7, ids, "sampler", 4, vectorized=True, counters=counters)[0] != a[0]
+    if counters is not None:  # the counter enters: equal ids, other counters, other keys
+        again = client_keys(7, [9, 9], "sampler", 3, vectorized=True, counters=[5, 6])
+        assert again[0] == a[1] and again[1] != a[1]
+    many = client_keys(7, torch.arange(200_000), "x", vectorized=True)
+    assert len(torch.unique(many)) == 200_000
+
+
+def test_runs_of_many_clients_derive_keys_vectorized_and_subsets_still_match():
+    parts = [np.arange(3 * i, 3 * i + 3) for i in range(1100)]
+    sampler = ClientSampler(parts, 2, seed=5)
+    assert sampler.vectorized and not unbalanced_sampler().vectorized
+    full = sampler.steps(2, 3, "phase", 0)
+    subset = [1099, 3, 500]
+    sub = sampler.steps(2, 3, "phase", 0, clients=subset)
+    for row, client in enumerate(subset):
+        assert per_client(sub, row) == per_client(full, client)
+    hashed = ClientSampler(parts, 2, seed=5, vectorized=False).steps(2, 3, "phase", 0)
+    assert not all(torch.equal(a[0], b[0]) for a, b in zip(full, hashed))
+
+
 def test_counter_bits_range_and_balance():
     bits = counter_bits(torch.tensor([3, 8])[:, None], torch.arange(20000)[None, :], 10)
     assert bits.min() >= 0 and bits.max() < 1024

@@ -44,7 +44,7 @@ from torch import Tensor
 from gossipfl.compression import kernels
 from gossipfl.engine.groups import ParamGroup, ParamGroups
 from gossipfl.errors import GossipflError, unknown_choice
-from gossipfl.rng import client_keys, numpy_generator
+from gossipfl.rng import client_keys, numpy_generator, vectorized_keys
 
 if TYPE_CHECKING:  # annotations only
     from gossipfl.topology.sparse import Edges
@@ -193,7 +193,8 @@ class Federation:
         if not compressor.keyed:
             return None
         clients = self.own_clients() if clients is None else clients
-        return client_keys(self.seed, clients, "compress", *key, device=v.device)
+        return client_keys(self.seed, clients, "compress", *key, device=v.device,
+                           vectorized=vectorized_keys(self.num_clients))
 
     def _charge_compressed(self, t: int, compressor, numel: int) -> None:
         self.traffic.clients += self._out_degree(t) * compressor.width(numel)

@@ -22,7 +22,7 @@ from gossipfl.algorithms.terms import local_step
 from gossipfl.clients import ClientEnv
 from gossipfl.data import ClientSampler, Dataset, apply_crop_flip, hashed_crop_flip_params
 from gossipfl.federation import Federation
-from gossipfl.rng import client_keys
+from gossipfl.rng import client_keys, vectorized_keys
 
 
 class LocalTrainer:
@@ -88,8 +88,9 @@ class LocalTrainer:
     def augment_keys(self, t: int, rows: torch.Tensor, counters=None) -> torch.Tensor | None:
         if not self.augment:
             return None
-        return client_keys(self.seed, rows.tolist(), "augment", t, device=rows.device,
-                           counters=counters)
+        vectorized = vectorized_keys(self.fed.num_clients)
+        return client_keys(self.seed, rows if vectorized else rows.tolist(), "augment", t,
+                           device=rows.device, counters=counters, vectorized=vectorized)
 
     def train(self, t: int, work: Work, phases: Sequence[Phase],
               stream: str = "phase", counters: torch.Tensor | None = None,

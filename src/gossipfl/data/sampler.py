@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from gossipfl.errors import GossipflError
-from gossipfl.rng import client_keys, counter_bits
+from gossipfl.rng import client_keys, counter_bits, vectorized_keys
 
 IndexBatch = tuple[Tensor, Tensor]  # (idx [M, B], mask [M, B])
 
@@ -36,7 +36,7 @@ class ClientSampler:
     """
 
     def __init__(self, client_indices: list[np.ndarray], batch_size: int | None, seed: int,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", vectorized: bool | None = None):
         if batch_size is not None and (
             not isinstance(batch_size, int | np.integer) or batch_size < 1
         ):
@@ -47,6 +47,9 @@ class ClientSampler:
             raise GossipflError("data.clients: the sampler needs at least one client, got 0.")
         self.device = torch.device(device)
         self.seed = int(seed)
+        # how client keys are derived (gossipfl.rng.vectorized_keys): fixed for the run
+        self.vectorized = (vectorized_keys(len(client_indices)) if vectorized is None
+                           else bool(vectorized))
         sizes = [len(ix) for ix in client_indices]
         self.sizes = torch.tensor(sizes, dtype=torch.int64, device=self.device)
         self.num_clients = len(sizes)
@@ -111,8 +114,7 @@ class ClientSampler:
             return [self.full_batch(clients)]
         ids = self._ids(clients)
         steps = self.steps_per_epoch(ids)
-        keys = client_keys(self.seed, ids.tolist(), "sampler", round, "epoch", epoch, *stream,
-                           counters=counters)
+        keys = self._keys(ids, ("sampler", round, "epoch", epoch, *stream), counters)
         sizes = self.sizes[ids]
         idx, mask = self._streams(ids, sizes, steps * self.batch_size, keys)
         return _cut(idx, mask, steps, self.batch_size)
@@ -128,11 +130,16 @@ class ClientSampler:
             return [self.full_batch(clients)] * num_steps
         ids = self._ids(clients)
         length = num_steps * self.batch_size
-        keys = client_keys(self.seed, ids.tolist(), "sampler", round, "steps", *stream,
-                           counters=counters)
+        keys = self._keys(ids, ("sampler", round, "steps", *stream), counters)
         lengths = torch.where(self.sizes[ids] > 0, length, 0)
         idx, mask = self._streams(ids, lengths, length, keys)
         return _cut(idx, mask, num_steps, self.batch_size)
+
+    def _keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
+        """The clients' stream keys for ``keys`` (the run's way: gossipfl.rng.client_keys)."""
+        clients = ids if self.vectorized else ids.tolist()
+        return client_keys(self.seed, clients, *keys, counters=counters,
+                           vectorized=self.vectorized, device=self.device)
 
     def _streams(self, ids: Tensor, lengths: Tensor, width: int, keys: Tensor) -> IndexBatch:
         """Global indices ``[S, width]`` of the first ``lengths[i]`` elements of each client's
