@@ -100,3 +100,45 @@ def test_failed_links_on_edges_match_the_hand_derived_clocks(monkeypatch):
         T = np.where(off, T, new)
     assert failures > 0
     np.testing.assert_allclose(runner.exp.systems.clock.T, T, rtol=0, atol=1e-12)
+
+
+# -- the sequential and asynchronous orders on edges -----------------------------------------------
+@pytest.mark.parametrize(("order", "algorithm", "name"), [
+    ("sequential", "dfedavg", "ring"), ("sequential", "dfedavg", "one_peer_exponential"),
+    ("sequential", "dfedsam", "exponential"), ("asynchronous", "adpsgd", "ring"),
+    ("asynchronous", "adpsgd", "exponential")])
+def test_the_gossip_orders_on_edges_give_the_dense_runs_numbers(monkeypatch, order, algorithm,
+                                                                name):
+    """(The deterministic graphs: a random graph draws from another stream as edges.)"""
+    p = Problem(clients=M)
+    config = p.config({"name": algorithm}, topology={"name": name, "order": order}, rounds=3,
+                      steps=2)
+    if algorithm == "adpsgd":
+        config["train"]["local_steps"] = 1
+    dense = run(config)
+    monkeypatch.setattr(graphs, "DENSE_MAX_CLIENTS", 4)
+    edges = run(config)
+    assert edges.exp.topology.sparse and not dense.exp.topology.sparse
+    np.testing.assert_allclose(edges.client_models().numpy(), dense.client_models().numpy(),
+                               rtol=0, atol=1e-6)
+    for got, want in zip(edges.rows, dense.rows, strict=True):
+        assert got["bytes_total"] == want["bytes_total"]
+        assert got.get("waves") == want.get("waves")
+
+
+def test_waves_from_edges_equal_the_waves_from_the_matrix():
+    from gossipfl.schedules.sequential import schedule, wave_numbers
+
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        W = (rng.random((30, 30)) < 0.1) * rng.random((30, 30))
+        np.fill_diagonal(W, 1.0)
+        linked = (W != 0) | (W.T != 0)
+        want = np.zeros(30, dtype=np.int64)
+        for i in range(30):  # the definition, client by client
+            lower = np.flatnonzero(linked[i, :i])
+            want[i] = want[lower].max() + 1 if len(lower) else 0
+        np.testing.assert_array_equal(wave_numbers(Edges.from_dense(W)), want)
+        np.testing.assert_array_equal(wave_numbers(W), want)
+        assert [w.tolist() for w in schedule(Edges.from_dense(W))] == [
+            np.flatnonzero(want == k).tolist() for k in range(want.max() + 1)]

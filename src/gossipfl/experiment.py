@@ -295,11 +295,6 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     refusal = order.refusal(algorithm, processes.world if processes.distributed else None)
     if refusal:
         raise GossipflError(refusal)
-    if topology is not None and topology.sparse:  # built as edges: no dense W for these
-        from gossipfl.topology.sparse import refuse_dense
-
-        if config.topology.order != "synchronous":
-            raise refuse_dense(m, f"topology.order: {config.topology.order}")
     refusal, caution = algorithm.mixing_check(topology)  # doubly / row / column-stochastic W
     if refusal:
         raise GossipflError(refusal)

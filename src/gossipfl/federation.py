@@ -255,17 +255,28 @@ class Federation:
         """Round t's mixing matrix W as edges (its non-zero entries), dense topology or not."""
         return self.mixer.topology.edges(t)
 
+    @property
+    def edges_only(self) -> bool:
+        """Whether the topology is built as edges only (no dense W: many clients)."""
+        return self.mixer is not None and bool(getattr(self.mixer.topology, "sparse", False))
+
     def gossip_rows(self, z: Tensor, t: int, rows: Tensor) -> Tensor:
         """``(W z)[rows]`` with round t's W: one gossip step received by the clients ``rows``
         only (a sequential sweep mixes a few clients at a time). Each neighbour j ≠ i of a
         receiver i (w_ij ≠ 0) sends i one message, so the receivers of a whole round together
         cost what one synchronous gossip step costs."""
         self._uncompressed("the sequential order's gossip")
-        W = np.asarray(self.mixer.topology.matrix(t, "topology.order: sequential"))
         index = rows.cpu().numpy()
-        senders = W[index] != 0
-        senders[np.arange(len(index)), index] = False
-        self.traffic.clients += senders.sum(axis=0) * message_bytes(self._groups.all.numel)
+        if self.edges_only:
+            part = self.edges(t).rows_of(index)
+            sender = (index[part.rows] != part.cols) & (part.values != 0)
+            senders = np.bincount(part.cols[sender], minlength=self.num_clients)
+        else:
+            W = np.asarray(self.mixer.topology.matrix(t, "topology.order: sequential"))
+            linked = W[index] != 0
+            linked[np.arange(len(index)), index] = False
+            senders = linked.sum(axis=0)
+        self.traffic.clients += senders * message_bytes(self._groups.all.numel)
         return self.mixer.mix_rows(z, t, rows)
 
     def average_pairs(self, x: Tensor, first: Tensor, second: Tensor) -> Tensor:

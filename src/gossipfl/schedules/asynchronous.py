@@ -48,17 +48,19 @@ from gossipfl.algorithms.base import Context, RoundPlan, State
 from gossipfl.errors import GossipflError
 from gossipfl.rng import numpy_generator
 from gossipfl.schedules import RoundOutcome, Schedule, register_schedule
+from gossipfl.topology.sparse import Edges, first_asymmetry
 
 
-def neighbours(W: np.ndarray) -> list[np.ndarray]:
-    """Each client's neighbours j ≠ i (w_ij ≠ 0) of an undirected pattern."""
-    linked = np.asarray(W) != 0
-    np.fill_diagonal(linked, False)
-    if not (linked == linked.T).all():
+def neighbours(W: np.ndarray | Edges) -> list[np.ndarray]:
+    """Each client's neighbours j ≠ i (w_ij ≠ 0) of an undirected pattern, ascending; W dense
+    or as edges (a topology of many clients)."""
+    E = W if isinstance(W, Edges) else Edges.from_dense(np.asarray(W))
+    A = E.pattern()
+    if first_asymmetry(A)[0] >= 0:
         raise GossipflError("topology: the asynchronous order averages pairs of neighbours, "
                             "which needs an undirected graph, but this W's pattern is not "
                             "symmetric.")
-    return [np.flatnonzero(row) for row in linked]
+    return np.split(A.cols, A.indptr()[1:-1])
 
 
 def partner(seed: int, client: int, count: int, choices: np.ndarray) -> int:
@@ -126,7 +128,9 @@ class Asynchronous(Schedule):
         m = self.fed.num_clients
         finish, updates = finish.copy(), updates.copy()
         compute, link = self.compute(plan), plan.exchange
-        near = neighbours(self.fed.matrix(t, "topology.order: asynchronous"))
+        fed = self.fed
+        near = neighbours(fed.edges(t) if fed.edges_only
+                          else fed.matrix(t, "topology.order: asynchronous"))
         out = []
         for _ in range(m):
             i = int(np.argmin(finish))  # the earliest completion; ties: the lowest id

@@ -32,22 +32,26 @@ import torch
 
 from gossipfl.algorithms.base import Context, State
 from gossipfl.schedules import RoundOutcome, Schedule, register_schedule
+from gossipfl.topology.sparse import Edges
 
 
-def wave_numbers(W: np.ndarray) -> np.ndarray:
+def wave_numbers(W: np.ndarray | Edges) -> np.ndarray:
     """``[M]`` int: wave(i) = 1 + max wave(j) over j < i with w_ij ≠ 0 or w_ji ≠ 0 (0 if
-    none)."""
-    W = np.asarray(W)
-    linked = (W != 0) | (W.T != 0)
-    waves = np.zeros(len(W), dtype=np.int64)
-    for i in range(1, len(W)):
-        lower = np.flatnonzero(linked[i, :i])
-        if len(lower):
-            waves[i] = waves[lower].max() + 1
+    none); W dense or as edges (a topology of many clients): O(M + edges)."""
+    E = W if isinstance(W, Edges) else Edges.from_dense(np.asarray(W))
+    off = (E.rows != E.cols) & (E.values != 0)
+    low = np.minimum(E.rows[off], E.cols[off])  # each link {j < i}, from either direction
+    high = np.maximum(E.rows[off], E.cols[off])
+    order = np.lexsort((low, high))
+    low, high = low[order], high[order]
+    start = np.searchsorted(high, np.arange(E.num_clients + 1))
+    waves = np.zeros(E.num_clients, dtype=np.int64)
+    for i in np.flatnonzero(start[1:] > start[:-1]):  # the clients with a lower neighbour
+        waves[i] = waves[low[start[i]:start[i + 1]]].max() + 1
     return waves
 
 
-def schedule(W: np.ndarray) -> list[np.ndarray]:
+def schedule(W: np.ndarray | Edges) -> list[np.ndarray]:
     """The clients of each wave, in wave order (each wave sorted by client index)."""
     waves = wave_numbers(W)
     return [np.flatnonzero(waves == w) for w in range(int(waves.max()) + 1)]
@@ -79,7 +83,8 @@ class Sequential(Schedule):
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo, fed, t = self.algorithm, self.fed, ctx.round
-        waves = (self.waves or schedule)(fed.matrix(t, "topology.order: sequential"))
+        waves = (self.waves or schedule)(fed.edges(t) if fed.edges_only
+                                         else fed.matrix(t, "topology.order: sequential"))
         full = _unaliased(state)
         per_client = set(algo.client_state)
         loss_sum = torch.zeros((), device=full["x"].device)

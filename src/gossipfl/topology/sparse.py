@@ -99,9 +99,10 @@ class Edges:
         return Edges(self.num_clients, self.rows[keep], self.cols[keep], self.values[keep])
 
     def pattern(self) -> Edges:
-        """The 0/1 adjacency of the off-diagonal non-zeros."""
-        off = self.off_diagonal()
-        return Edges(self.num_clients, off.rows, off.cols, np.ones(off.nnz))
+        """The 0/1 adjacency of the off-diagonal non-zeros (an entry stored as 0 is none)."""
+        keep = (self.rows != self.cols) & (self.values != 0)
+        return Edges(self.num_clients, self.rows[keep], self.cols[keep],
+                     np.ones(int(keep.sum())))
 
     def transpose(self) -> Edges:
         return Edges.build(self.num_clients, self.cols, self.rows, self.values, unique=False)

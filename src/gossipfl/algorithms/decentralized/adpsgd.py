@@ -27,12 +27,12 @@ synchronous rounds); several processes and ``systems.availability`` (by the orde
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Algorithm, Phase, Work
 from gossipfl.algorithms.terms import phase_direction
+from gossipfl.topology.sparse import first_asymmetry
 
 
 @register
@@ -53,9 +53,9 @@ class ADPSGD(Algorithm):
     def mixing_check(self, topology):
         if topology is None:
             return None, None
-        pattern = np.asarray(topology.matrix(0, "algorithm adpsgd")) != 0
+        pattern = topology.edges(0).pattern()
         what = f"the {topology.name} topology's {topology.mixing} matrix"
-        if not (pattern == pattern.T).all():
+        if first_asymmetry(pattern)[0] >= 0:
             return (f"topology.name: algorithm adpsgd averages pairs of neighbours, which needs "
                     f"an undirected graph, but {what} has a directed pattern."), None
         if topology.stochastic != "doubly":
