@@ -20,7 +20,7 @@ from typing import ClassVar
 from gossipfl.algorithms import Phase, register
 from gossipfl.algorithms.base import NON_NEGATIVE
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
-from gossipfl.algorithms.terms import Term, chain, gradient, weight_decay
+from gossipfl.algorithms.terms import Term, sgd
 
 
 def l1(coef: float) -> Term:
@@ -47,4 +47,4 @@ class DFedAvgL1(DFedAvg):
     Params = L1Params
 
     def phases(self):
-        return [Phase(direction=chain(gradient(), weight_decay(), l1(self.params.l1)))]
+        return [Phase(direction=sgd(l1(self.params.l1)))]

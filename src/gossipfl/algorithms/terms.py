@@ -18,8 +18,9 @@ norm (``train.clip_norm``):
 =================================  ===========================================================
 
 An algorithm's own transformation is any function of the same shape. The default direction
-of a phase is ``chain(gradient(), weight_decay())``: SGD (SAM when the phase sets ρ) with
-weight decay, as ``torch.optim.SGD(weight_decay=wd)`` after ``clip_grad_norm_`` computes it.
+of a phase is :func:`sgd` = ``chain(gradient(), weight_decay())``: SGD (SAM when the phase
+sets ρ) with weight decay, as ``torch.optim.SGD(weight_decay=wd)`` after ``clip_grad_norm_``
+computes it; ``sgd(term, ...)`` adds an algorithm's terms after it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ class Direction:
 def chain(source: Source, *terms: Term) -> Direction:
     """The direction ``source`` followed by ``terms``, in order."""
     return Direction(source, terms)
+
+
+def sgd(*terms: Term) -> Direction:
+    """SGD's direction, or SAM's with the phase's ρ, with ``train.weight_decay``, then
+    ``terms`` in order: ``chain(gradient(), weight_decay(), *terms)`` — what every algorithm
+    that adds a term to the local step (a proximal pull, a correction, a mask) starts from."""
+    return chain(gradient(), weight_decay(), *terms)
 
 
 def default_direction() -> Direction:
@@ -198,8 +206,8 @@ def extrapolate(x: Tensor, reference: Tensor, beta: float) -> Tensor:
     return x + beta * (x - reference) if beta else x.clone()
 
 
-_DEFAULT = chain(gradient(), weight_decay())
+_DEFAULT = sgd()
 
 __all__ = ["Direction", "Term", "chain", "default_direction", "extrapolate", "gradient",
-           "local_step", "masked", "phase_direction", "prox", "sam_gradient", "shift",
+           "local_step", "masked", "phase_direction", "prox", "sam_gradient", "sgd", "shift",
            "weight_decay"]

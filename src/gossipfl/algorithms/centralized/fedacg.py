@@ -25,7 +25,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Phase, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
 from gossipfl.algorithms.server import server_optimizer
-from gossipfl.algorithms.terms import chain, gradient, prox, weight_decay
+from gossipfl.algorithms.terms import prox, sgd
 from gossipfl.federation import Weighting
 
 
@@ -47,7 +47,7 @@ class FedACG(ServerAlgorithm):
         return server_optimizer("momentum", self.params.global_lr, momentum=self.params.lam)
 
     def phases(self):
-        return [Phase(direction=chain(gradient(), weight_decay(), prox(self.params.prox)))]
+        return [Phase(direction=sgd(prox(self.params.prox)))]
 
     def begin_round(self, ctx, state):
         clients = self.fed.sample(ctx.round, self.params.participation, ctx.plan.eligible)

@@ -30,7 +30,7 @@ import torch
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import BOOLEAN, POSITIVE, Phase
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
-from gossipfl.algorithms.terms import chain, gradient, prox, shift, weight_decay
+from gossipfl.algorithms.terms import prox, sgd, shift
 from gossipfl.federation import Weighting
 
 
@@ -51,7 +51,7 @@ class FedDyn(ServerAlgorithm):
     server_vectors = ("h",)
 
     def phases(self):
-        return [Phase(direction=chain(gradient(), weight_decay(), shift("h_own", -1.0),
+        return [Phase(direction=sgd(shift("h_own", -1.0),
                                       prox(self.params.alpha)))]
 
     def begin_round(self, ctx, state):

@@ -33,7 +33,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import one_of
 from gossipfl.algorithms.centralized.fedavg import MomentumParams
 from gossipfl.algorithms.centralized.global_momentum import OwnMomentum
-from gossipfl.algorithms.terms import Direction, chain, default_direction, gradient, weight_decay
+from gossipfl.algorithms.terms import Direction, chain, default_direction, sgd
 
 
 @dataclass
@@ -57,7 +57,7 @@ class FedLNAG(OwnMomentum):
     def direction(self) -> Direction:
         if self.params.form == "lookahead":
             return chain(self.lookahead_gradient, self.damped_buffer)
-        return chain(gradient(), weight_decay(), self.nesterov)
+        return sgd(self.nesterov)
 
     def nesterov(self, ctx, work, direction):
         """u ← β u + g;  the step g + β u."""

@@ -15,7 +15,7 @@ from typing import ClassVar
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import NON_NEGATIVE, Phase
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
-from gossipfl.algorithms.terms import chain, gradient, prox, weight_decay
+from gossipfl.algorithms.terms import prox, sgd
 
 
 @dataclass
@@ -31,7 +31,7 @@ class FedProx(ServerAlgorithm):
     Params = FedProxParams
 
     def phases(self):
-        return [Phase(direction=chain(gradient(), weight_decay(), prox(self.params.mu)))]
+        return [Phase(direction=sgd(prox(self.params.mu)))]
 
     def begin_round(self, ctx, state):
         work = super().begin_round(ctx, state)  # the anchor: x^t, the round's server model

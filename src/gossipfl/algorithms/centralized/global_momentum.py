@@ -24,7 +24,7 @@ import torch
 
 from gossipfl.algorithms.base import Phase, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
-from gossipfl.algorithms.terms import Direction, chain, gradient, weight_decay
+from gossipfl.algorithms.terms import Direction, sgd
 from gossipfl.federation import Weighting
 
 
@@ -36,7 +36,7 @@ class OwnMomentum(ServerAlgorithm):
 
     def direction(self) -> Direction:
         """The local direction (default: SGD with weight decay)."""
-        return chain(gradient(), weight_decay())
+        return sgd()
 
     def phases(self):
         return [Phase(momentum=0.0, direction=self.direction())]
@@ -60,7 +60,7 @@ class GlobalMomentum(OwnMomentum):
 
     def direction(self) -> Direction:
         """SGD with weight decay, then :meth:`client_direction` with the received m_t."""
-        return chain(gradient(), weight_decay(), self.client_direction)
+        return sgd(self.client_direction)
 
     def client_direction(self, ctx, work: Work, gradient: torch.Tensor) -> torch.Tensor:
         """The local direction from the gradient and the received ``work["m"]`` (a term)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Phase
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
-from gossipfl.algorithms.terms import chain, gradient, shift, weight_decay
+from gossipfl.algorithms.terms import sgd, shift
 from gossipfl.federation import Weighting
 
 
@@ -29,7 +29,7 @@ class Scaffold(ServerAlgorithm):
     server_vectors = ("c",)
 
     def phases(self):
-        return [Phase(direction=chain(gradient(), weight_decay(), shift("correction")))]
+        return [Phase(direction=sgd(shift("correction")))]
 
     def begin_round(self, ctx, state):
         work = super().begin_round(ctx, state)

@@ -29,7 +29,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Phase, Work, one_of
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.algorithms.stability import stability_messages
-from gossipfl.algorithms.terms import chain, extrapolate, gradient, prox, weight_decay
+from gossipfl.algorithms.terms import extrapolate, prox, sgd
 
 REFERENCES = ("prev_mixed", "own_local")
 
@@ -56,8 +56,7 @@ class DFedCata(DFedAvg):
                                   "ole" if own_local else "catalyst", order)
 
     def phases(self):
-        return [Phase(direction=chain(gradient(), weight_decay(),
-                                      prox(self.params.lam, "anchor", skip_zero=True)))]
+        return [Phase(direction=sgd(prox(self.params.lam, "anchor", skip_zero=True)))]
 
     def init(self, x0):
         state = super().init(x0)

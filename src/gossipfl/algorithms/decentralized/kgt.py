@@ -33,7 +33,7 @@ import torch
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import POSITIVE, Algorithm, Hyperparams, Phase, Work
-from gossipfl.algorithms.terms import chain, gradient, shift, weight_decay
+from gossipfl.algorithms.terms import sgd, shift
 
 
 @dataclass
@@ -50,7 +50,7 @@ class KGT(Algorithm):
     client_state = ("x", "correction")
 
     def phases(self):
-        return [Phase(direction=chain(gradient(), weight_decay(), shift("correction")))]
+        return [Phase(direction=sgd(shift("correction")))]
 
     def init(self, x0):
         state = super().init(x0)

@@ -34,7 +34,7 @@ import torch
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import UNIT_INTERVAL, Algorithm, Hyperparams, Phase, Work
-from gossipfl.algorithms.terms import chain, gradient, shift, weight_decay
+from gossipfl.algorithms.terms import sgd, shift
 
 
 @dataclass
@@ -54,7 +54,7 @@ class QGM(Algorithm):
     def phases(self):
         beta = self.params.momentum
         return [Phase(steps=1, momentum=0.0,
-                      direction=chain(gradient(), weight_decay(), shift("buffer", beta)))]
+                      direction=sgd(shift("buffer", beta)))]
 
     def init(self, x0):
         state = super().init(x0)

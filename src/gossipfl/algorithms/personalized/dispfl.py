@@ -36,7 +36,7 @@ import torch
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import FRACTION, NON_NEGATIVE, Algorithm, Hyperparams, Phase, Work
-from gossipfl.algorithms.terms import chain, gradient, masked, weight_decay
+from gossipfl.algorithms.terms import masked, sgd
 from gossipfl.rng import numpy_generator
 
 
@@ -96,7 +96,7 @@ class DisPFL(Algorithm):
         return state
 
     def phases(self):
-        return [Phase(direction=chain(gradient(), weight_decay(), masked("mask"))),
+        return [Phase(direction=sgd(masked("mask"))),
                 Phase("screen", steps=1, lr=0.0, momentum=0.0, update=self.screen)]
 
     def begin_round(self, ctx, state):

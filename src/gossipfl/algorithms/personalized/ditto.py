@@ -22,7 +22,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import AT_LEAST_ONE, NON_NEGATIVE, Phase
 from gossipfl.algorithms.centralized.fedavg import ServerParams
 from gossipfl.algorithms.personalized.personal_server import PersonalServer
-from gossipfl.algorithms.terms import chain, gradient, prox, weight_decay
+from gossipfl.algorithms.terms import prox, sgd
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Ditto(PersonalServer):
     def phases(self):
         return [Phase("global"),
                 Phase("personal", epochs=self.params.personal_epochs, begin=self.swap,
-                      direction=chain(gradient(), weight_decay(), prox(self.params.lam)))]
+                      direction=sgd(prox(self.params.lam)))]
 
     def begin_round(self, ctx, state):
         work = super().begin_round(ctx, state)  # y = w^t
