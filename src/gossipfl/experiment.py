@@ -43,6 +43,7 @@ from gossipfl.topology import Mixer, Topology, build_topology
 from gossipfl.trust.attacks import ATTACKS
 from gossipfl.trust.byzantine import flip_labels
 from gossipfl.trust.gossip import build_trust, byzantine_of
+from gossipfl.trust.privacy import Privacy, build_privacy
 
 
 class StabilityWarning(UserWarning):
@@ -71,6 +72,7 @@ class Experiment:
     local_test_parts: list[np.ndarray] | None = None
     systems: Systems | None = None  # gossipfl.systems: clocks and failures (systems section)
     honest: np.ndarray | None = None  # [M] bool with a byzantine section (gossipfl.trust)
+    privacy: Privacy | None = None  # DP-SGD and its accountant (privacy section)
     info: dict = field(default_factory=dict)
 
 
@@ -314,6 +316,10 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     trust = build_trust(config, algorithm, topology, processes.distributed)
     if trust is not None:
         fed.robust = trust.gossip
+    privacy = build_privacy(config, algorithm, model, np.array([len(p) for p in parts]),
+                            processes.distributed, device)
+    if privacy is not None:
+        env.privacy = privacy.gradient
     systems = build_systems(config, draws, fed, algorithm, layout.P)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
@@ -323,7 +329,8 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
                      sampler=sampler, model=model, layout=layout, oracle=oracle,
                      topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
-                     systems=systems, honest=None if trust is None else trust.honest)
+                     systems=systems, honest=None if trust is None else trust.honest,
+                     privacy=privacy)
     n_test = len(dataset.test_y)
     subset = config.eval.local_subset
     if n_test and subset is not None and subset < n_test:

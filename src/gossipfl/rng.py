@@ -78,3 +78,16 @@ def counter_bits(keys: torch.Tensor, counters: torch.Tensor, bits: int) -> torch
 
     ``keys`` and ``counters`` broadcast against each other (int64); ``bits`` ≤ 63."""
     return _shift_right(mix64(mix64(keys) + counters * _GOLDEN), 64 - bits)
+
+
+def counter_normal(keys: torch.Tensor, width: int, dtype: torch.dtype = torch.float32
+                   ) -> torch.Tensor:
+    """``[len(keys), width]`` standard normal draws: entry n of row k is a function of
+    (keys[k], n) alone (Box–Muller on two 53-bit uniforms of the stream, in float64, then
+    cast to ``dtype``), so a row never depends on the rows drawn with it."""
+    n = torch.arange(width, dtype=torch.int64, device=keys.device)[None, :]
+    scale = 2.0 ** -53
+    u1 = (counter_bits(keys[:, None], 2 * n, 53).double() + 0.5) * scale  # in (0, 1)
+    u2 = counter_bits(keys[:, None], 2 * n + 1, 53).double() * scale
+    radius = torch.sqrt(-2.0 * torch.log(u1))
+    return (radius * torch.cos((2.0 * torch.pi) * u2)).to(dtype)
