@@ -1,0 +1,310 @@
+"""Differential privacy (issue 40): DP-SGD on every client against a float64 NumPy
+re-derivation on least squares (full batch and minibatches, several clients and rounds, the
+noise drawn from gossipfl's streams), the noise by its statistics, the exact reductions, the
+accountant against dp-accounting itself, exact resumption, and every refusal in one
+sentence."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import gossipfl
+from gossipfl.config import load_config
+from gossipfl.data import ClientSampler
+from gossipfl.engine import make_oracle
+from gossipfl.errors import GossipflError
+from gossipfl.rng import client_keys, counter_bits, counter_normal, derive_seed
+from gossipfl.runner import Runner
+from gossipfl.trust.dpsgd import PrivateGradient
+from tests.helpers import TINY, stopped_and_resumed
+from tests.lsq import Problem, assert_close, ring_mh
+
+M, ROUNDS, STEPS, LR, DECAY, SEED = 5, 3, 2, 0.05, 0.9, 3
+W = ring_mh(M)
+
+
+# -- float64 re-derivation ---------------------------------------------------------------------
+def noise(i: int, k: int, P: int) -> np.ndarray:
+    """gossipfl's N(0, I) for client i's k-th private evaluation (its documented stream)."""
+    key = counter_bits(client_keys(SEED, [i], "privacy"), torch.tensor([k]), 63)
+    return counter_normal(key, P, torch.float64)[0].numpy()
+
+
+def private_gradient(p: Problem, i: int, x, rows, clip, sigma, nominal, k):
+    """(Σ_b clip_C(2 (a_bᵀx − b_b) a_b) + σ C z) / B_i over the samples ``rows``."""
+    A, b = p.A[i][rows], p.b[i][rows]
+    per_sample = 2.0 * (A @ x - b)[:, None] * A
+    norms = np.linalg.norm(per_sample, axis=1)
+    factor = np.minimum(1.0, clip / np.maximum(norms, 1e-300))
+    total = (factor[:, None] * per_sample).sum(0)
+    if sigma:
+        total = total + sigma * clip * noise(i, k, p.d)
+    return total / nominal
+
+
+def batches(p: Problem, t: int, batch, epochs: bool):
+    """Each step's local sample indices per client (None: the whole data), as gossipfl's
+    sampler draws them (per client, so in client order)."""
+    if batch is None:
+        return [[np.arange(int(n)) for n in p.n]] * STEPS
+    bounds = np.concatenate([[0], np.cumsum(p.n.astype(int))])
+    parts = [np.arange(bounds[i], bounds[i + 1]) for i in range(M)]
+    sampler = ClientSampler(parts, batch, seed=derive_seed(SEED, "sampler"))
+    drawn = sampler.epoch(t, 0, "phase", 0) if epochs else sampler.steps(t, STEPS, "phase", 0)
+    out = []
+    for idx, mask in drawn:
+        out.append([idx[i][mask[i]].numpy() - bounds[i] for i in range(M)])
+    return out
+
+
+def dfedavg_reference(p: Problem, clip, sigma, batch=None, epochs=False):
+    X, counts = p.x0.copy(), np.zeros(M, dtype=int)
+    for t in range(ROUNDS):
+        Y = X.copy()
+        for rows in batches(p, t, batch, epochs):
+            for i in range(M):
+                if len(rows[i]) == 0:
+                    continue
+                nominal = p.n[i] if batch is None else min(batch, p.n[i])
+                g = private_gradient(p, i, Y[i], rows[i], clip, sigma, nominal, counts[i])
+                counts[i] += 1
+                Y[i] = Y[i] - LR * DECAY**t * g
+        X = W @ Y
+    return X, counts
+
+
+def config(p: Problem, privacy=None, batch=None, epochs=False, rounds=ROUNDS):
+    out = p.config({"name": "dfedavg"}, W=W, rounds=rounds, steps=STEPS, lr=LR, decay=DECAY)
+    if batch is not None:
+        out["train"]["batch_size"] = batch
+    if epochs:
+        del out["train"]["local_steps"]
+        out["train"]["local_epochs"] = 1
+    if privacy is not None:
+        out["privacy"] = {"delta": 1e-3, **privacy}
+    return out
+
+
+CASES = [(0.5, 0.0, None, False), (0.5, 0.7, None, False), (0.3, 0.0, 4, False),
+         (0.3, 1.3, 4, False), (0.4, 0.9, 4, True)]
+
+
+@pytest.mark.parametrize("clip,sigma,batch,epochs", CASES)
+def test_dp_sgd_matches_its_equations(clip, sigma, batch, epochs):
+    """DFedAvg with DP-SGD: full batch, minibatch steps, and an epoch whose last batch is
+    short (divided by the nominal B all the same); the noise from gossipfl's streams."""
+    p = Problem(clients=M)
+    X, counts = dfedavg_reference(p, clip, sigma, batch, epochs)
+    runner = Runner(load_config(config(p, {"clip": clip, "noise_multiplier": sigma}, batch,
+                                       epochs)))
+    runner.run()
+    assert_close(runner.client_models().numpy(), X)
+    assert runner.exp.privacy.gradient.steps.tolist() == counts.tolist()
+
+
+def test_the_noise_has_the_stated_statistics():
+    """g̃_σ − g̃_0 = σ C z / B with z ~ N(0, I), over many clients; a client's noise is its
+    own (any subset of rows draws it alike) and new at every evaluation."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 1, bias=False))
+    oracle = make_oracle("stacked", model, loss="mse")
+    m, B, C, sigma = 600, 5, 0.2, 1.7
+    gen = torch.Generator().manual_seed(0)
+    y = torch.randn(m, 3, generator=gen)
+    inputs, targets = torch.randn(m, B, 3, generator=gen), torch.randn(m, B, generator=gen)
+    mask = torch.ones(m, B, dtype=torch.bool)
+    clients = torch.arange(m)
+    sizes = torch.full((m,), float(B))
+    plain = PrivateGradient(C, 0.0, sizes, seed=4)
+    noisy = PrivateGradient(C, sigma, sizes, seed=4)
+    _, g0 = plain.gradient(oracle, y, inputs, targets, mask, clients, None)
+    _, g1 = noisy.gradient(oracle, y, inputs, targets, mask, clients, None)
+    z = ((g1 - g0) * B / (sigma * C)).double().reshape(-1)
+    assert abs(float(z.mean())) < 4 / math.sqrt(len(z))
+    assert abs(float(z.var()) - 1) < 0.12
+    # the same client's evaluation drawn with other rows: the same noise; the next: new
+    again = PrivateGradient(C, sigma, sizes, seed=4)
+    _, part = again.gradient(oracle, y[7:9], inputs[7:9], targets[7:9], mask[7:9],
+                             clients[7:9], None)
+    assert torch.equal(part, g1[7:9])
+    _, later = noisy.gradient(oracle, y, inputs, targets, mask, clients, None)
+    assert not torch.allclose(later, g1)
+    assert noisy.steps.tolist() == [2] * m
+
+
+def _mechanism_inputs():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 2))
+    oracle = make_oracle("stacked", model, loss="cross_entropy")
+    gen = torch.Generator().manual_seed(1)
+    y = torch.randn(6, 10, generator=gen)
+    inputs = torch.randn(6, 5, 4, generator=gen)
+    targets = torch.randint(0, 2, (6, 5), generator=gen)
+    return oracle, y, inputs, targets, torch.ones(6, 5, dtype=torch.bool)
+
+
+def test_sigma_zero_is_per_sample_clipping_alone_bit_for_bit():
+    oracle, y, inputs, targets, mask = _mechanism_inputs()
+    mechanism = PrivateGradient(0.3, 0.0, torch.full((6,), 5.0), seed=0)
+    _, grad = mechanism.gradient(oracle, y, inputs, targets, mask, torch.arange(6), None)
+    _, clipped = mechanism._clipped_sum(oracle, y, inputs, targets, mask, None)
+    assert torch.equal(grad, clipped / 5.0)
+    per_sample = torch.stack([torch.stack([oracle.loss_and_grad(
+        y[i:i + 1], inputs[i:i + 1, b:b + 1], targets[i:i + 1, b:b + 1])[1][0]
+        for b in range(5)]) for i in range(6)])
+    factor = (0.3 / per_sample.norm(dim=2, keepdim=True)).clamp(max=1)
+    torch.testing.assert_close(grad, (per_sample * factor).sum(1) / 5, rtol=1e-5, atol=1e-7)
+
+
+def test_infinite_clip_without_noise_is_the_non_private_gradient():
+    oracle, y, inputs, targets, mask = _mechanism_inputs()
+    mechanism = PrivateGradient(math.inf, 0.0, torch.full((6,), 5.0), seed=0)
+    loss, grad = mechanism.gradient(oracle, y, inputs, targets, mask, torch.arange(6), None)
+    plain_loss, plain = oracle.loss_and_grad(y, inputs, targets, mask)
+    torch.testing.assert_close(grad, plain, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(loss, plain_loss)
+
+
+@pytest.mark.parametrize("batch", [None, 4])
+def test_a_clip_nobody_reaches_without_noise_is_the_non_private_run(batch):
+    """Through the config: C far above every gradient, σ = 0, full batches (minibatches of
+    local_steps, never short): the non-private run to float rounding."""
+    p = Problem(clients=M)
+    private = gossipfl.run(config(p, {"clip": 1e30, "noise_multiplier": 0.0}, batch))
+    plain = gossipfl.run(config(p, None, batch))
+    np.testing.assert_allclose(private.params.numpy(), plain.params.numpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_without_privacy_nothing_changes_bit_for_bit():
+    """No privacy section: no columns, the same bits as the fused step (tests/test_fused_step
+    checks every algorithm); here the run's rows are free of ε."""
+    result = gossipfl.run(copy.deepcopy(TINY))
+    assert "epsilon" not in result.metrics[-1]
+
+
+# -- the accountant -------------------------------------------------------------------------------
+@functools.lru_cache
+def direct_epsilon(q: float, sigma: float, steps: int, delta: float) -> float:
+    import dp_accounting
+    from dp_accounting import rdp
+
+    accountant = rdp.RdpAccountant()
+    accountant.compose(dp_accounting.PoissonSampledDpEvent(
+        q, dp_accounting.GaussianDpEvent(sigma)), steps)
+    return accountant.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("batch", [None, 3])
+def test_epsilon_is_dp_accountings_for_every_client(batch):
+    p = Problem(clients=M)
+    sigma, delta = 1.1, 1e-3
+    result = gossipfl.run(config(p, {"clip": 1.0, "noise_multiplier": sigma, "delta": delta},
+                                 batch))
+    for row in result.metrics:
+        steps = STEPS * row["round"]
+        eps = [direct_epsilon(1.0 if batch is None else batch / n, sigma, steps, delta)
+               for n in p.n]
+        assert row["epsilon"] == pytest.approx(max(eps), rel=1e-12)
+        assert row["epsilon_mean"] == pytest.approx(float(np.mean(eps)), rel=1e-12)
+
+
+def test_epsilon_is_in_the_run_summary(tmp_path):
+    from gossipfl.results.rundir import summarize_rows
+
+    cfg = copy.deepcopy(TINY)
+    cfg["privacy"] = {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-3}
+    result = gossipfl.run(cfg)
+    summary = summarize_rows(result.metrics)
+    assert summary["final_epsilon"] == result.metrics[-1]["epsilon"] > 0
+    assert summary["final_epsilon_mean"] <= summary["final_epsilon"]
+
+
+def test_no_noise_spends_infinite_privacy():
+    cfg = copy.deepcopy(TINY)
+    cfg["privacy"] = {"clip": 1.0, "noise_multiplier": 0.0, "delta": 1e-3}
+    assert gossipfl.run(cfg).metrics[-1]["epsilon"] == math.inf
+
+
+def test_resume_is_exact_with_noise_and_the_accountant():
+    p = Problem(clients=M)
+    cfg = config(p, {"clip": 0.5, "noise_multiplier": 1.0}, batch=4, rounds=5)
+    cfg["eval"] = {"average_model": False, "local_models": False, "every": 1}
+    whole = Runner(load_config(cfg))
+    whole.run()
+    saved, resumed = stopped_and_resumed(cfg)
+    assert saved["privacy"]["steps"].tolist() == [2 * STEPS] * M
+    assert torch.equal(whole.client_models(), resumed.client_models())
+    assert whole.rows[-1]["epsilon"] == resumed.rows[-1]["epsilon"]
+
+
+# -- refusals ---------------------------------------------------------------------------------------
+def _tiny(privacy=None, **sections):
+    cfg = copy.deepcopy(TINY)
+    cfg["privacy"] = {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-3, **(privacy or {})}
+    for key, value in sections.items():
+        cfg[key] = {**cfg.get(key, {}), **value}
+    return cfg
+
+
+BAD = [
+    ({"clip": 0}, "privacy.clip: must be > 0, got 0"),
+    ({"clip": -1.0}, "privacy.clip: must be > 0, got -1.0"),
+    ({"clip": float("nan")}, "privacy.clip: must be a finite number, got nan"),
+    ({"clip": float("inf")}, "privacy.clip: must be a finite number, got inf"),
+    ({"noise_multiplier": -0.5}, "privacy.noise_multiplier: must be >= 0, got -0.5"),
+    ({"noise_multiplier": float("nan")},
+     "privacy.noise_multiplier: must be a finite number, got nan"),
+    ({"delta": 0}, "privacy.delta: must be in (0, 1), got 0"),
+    ({"delta": 1.5}, "privacy.delta: must be in (0, 1), got 1.5"),
+    ({"delta": "small"}, "privacy.delta: must be a number"),
+    ({"epsilon": 1.0}, "privacy.epsilon: unknown key"),
+]
+
+
+@pytest.mark.parametrize("privacy,sentence", BAD, ids=[s for _, s in BAD])
+def test_bad_settings_are_one_sentence(privacy, sentence):
+    with pytest.raises(GossipflError) as info:
+        load_config(_tiny(privacy))
+    assert sentence in str(info.value) and str(info.value).count(". ") == 0
+
+
+REFUSED = [
+    ({"delta": 0.1}, {}, "privacy.delta: 0.1 must be below 1/n ="),
+    ({}, {"algorithm": {"name": "fedrod"}},
+     "privacy: algorithm fedrod reads each client's label counts"),
+    ({}, {"model": {"name": "bn", "factory": lambda shape, out: torch.nn.Sequential(
+        torch.nn.Linear(shape[0], 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, out))}},
+     "privacy: model bn has BatchNorm, which mixes the samples of a batch"),
+    ({}, {"train": {"batch_size": 1000}},
+     "train.batch_size: 1000 is larger than client"),
+]
+
+
+@pytest.mark.parametrize("privacy,sections,sentence", REFUSED, ids=[s[:40] for *_, s in REFUSED])
+def test_undefined_settings_are_refused_before_training(privacy, sections, sentence):
+    with pytest.raises(GossipflError) as info:
+        Runner(load_config(_tiny(privacy, **sections)))
+    assert sentence in str(info.value) and str(info.value).count(". ") == 0
+
+
+def test_a_bad_privacy_setting_exits_2(capsys, tmp_path):
+    import yaml
+
+    from tests.helpers import gossipfl as cli
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(_tiny({"noise_multiplier": -1})))
+    code, _, err = cli(capsys, "run", str(path))
+    assert code == 2 and "privacy.noise_multiplier: must be >= 0" in err
+
+
+def test_config_round_trips_through_yaml():
+    config = load_config(_tiny({"clip": 0.7}))
+    again = load_config(config.to_dict())
+    assert again.privacy == config.privacy
+    assert "privacy" not in load_config(copy.deepcopy(TINY)).to_dict()
