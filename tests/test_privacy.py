@@ -137,6 +137,37 @@ def test_the_noise_has_the_stated_statistics():
     assert noisy.steps.tolist() == [2] * m
 
 
+def test_a_group_s_gradient_gets_noise_on_its_columns_only():
+    oracle, y, inputs, targets, mask = _mechanism_inputs()
+    columns = torch.zeros(10, dtype=torch.bool)
+    columns[8:] = True  # the bias of Linear(4, 2)
+    mechanism = PrivateGradient(0.3, 2.0, torch.full((6,), 5.0), seed=0)
+    _, grad = mechanism.gradient(oracle, y, inputs, targets, mask, torch.arange(6), ("0.bias",),
+                                 columns)
+    assert bool((grad[:, :8] == 0).all()) and bool((grad[:, 8:] != 0).all())
+
+
+ALGORITHMS = [("dfedsam", {}), ("ditto", {}), ("fedper", {}), ("dispfl", {}), ("fedavg", {}),
+              ("scaffold", {}), ("choco", {}), ("dsgt", {}), ("fedbabu", {}),
+              ("adpsgd", {"topology": {"name": "ring", "order": "asynchronous"}}),
+              ("dfedavg", {"topology": {"name": "ring", "order": "sequential"}})]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name,sections", ALGORITHMS, ids=[a for a, _ in ALGORITHMS])
+def test_every_kind_of_algorithm_trains_privately(name, sections):
+    """SAM (two private gradients a step), a group's phases, DisPFL's raw gradients, a server,
+    compressed gossip, gradient tracking, fine-tuning at evaluation, the asynchronous and
+    sequential orders: each gradient goes through the mechanism and is counted."""
+    cfg = _tiny(algorithm={"name": name}, model={"name": "mlp", "options": {"hidden": [8]}},
+                train={"rounds": 2}, **sections)
+    runner = Runner(load_config(cfg))
+    runner.run()
+    steps = runner.exp.privacy.gradient.steps
+    assert int(steps.max()) > 0 and runner.rows[-1]["epsilon"] > 0  # (a server samples)
+    assert math.isfinite(runner.rows[-1]["train_loss"])
+
+
 def _mechanism_inputs():
     model = torch.nn.Sequential(torch.nn.Linear(4, 2))
     oracle = make_oracle("stacked", model, loss="cross_entropy")
