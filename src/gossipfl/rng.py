@@ -82,12 +82,16 @@ def counter_bits(keys: torch.Tensor, counters: torch.Tensor, bits: int) -> torch
 
 def counter_normal(keys: torch.Tensor, width: int, dtype: torch.dtype = torch.float32
                    ) -> torch.Tensor:
-    """``[len(keys), width]`` standard normal draws: entry n of row k is a function of
-    (keys[k], n) alone (Box–Muller on two 53-bit uniforms of the stream, in float64, then
-    cast to ``dtype``), so a row never depends on the rows drawn with it."""
-    n = torch.arange(width, dtype=torch.int64, device=keys.device)[None, :]
-    scale = 2.0 ** -53
-    u1 = (counter_bits(keys[:, None], 2 * n, 53).double() + 0.5) * scale  # in (0, 1)
-    u2 = counter_bits(keys[:, None], 2 * n + 1, 53).double() * scale
+    """``[len(keys), width]`` standard normal draws: entries 2j and 2j + 1 of row k are the
+    Box–Muller pair of one 62-bit hash of (keys[k], j), split into two 31-bit uniforms (so
+    |z| < 6.7: a tail of probability 2·10⁻¹¹ is cut), computed in float64 and cast to
+    ``dtype``; a row never depends on the rows drawn with it."""
+    pairs = (width + 1) // 2
+    j = torch.arange(pairs, dtype=torch.int64, device=keys.device)[None, :]
+    bits = counter_bits(keys[:, None], j, 62)
+    scale = 2.0 ** -31
+    u1 = (_shift_right(bits, 31).double() + 0.5) * scale  # in (0, 1)
+    angle = (bits & ((1 << 31) - 1)).double() * (2.0 * torch.pi * scale)
     radius = torch.sqrt(-2.0 * torch.log(u1))
-    return (radius * torch.cos((2.0 * torch.pi) * u2)).to(dtype)
+    pair = torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=2)
+    return pair.reshape(len(keys), 2 * pairs)[:, :width].to(dtype)
