@@ -339,3 +339,32 @@ def test_config_round_trips_through_yaml():
     again = load_config(config.to_dict())
     assert again.privacy == config.privacy
     assert "privacy" not in load_config(copy.deepcopy(TINY)).to_dict()
+
+
+# -- reports ------------------------------------------------------------------------------------------
+def test_a_private_table_shows_the_accuracy_within_each_budget():
+    from gossipfl.results.reporting import (
+        Run,
+        best_within_budget,
+        comparison_table,
+        table_csv,
+        table_markdown,
+    )
+
+    rows = [{"round": r, "test_acc": acc, "epsilon": eps}
+            for r, (acc, eps) in enumerate([(0.5, 0.6), (0.7, 2.0), (0.65, 3.9), (0.9, 9.0)], 1)]
+    assert best_within_budget(rows, "test_acc", 1.0) == 0.5
+    assert best_within_budget(rows, "test_acc", 4.0) == 0.7
+    assert best_within_budget(rows, "test_acc", 8.0) == 0.7  # 0.9 came at ε = 9
+    assert best_within_budget(rows, "test_acc", 0.5) is None
+    other = [{**row, "test_acc": row["test_acc"] - 0.1} for row in rows]
+    runs = [Run(None, {"seed": s}, r, {"status": "done"}) for s, r in enumerate([rows, other])]
+    plain = [Run(None, {"seed": 0}, [{"round": 1, "test_acc": 0.8}], {"status": "done"})]
+    table = comparison_table({"private": runs, "plain": plain}, "test_acc", [])
+    text = table_markdown(table)
+    assert "test_acc at ε = 1 (%) | test_acc at ε = 4 (%) | test_acc at ε = 8 (%)" in text
+    assert "| private | 2 | 85.00 ± 7.07 | 85.00 ± 7.07 | 45.00 ± 7.07 | 65.00 ± 7.07 | " \
+        "65.00 ± 7.07 |" in text
+    assert "| plain | 1 | 80.00 | 80.00 | — | — | — |" in text
+    assert "at_epsilon_4_mean" in table_csv(table)
+    assert "ε" not in table_markdown(comparison_table({"plain": plain}, "test_acc", []))
