@@ -255,6 +255,18 @@ def test_epsilon_is_in_the_run_summary(tmp_path):
     assert summary["final_epsilon_mean"] <= summary["final_epsilon"]
 
 
+def test_the_finished_run_says_the_privacy_spent(tmp_path):
+    from pathlib import Path
+
+    from gossipfl.cli import format_summary
+
+    text = format_summary({"final_epsilon": 3.21, "final_epsilon_mean": 2.5, "delta": 1e-5,
+                           "rounds": 2}, Path("run"))
+    assert "privacy spent        ε = 3.21 at δ = 1e-05  (largest over the clients; mean 2.5)" \
+        in text
+    assert "privacy" not in format_summary({"rounds": 2}, Path("run"))
+
+
 def test_no_noise_spends_infinite_privacy():
     cfg = copy.deepcopy(TINY)
     cfg["privacy"] = {"clip": 1.0, "noise_multiplier": 0.0, "delta": 1e-3}
