@@ -380,3 +380,67 @@ def test_a_private_table_shows_the_accuracy_within_each_budget():
     assert "| plain | 1 | 80.00 | 80.00 | — | — | — |" in text
     assert "at_epsilon_4_mean" in table_csv(table)
     assert "ε" not in table_markdown(comparison_table({"plain": plain}, "test_acc", []))
+
+
+# -- membership inference -------------------------------------------------------------------------
+def test_membership_auc_is_the_mann_whitney_statistic():
+    from gossipfl.trust.membership import auc
+
+    rng = np.random.default_rng(0)
+    members = rng.integers(0, 5, size=(3, 7)).astype(np.float64)  # ties on purpose
+    others = rng.integers(0, 5, size=(3, 6)).astype(np.float64)
+    mask = rng.random((3, 7)) < 0.7
+    mask[:, 0] = True
+    got = auc(torch.tensor(members), torch.tensor(mask), torch.tensor(others)).numpy()
+    for i in range(3):
+        a, b = members[i][mask[i]], others[i]
+        wins = (a[:, None] < b[None]).sum() + 0.5 * (a[:, None] == b[None]).sum()
+        assert got[i] == pytest.approx(wins / (len(a) * len(b)), abs=1e-15)
+    assert auc(torch.tensor([[1.0, 2.0]]), torch.tensor([[True, True]]),
+               torch.tensor([[3.0, 4.0]])).item() == 1.0
+
+
+def _membership_run(train, test, lr, x0):
+    cfg = {"data": {"clients": len(train), "tensors": {
+               "train": [(a.astype(np.float32), b.astype(np.float32)) for a, b in train],
+               "test": (test[0].astype(np.float32), test[1].astype(np.float32)),
+               "num_classes": 1}},
+           "model": {"name": "linear", "options": {"bias": False}},
+           "topology": {"name": "ring"}, "algorithm": {"name": "dfedavg"},
+           "train": {"rounds": 2, "local_steps": 1, "batch_size": "full", "lr": lr,
+                     "loss": "mse"},
+           "eval": {"average_model": False, "local_models": False, "membership": 50},
+           "init_params": x0.astype(np.float32)}
+    return gossipfl.run(cfg).metrics[-1]["mia_auc"]
+
+
+def test_a_model_that_fits_its_members_exactly_is_found_out():
+    """Members fitted exactly (integer data, b = A x*, the models stay at x*) and held-out
+    samples off the line: every member's loss is below every non-member's, AUC = 1."""
+    rng = np.random.default_rng(1)
+    x_star = np.array([1.0, -2.0, 3.0])
+    train = []
+    for n in (8, 12, 10):
+        A = rng.integers(-3, 4, size=(n, 3)).astype(np.float64)
+        train.append((A, A @ x_star))
+    A = rng.integers(-3, 4, size=(20, 3)).astype(np.float64)
+    test = (A, A @ x_star + rng.choice([-1.0, 1.0], size=20))
+    assert _membership_run(train, test, 0.0, x_star) == 1.0
+
+
+def test_held_out_samples_equal_to_the_members_give_chance():
+    """Non-members that are the members themselves: the two loss sets are one multiset,
+    so AUC = 1/2 exactly, for whatever model training made."""
+    rng = np.random.default_rng(2)
+    A, b = rng.normal(size=(9, 3)), rng.normal(size=9)
+    auc_value = _membership_run([(A, b), (A, b)], (A, b), 0.05, np.zeros(3))
+    assert auc_value == 0.5
+
+
+def test_membership_auc_is_measured_on_the_sampled_clients_of_a_private_run():
+    cfg = _tiny(eval={"every": 3, "membership": 10, "local_clients": 2})
+    row = gossipfl.run(cfg).metrics[-1]
+    assert 0 <= row["mia_auc"] <= 1 and row["epsilon"] > 0
+    with pytest.raises(GossipflError, match=r"eval.membership: must be an integer >= 1 or "
+                                            r"null, got 0"):
+        load_config(_tiny(eval={"membership": 0}))

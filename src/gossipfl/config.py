@@ -181,13 +181,16 @@ class EvalConfig:
     # N: the average model also on a fixed random subset of N training samples, logging the
     # generalization gap, train minus test (train_acc, train_eval_loss, gap_acc, gap_loss)
     generalization: int | None = None
+    # N: the loss-threshold membership-inference AUC of the local models (mia_auc), N of each
+    # client's training samples against N held-out test samples (gossipfl.trust.membership)
+    membership: int | None = None
 
     def validate(self) -> None:
         _check_section("eval", self, {
             "personalized_point": one_of(*PERSONALIZED_POINTS), "every": COUNT,
             "batch_size": COUNT, "local_subset": COUNT.or_none(),
             "local_clients": COUNT.or_none(), "local_clients_seed": NON_NEGATIVE.or_none(),
-            "generalization": COUNT.or_none()})
+            "generalization": COUNT.or_none(), "membership": COUNT.or_none()})
 
 
 @dataclass

@@ -72,6 +72,7 @@ class Experiment:
     local_test_parts: list[np.ndarray] | None = None
     systems: Systems | None = None  # gossipfl.systems: clocks and failures (systems section)
     honest: np.ndarray | None = None  # [M] bool with a byzantine section (gossipfl.trust)
+    members: tuple | None = None  # eval.membership: (members [M, N], mask, non-members)
     privacy: Privacy | None = None  # DP-SGD and its accountant (privacy section)
     info: dict = field(default_factory=dict)
 
@@ -337,6 +338,10 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
         pick = np.sort(numpy_generator(config.seed, "eval_subset").choice(
             n_test, size=subset, replace=False))
         exp.eval_subset = torch.as_tensor(pick, device=device)
+    if config.eval.membership is not None and n_test:
+        from gossipfl.trust.membership import membership_samples
+
+        exp.members = membership_samples(parts, n_test, config.eval.membership, config.seed)
     exp.eval_clients = evaluated_clients(config, m, processes.distributed, device)
     if exp.eval_clients is not None:
         exp.info["eval_clients"] = len(exp.eval_clients)

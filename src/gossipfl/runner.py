@@ -75,7 +75,8 @@ class Runner:
             exp.algorithm, self.trainer, exp.fed)
         self.evaluator = Evaluator(config, exp.algorithm, exp.fed, exp.oracle, exp.dataset,
                                    self.trainer, exp.eval_subset, exp.local_test_parts,
-                                   exp.honest, eval_clients=exp.eval_clients)
+                                   exp.honest, eval_clients=exp.eval_clients,
+                                   members=exp.members)
         self.state = exp.algorithm.init(exp.x0)
 
     # -- one round -----------------------------------------------------------------------
