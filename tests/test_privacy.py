@@ -33,7 +33,7 @@ W = ring_mh(M)
 def noise(i: int, k: int, P: int) -> np.ndarray:
     """gossipfl's N(0, I) for client i's k-th private evaluation (its documented stream)."""
     key = counter_bits(client_keys(SEED, [i], "privacy"), torch.tensor([k]), 63)
-    return counter_normal(key, P, torch.float64)[0].numpy()
+    return counter_normal(key, P)[0].double().numpy()  # drawn in the run's float32
 
 
 def private_gradient(p: Problem, i: int, x, rows, clip, sigma, nominal, k):

@@ -84,14 +84,15 @@ def counter_normal(keys: torch.Tensor, width: int, dtype: torch.dtype = torch.fl
                    ) -> torch.Tensor:
     """``[len(keys), width]`` standard normal draws: entries 2j and 2j + 1 of row k are the
     Box–Muller pair of one 62-bit hash of (keys[k], j), split into two 31-bit uniforms (so
-    |z| < 6.7: a tail of probability 2·10⁻¹¹ is cut), computed in float64 and cast to
-    ``dtype``; a row never depends on the rows drawn with it."""
+    |z| < 6.7: a tail of probability 2·10⁻¹¹ is cut), computed in ``dtype`` (float32 or
+    float64, like ``torch.randn``'s samples); a row never depends on the rows drawn with
+    it."""
     pairs = (width + 1) // 2
     j = torch.arange(pairs, dtype=torch.int64, device=keys.device)[None, :]
     bits = counter_bits(keys[:, None], j, 62)
     scale = 2.0 ** -31
-    u1 = (_shift_right(bits, 31).double() + 0.5) * scale  # in (0, 1)
-    angle = (bits & ((1 << 31) - 1)).double() * (2.0 * torch.pi * scale)
+    u1 = (_shift_right(bits, 31).to(dtype) + 0.5) * scale  # in (0, 1]
+    angle = (bits & ((1 << 31) - 1)).to(dtype) * (2.0 * torch.pi * scale)
     radius = torch.sqrt(-2.0 * torch.log(u1))
     pair = torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=2)
-    return pair.reshape(len(keys), 2 * pairs)[:, :width].to(dtype)
+    return pair.reshape(len(keys), 2 * pairs)[:, :width]
