@@ -4,13 +4,14 @@ interleaved round by round so that load on a shared machine hits both alike:
     PYTHONPATH=src python -m benchmarks.dp_round --threads 1 --rounds 3
 
 DFedAvg on a ring, synthetic 784-feature data, the MLP, ``local_steps`` minibatches of B.
-Three runs: non-private, private with σ = 0 (per-sample clipping alone) and with σ = 1
-(plus the noise). Where it sits on the roofline: a private step writes the S·B per-sample
-gradients ``[S·B, P]`` and reads them back (about seven passes over S·B·P float32: the rows
-repeated per sample, the forward's reads of them, the backward's per-sample gradients, their
-copy into the gradient stack, the norms, the clipped sum), so it is memory-bound; the line
-``per-sample GB/s`` divides that traffic by the σ = 0 step's time, beside the machine's copy
-bandwidth.
+Four runs: non-private; private with σ = 0 (per-sample clipping alone) and σ = 1 (plus the
+noise), both on the MLP's ghost-norm path (gossipfl.trust.ghost: a forward and two
+backwards); and σ = 0 on the materialized path every other model takes. Where that one sits
+on the roofline: it writes the S·B per-sample gradients ``[S·B, P]`` and reads them back
+(about seven passes over S·B·P float32: the rows repeated per sample, the forward's reads of
+them, the backward's per-sample gradients, their copy into the gradient stack, the norms,
+the clipped sum), so it is memory-bound; the line ``per-sample GB/s`` divides that traffic by
+its step's time, beside the machine's copy bandwidth.
 """
 
 from __future__ import annotations
@@ -54,10 +55,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     device = start_cpu_run(args.threads)
-    cases = {"plain": None, "dp σ=0": 0.0, "dp σ=1": 1.0}
+    cases = {"plain": None, "dp σ=0": 0.0, "dp σ=1": 1.0, "dp σ=0 materialized": 0.0}
     runners = {name: Runner(load_config(config_of(args.clients, args.hidden, args.batch,
                                                   args.steps, sigma)))
                for name, sigma in cases.items()}
+    runners["dp σ=0 materialized"].exp.privacy.gradient._ghost = False
     seconds: dict[str, list[float]] = {name: [] for name in runners}
     with torch.no_grad():
         for t in range(args.rounds + 1):
@@ -68,15 +70,16 @@ def main() -> None:
     P = runners["plain"].exp.layout.P
     base = statistics.median(seconds["plain"][1:])
     print(f"M = {args.clients}, P = {P}, B = {args.batch}, {args.steps} steps per round")
-    print(f"{'run':8s} {'s/round':>8s} {'min–max':>15s} {'× plain':>8s}")
+    print(f"{'run':20s} {'s/round':>8s} {'min–max':>15s} {'× plain':>8s}")
     for name, values in seconds.items():
         timed = values[1:]
         med = statistics.median(timed)
-        print(f"{name:8s} {med:8.3f} {min(timed):7.3f}–{max(timed):.3f} {med / base:8.2f}")
-    per_step = statistics.median(seconds["dp σ=0"][1:]) / args.steps
+        print(f"{name:20s} {med:8.3f} {min(timed):7.3f}–{max(timed):.3f} {med / base:8.2f}")
+    per_step = statistics.median(seconds["dp σ=0 materialized"][1:]) / args.steps
     traffic = PASSES * 4 * args.clients * args.batch * P
     copy = bandwidth(device, 1 << 24)["copy"]
-    print(f"per-sample GB/s {traffic / per_step / 1e9:.1f} (≈ {PASSES} passes over S·B·P); "
+    print(f"materialized: per-sample GB/s {traffic / per_step / 1e9:.1f} (≈ {PASSES} passes "
+          f"over S·B·P); "
           f"copy bandwidth {copy:.1f} GB/s")
 
 

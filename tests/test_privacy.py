@@ -91,14 +91,20 @@ def config(p: Problem, privacy=None, batch=None, epochs=False, rounds=ROUNDS):
     return out
 
 
-CASES = [(0.5, 0.0, None, False), (0.5, 0.7, None, False), (0.3, 0.0, 4, False),
-         (0.3, 1.3, 4, False), (0.4, 0.9, 4, True)]
+CASES = [(0.5, 0.0, None, False, False), (0.5, 0.7, None, False, False),
+         (0.3, 0.0, 4, False, False), (0.3, 1.3, 4, False, False), (0.4, 0.9, 4, True, False),
+         (0.3, 1.3, 4, False, True), (0.4, 0.9, 4, True, True)]
 
 
-@pytest.mark.parametrize("clip,sigma,batch,epochs", CASES)
-def test_dp_sgd_matches_its_equations(clip, sigma, batch, epochs):
+@pytest.mark.parametrize("clip,sigma,batch,epochs,materialized", CASES)
+def test_dp_sgd_matches_its_equations(clip, sigma, batch, epochs, materialized, monkeypatch):
     """DFedAvg with DP-SGD: full batch, minibatch steps, and an epoch whose last batch is
-    short (divided by the nominal B all the same); the noise from gossipfl's streams."""
+    short (divided by the nominal B all the same); the noise from gossipfl's streams; the
+    ghost norms of the linear model, and the materialized per-sample gradients."""
+    if materialized:
+        from gossipfl.trust import ghost
+
+        monkeypatch.setattr(ghost, "supported", lambda oracle: False)
     p = Problem(clients=M)
     X, counts = dfedavg_reference(p, clip, sigma, batch, epochs)
     runner = Runner(load_config(config(p, {"clip": clip, "noise_multiplier": sigma}, batch,
@@ -178,17 +184,63 @@ def _mechanism_inputs():
     return oracle, y, inputs, targets, torch.ones(6, 5, dtype=torch.bool)
 
 
-def test_sigma_zero_is_per_sample_clipping_alone_bit_for_bit():
+@pytest.mark.parametrize("materialized", [False, True])
+def test_sigma_zero_is_per_sample_clipping_alone_bit_for_bit(materialized):
+    from gossipfl.trust import ghost
+
     oracle, y, inputs, targets, mask = _mechanism_inputs()
     mechanism = PrivateGradient(0.3, 0.0, torch.full((6,), 5.0), seed=0)
+    if materialized:
+        mechanism._ghost = False
     _, grad = mechanism.gradient(oracle, y, inputs, targets, mask, torch.arange(6), None)
-    _, clipped = mechanism._clipped_sum(oracle, y, inputs, targets, mask, None)
+    _, clipped = (mechanism._clipped_sum(oracle, y, inputs, targets, mask, None) if materialized
+                  else ghost.clipped_sum(oracle, y, inputs, targets, mask, None, 0.3))
     assert torch.equal(grad, clipped / 5.0)
     per_sample = torch.stack([torch.stack([oracle.loss_and_grad(
         y[i:i + 1], inputs[i:i + 1, b:b + 1], targets[i:i + 1, b:b + 1])[1][0]
         for b in range(5)]) for i in range(6)])
     factor = (0.3 / per_sample.norm(dim=2, keepdim=True)).clamp(max=1)
     torch.testing.assert_close(grad, (per_sample * factor).sum(1) / 5, rtol=1e-5, atol=1e-7)
+
+
+MODELS = {
+    "mlp": lambda: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 6),
+                                       torch.nn.ReLU(), torch.nn.Linear(6, 5, bias=False),
+                                       torch.nn.Tanh(), torch.nn.Linear(5, 3)),
+    "conv": lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 2, 2), torch.nn.ReLU(),
+                                        torch.nn.Flatten(), torch.nn.Linear(2, 3)),
+}
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("wrt", [None, ("5.weight", "5.bias")])
+def test_ghost_norms_give_the_materialized_clipped_sum(name, wrt):
+    """The MLP's norms from activations and output gradients (gossipfl.trust.ghost) against
+    the per-sample gradients written out, with padded samples and a group's parameters; the
+    convolution takes the materialized path itself."""
+    from gossipfl.trust import ghost
+
+    torch.manual_seed(0)
+    model = MODELS[name]()
+    oracle = make_oracle("stacked", model)
+    layout = oracle.layout
+    if name == "conv":
+        wrt = None if wrt is None else ("3.weight", "3.bias")
+    y = layout.flatten(model).detach().expand(4, -1) + 0.3 * torch.randn(4, layout.P)
+    inputs = torch.randn(4, 7, 3, 2, 2)  # flattened to 12 features by the MLP
+    targets = torch.randint(0, 3, (4, 7))
+    mask = torch.rand(4, 7) < 0.7
+    mask[0] = False  # a client without samples
+    clients = torch.arange(4)
+    fast = PrivateGradient(0.5, 0.0, torch.full((4,), 7.0), seed=0)
+    slow = PrivateGradient(0.5, 0.0, torch.full((4,), 7.0), seed=0)
+    slow._ghost = False
+    assert ghost.supported(oracle) == (name == "mlp")
+    loss_a, a = fast.gradient(oracle, y, inputs, targets, mask, clients, wrt)
+    loss_b, b = slow.gradient(oracle, y, inputs, targets, mask, clients, wrt)
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(loss_a, loss_b)
+    assert bool((a[0] == 0).all())
 
 
 def test_infinite_clip_without_noise_is_the_non_private_gradient():

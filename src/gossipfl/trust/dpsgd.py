@@ -12,11 +12,15 @@ the expected batch size: the last, short batch of an epoch is not scaled up, so 
 depend on the data. The per-client loss returned beside g̃_i is the usual masked mean (it is
 what the logs show, not part of the mechanism).
 
-**Per-sample gradients**, batched over the clients: the rows of the ``[S, P]`` stack are
-repeated once per sample (``[S·B, P]``, each row a "client" with one sample) and the run's
-own oracle computes every row's gradient in one call, in blocks of clients whose per-sample
-gradients fit the oracle's activation budget; no loop over clients or samples. Any oracle
-(stacked, vmap, loop) does this; models that mix the samples of a batch (BatchNorm) have no
+**Per-sample gradients**, batched over the clients: models whose per-client layers are all
+Linear on per-sample vectors (MLPs, logistic and linear regression), under the stacked
+oracle, get their per-sample norms without materializing the gradients and the clipped sum
+from one weighted backward (:mod:`gossipfl.trust.ghost`). Every other model takes the
+materialized path: the rows of the ``[S, P]`` stack are repeated once per sample
+(``[S·B, P]``, each row a "client" with one sample) and the run's own oracle computes every
+row's gradient in one call, in blocks of clients whose per-sample gradients fit
+``budget``. No loop over clients or samples either way. Any oracle (stacked, vmap, loop)
+runs the materialized path; models that mix the samples of a batch (BatchNorm) have no
 per-sample gradient and are refused before training.
 
 **Noise** comes from counter-based streams (:func:`gossipfl.rng.counter_normal`): the noise
@@ -35,6 +39,7 @@ import torch
 from torch import Tensor
 
 from gossipfl.rng import client_keys, counter_bits, counter_normal
+from gossipfl.trust import ghost
 
 
 class PrivateGradient:
@@ -51,6 +56,7 @@ class PrivateGradient:
         m, device = len(batch_sizes), batch_sizes.device
         self.steps = torch.zeros(m, dtype=torch.int64, device=device)
         self._keys = client_keys(seed, range(m), "privacy", device=device)  # one per client
+        self._ghost: bool | None = None  # False: always materialize (gossipfl.trust.ghost)
 
     def gradient(self, oracle, y: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
                  clients: Tensor, wrt, columns: Tensor | None = None
@@ -62,18 +68,28 @@ class PrivateGradient:
         S, B = mask.shape
         loss = torch.zeros(S, dtype=y.dtype, device=y.device)
         grad = torch.zeros(S, y.shape[1], dtype=y.dtype, device=y.device)
-        per_row = max(1, B * y.shape[1] * y.element_size() * 3)  # stack, gradients, product
-        step = max(1, self.budget // per_row)
+        fast = self._ghost is not False and ghost.supported(oracle)
+        if fast:  # blocks of the oracle's activation budget
+            step = oracle.block_size(S, tuple(inputs.shape[2:]), B, y)
+        else:  # blocks whose per-sample gradients fit the budget
+            step = max(1, self.budget // max(1, B * y.shape[1] * y.element_size() * 3))
         for a in range(0, S, step):
             b = min(a + step, S)
-            loss[a:b], grad[a:b] = self._clipped_sum(oracle, y[a:b], inputs[a:b],
-                                                     targets[a:b], mask[a:b], wrt)
+            part = ghost.clipped_sum(oracle, y[a:b], inputs[a:b], targets[a:b], mask[a:b],
+                                     wrt, self.clip) if fast else None
+            if part is None:
+                part = self._clipped_sum(oracle, y[a:b], inputs[a:b], targets[a:b],
+                                         mask[a:b], wrt)
+            loss[a:b], grad[a:b] = part
         active = mask.any(dim=1)
         ids = clients.to(self.steps.device)
         if self.sigma:
-            grad.add_(self.noise(ids, y.shape[1], y.dtype)
-                      * (active[:, None] if columns is None else
-                         active[:, None] & columns[None, :]), alpha=self.sigma * self.clip)
+            noise = self.noise(ids, y.shape[1], y.dtype)
+            if columns is not None:  # a group's gradient: noise on its coordinates only
+                noise.mul_(columns)
+            if not bool(active.all()):  # a row without samples touches no data
+                noise.mul_(active[:, None])
+            grad.add_(noise, alpha=self.sigma * self.clip)
         self.steps[ids[active]] += 1
         sizes = self.batch_sizes[ids].to(y.dtype)
         return loss, grad.div_(sizes[:, None])
