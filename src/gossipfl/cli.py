@@ -124,6 +124,10 @@ def format_summary(summary: dict, run_dir: Path) -> str:
         lines.append(f"  local models{'':8} {100 * summary['final_local_acc_mean']:.2f} ± "
                      f"{100 * summary.get('final_local_acc_std', 0.0):.2f} %  "
                      f"(final, mean ± std {over})")
+    if summary.get("final_epsilon") is not None:
+        lines.append(f"  privacy spent{'':7} ε = {summary['final_epsilon']:.3g} at δ = "
+                     f"{summary.get('delta', 0):g}  (largest over the clients; mean "
+                     f"{summary.get('final_epsilon_mean', 0.0):.3g})")
     lines.append(f"  time per round{'':6} {summary.get('seconds_per_round', 0.0):.2f} s")
     lines.append(f"  bytes sent{'':10} {format_bytes(summary.get('bytes_total'))}")
     lines.append(f"  run directory{'':7} {run_dir}")

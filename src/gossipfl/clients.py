@@ -12,25 +12,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from torch import Tensor
 
 from gossipfl.engine.groups import ParamGroups
 from gossipfl.engine.oracle import update_in_pieces
 from gossipfl.engine.params import ParamLayout
+from gossipfl.errors import GossipflError
 
 
 @dataclass
 class Batch:
-    """One local minibatch of the rows at work: ``[S, B, ...]`` inputs, ``[S, B]`` mask."""
+    """One local minibatch of the rows at work: ``[S, B, ...]`` inputs, ``[S, B]`` mask;
+    ``clients`` ``[S]``: whose rows they are (what a private gradient's noise is keyed by)."""
 
     inputs: Tensor
     targets: Tensor
     mask: Tensor
+    clients: Tensor | None = None
 
     def rows(self, index: Tensor | slice) -> Batch:
-        return Batch(self.inputs[index], self.targets[index], self.mask[index])
+        return Batch(self.inputs[index], self.targets[index], self.mask[index],
+                     None if self.clients is None else self.clients[index])
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,8 @@ class ClientEnv:
     ``layout``: names, offsets and shapes of the parameters in a row; ``groups``: the column
     sets ``all``, ``shared``, ``personal``; ``train``: the local-training settings;
     ``sample_sizes`` ``[M]`` n_i and ``label_counts`` ``[M, C]`` n_ic (None for regression
-    targets) of every client; ``seed``: the run's seed.
+    targets) of every client; ``seed``: the run's seed; ``privacy``: the DP-SGD mechanism
+    every gradient goes through (:class:`~gossipfl.trust.dpsgd.PrivateGradient`; None: none).
     """
 
     oracle: object
@@ -60,6 +65,7 @@ class ClientEnv:
     seed: int = 0
     train: LocalTraining = LocalTraining()
     label_counts: Tensor | None = None
+    privacy: Any = None
     #: whether local steps may take :meth:`fused_step` (False: the unfused reference that
     #: tests and benchmarks compare it with)
     fused: ClassVar[bool] = True
@@ -87,19 +93,33 @@ class ClientEnv:
         may overwrite the gradient it is given), so it is applied in pieces: unclipped, parameter by parameter from the gradients
         autograd returns (:meth:`~gossipfl.engine.oracle.Oracle.loss_and_step`), without
         writing a gradient stack; clipped, in two passes (the gradient stack and its row
-        norms, then ``update(g ⊙ clip factor, …)`` in cache-sized pieces of rows)."""
+        norms, then ``update(g ⊙ clip factor, …)`` in cache-sized pieces of rows); with
+        ``privacy``, DP-SGD's gradient stack, then the update in pieces (the non-private
+        paths are untouched)."""
         point = state[0] if at is None else at
-        if self.train.clip_norm is None:
+        if self.train.clip_norm is None and self.privacy is None:
             return self.oracle.loss_and_step(point, batch.inputs, batch.targets, batch.mask,
                                              update, state)
-        loss, grad = self.raw_gradient(point, batch)
+        loss, grad = self.raw_gradient(point, batch)  # with privacy: DP-SGD's gradient
+        if self.train.clip_norm is None:
+            update_in_pieces(update, grad, *state)
+            return loss
         update_in_pieces(lambda g, factor, *rows: update(g * factor, *rows), grad,
                          self.clip_factor(grad), *state)
         return loss
 
     def raw_gradient(self, y: Tensor, batch: Batch, group: str = "all") -> tuple[Tensor, Tensor]:
-        """Loss and gradient of ``group``, never clipped (SAM's ascent direction)."""
+        """Loss and gradient of ``group``, never clipped by ``train.clip_norm`` (SAM's ascent
+        direction); with ``privacy``, DP-SGD's gradient (every gradient of the data is)."""
         wrt = self.groups.parameter_names(group)
+        if self.privacy is not None:
+            if batch.clients is None:
+                raise GossipflError("privacy: a private gradient needs the batch's client ids "
+                                    "(Batch.clients), which this caller did not give.")
+            columns = None if self.groups[group].is_all else \
+                self.groups[group].mask(y.device)
+            return self.privacy.gradient(self.oracle, y, batch.inputs, batch.targets,
+                                         batch.mask, batch.clients, wrt, columns)
         return self.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask, wrt)
 
     @property

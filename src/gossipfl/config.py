@@ -1,8 +1,8 @@
 """Typed experiment configuration: parsing, validation with clear messages, YAML in/out.
 
 A config is a nested mapping with the sections ``data``, ``model``, ``topology``,
-``algorithm``, ``train``, ``eval``, ``engine``, the optional ``systems`` and ``byzantine`` and
-the scalars ``seed``, ``device``, ``name``.
+``algorithm``, ``train``, ``eval``, ``engine``, the optional ``systems``, ``byzantine`` and
+``privacy``, and the scalars ``seed``, ``device``, ``name``.
 :func:`load_config` turns a dict (or YAML file) into a :class:`Config`; every mistake becomes
 one :class:`~gossipfl.errors.GossipflError` sentence naming the dotted key and the value.
 
@@ -181,13 +181,16 @@ class EvalConfig:
     # N: the average model also on a fixed random subset of N training samples, logging the
     # generalization gap, train minus test (train_acc, train_eval_loss, gap_acc, gap_loss)
     generalization: int | None = None
+    # N: the loss-threshold membership-inference AUC of the local models (mia_auc), N of each
+    # client's training samples against N held-out test samples (gossipfl.trust.membership)
+    membership: int | None = None
 
     def validate(self) -> None:
         _check_section("eval", self, {
             "personalized_point": one_of(*PERSONALIZED_POINTS), "every": COUNT,
             "batch_size": COUNT, "local_subset": COUNT.or_none(),
             "local_clients": COUNT.or_none(), "local_clients_seed": NON_NEGATIVE.or_none(),
-            "generalization": COUNT.or_none()})
+            "generalization": COUNT.or_none(), "membership": COUNT.or_none()})
 
 
 @dataclass
@@ -307,6 +310,24 @@ class ByzantineConfig:
 
 
 @dataclass
+class PrivacyConfig:
+    """DP-SGD on every client (:mod:`gossipfl.trust.dpsgd`) and its accountant
+    (:mod:`gossipfl.trust.accountant`). Absent (the default): no clipping, no noise, every
+    number as without it. ``clip`` C > 0 (finite): each per-sample gradient's L2 bound;
+    ``noise_multiplier`` σ ≥ 0: the Gaussian noise's standard deviation is σ C; ``delta`` δ:
+    the ε(δ) reported, in (0, 1/n) with n the smallest client's sample count."""
+
+    clip: float = 1.0
+    noise_multiplier: float = 1.0
+    delta: float = 1.0e-5
+
+    def validate(self) -> None:
+        from gossipfl.trust.privacy import check_privacy
+
+        check_privacy(self)
+
+
+@dataclass
 class AlgorithmConfig:
     """Algorithm name plus its own hyperparameters (validated against its ``Params``)."""
 
@@ -328,6 +349,7 @@ class Config:
     output: OutputConfig = field(default_factory=OutputConfig)
     systems: SystemsConfig | None = None  # gossipfl.systems; None: no clock, no failures
     byzantine: ByzantineConfig | None = None  # gossipfl.trust; None: every client honest
+    privacy: PrivacyConfig | None = None  # gossipfl.trust (DP-SGD); None: not private
     seed: int = 0
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
     name: str | None = None  # run name (run directory prefix)
@@ -339,6 +361,8 @@ class Config:
         out = _dataclass_to_dict(self, api_values)
         if self.systems is None:
             del out["systems"]  # absent, as before the section existed
+        if self.privacy is None:
+            del out["privacy"]
         if self.byzantine is None:
             del out["byzantine"]
         else:
@@ -662,6 +686,8 @@ def _validate(config: Config) -> None:
                                 "remove systems or use engine.backend: single.")
     if config.byzantine is not None:
         config.byzantine.validate(config.data.clients)
+    if config.privacy is not None:
+        config.privacy.validate()
     if config.algorithm.params is not None and hasattr(config.algorithm.params, "validate"):
         config.algorithm.params.validate()
     _warn_ignored(config)

@@ -1,7 +1,8 @@
 """Evaluation of a run's models (docs/design.md, *Evaluation*): the average (or server) model
 on the test set, every local model, each client's personalized model on its own local test
 split, the consensus distance and the generalization gap; with Byzantine clients, the same
-over the honest clients only (``honest_*`` columns)."""
+over the honest clients only (``honest_*`` columns); with ``eval.membership``, the
+membership-inference AUC of the local models (``mia_auc``)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class Evaluator:
                  eval_subset: torch.Tensor | None = None,
                  local_test_parts: list[np.ndarray] | None = None,
                  honest: np.ndarray | None = None,
-                 eval_clients: torch.Tensor | None = None):
+                 eval_clients: torch.Tensor | None = None, members: tuple | None = None):
         self.config = config
         self.algorithm = algorithm
         self.fed = fed
@@ -40,6 +41,7 @@ class Evaluator:
         self.local_test_parts = local_test_parts
         self.honest = None if honest is None else torch.as_tensor(honest)  # [M] bool
         self.eval_clients = eval_clients  # the clients whose local models are measured
+        self.members = members  # eval.membership's (members, mask, non-members)
         self._train_subsets: dict[int, torch.Tensor] = {}  # the gap's train samples, by size
 
     def measures_before_gossip(self) -> bool:
@@ -84,10 +86,27 @@ class Evaluator:
             acc = fed.gather(acc)
             row["personalized_acc"] = float(acc.mean())
             row["personalized_acc_std"] = float(acc.std())
+        if self.members is not None:
+            row["mia_auc"] = self.membership_auc(x)
         if self.honest is not None:
             row.update(self.honest_columns(x, ev.average_model and n_test > 0))
         row["eval_seconds"] = time.perf_counter() - start
         return row
+
+    def membership_auc(self, x: torch.Tensor) -> float:
+        """The mean over the evaluated clients of the loss-threshold membership-inference
+        AUC of their local models (gossipfl.trust.membership)."""
+        from gossipfl.trust.membership import membership_auc
+
+        members, mask, others = self.members
+        members, mask = self.fed.block(members), self.fed.block(mask)  # this process's rows
+        if self.eval_clients is not None:
+            x, on = x[self.eval_clients], self.eval_clients.cpu()
+            members, mask = members[on], mask[on]
+        data = self.dataset
+        values = membership_auc(self.oracle, x, data.train_x, data.train_y, members, mask,
+                                data.test_x, data.test_y, others)
+        return float(self.fed.gather(values).mean())
 
     def honest_columns(self, x: torch.Tensor, average: bool) -> dict:
         """The honest clients H alone: their consensus distance (1/|H|) Σ_{i∈H} ‖x_i − x̄_H‖²

@@ -43,6 +43,7 @@ from gossipfl.topology import Mixer, Topology, build_topology
 from gossipfl.trust.attacks import ATTACKS
 from gossipfl.trust.byzantine import flip_labels
 from gossipfl.trust.gossip import build_trust, byzantine_of
+from gossipfl.trust.privacy import Privacy, build_privacy
 
 
 class StabilityWarning(UserWarning):
@@ -71,6 +72,8 @@ class Experiment:
     local_test_parts: list[np.ndarray] | None = None
     systems: Systems | None = None  # gossipfl.systems: clocks and failures (systems section)
     honest: np.ndarray | None = None  # [M] bool with a byzantine section (gossipfl.trust)
+    members: tuple | None = None  # eval.membership: (members [M, N], mask, non-members)
+    privacy: Privacy | None = None  # DP-SGD and its accountant (privacy section)
     info: dict = field(default_factory=dict)
 
 
@@ -307,6 +310,10 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     trust = build_trust(config, algorithm, topology, processes.distributed)
     if trust is not None:
         fed.robust = trust.gossip
+    privacy = build_privacy(config, algorithm, model, np.array([len(p) for p in parts]),
+                            processes.distributed, device)
+    if privacy is not None:
+        env.privacy = privacy.gradient
     systems = build_systems(config, draws, fed, algorithm, layout.P)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
@@ -316,13 +323,18 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
                      sampler=sampler, model=model, layout=layout, oracle=oracle,
                      topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
-                     systems=systems, honest=None if trust is None else trust.honest)
+                     systems=systems, honest=None if trust is None else trust.honest,
+                     privacy=privacy)
     n_test = len(dataset.test_y)
     subset = config.eval.local_subset
     if n_test and subset is not None and subset < n_test:
         pick = np.sort(numpy_generator(config.seed, "eval_subset").choice(
             n_test, size=subset, replace=False))
         exp.eval_subset = torch.as_tensor(pick, device=device)
+    if config.eval.membership is not None and n_test:
+        from gossipfl.trust.membership import membership_samples
+
+        exp.members = membership_samples(parts, n_test, config.eval.membership, config.seed)
     exp.eval_clients = evaluated_clients(config, m, processes.distributed, device)
     if exp.eval_clients is not None:
         exp.info["eval_clients"] = len(exp.eval_clients)

@@ -75,7 +75,8 @@ class Runner:
             exp.algorithm, self.trainer, exp.fed)
         self.evaluator = Evaluator(config, exp.algorithm, exp.fed, exp.oracle, exp.dataset,
                                    self.trainer, exp.eval_subset, exp.local_test_parts,
-                                   exp.honest, eval_clients=exp.eval_clients)
+                                   exp.honest, eval_clients=exp.eval_clients,
+                                   members=exp.members)
         self.state = exp.algorithm.init(exp.x0)
 
     # -- one round -----------------------------------------------------------------------
@@ -117,8 +118,12 @@ class Runner:
                             trained=outcome.trained)
 
     def evaluate(self, trained: torch.Tensor | None = None) -> dict:
-        """All enabled evaluation protocols on the current models."""
-        return self.evaluator.evaluate(self.state, self.round, trained)
+        """All enabled evaluation protocols on the current models (and, in a private run,
+        the privacy spent so far: ``epsilon``, ``epsilon_mean``)."""
+        row = self.evaluator.evaluate(self.state, self.round, trained)
+        if self.exp.privacy is not None:
+            row.update(self.exp.privacy.columns())
+        return row
 
     def should_evaluate(self, t: int) -> bool:
         rounds, every = self.config.train.rounds, self.config.eval.every
@@ -199,6 +204,8 @@ class Runner:
             out["gossip"] = {k: fed.gather(v).cpu() for k, v in fed.compression.state.items()}
         if self.exp.systems is not None:  # the clients' clocks
             out["systems"] = self.exp.systems.state_dict()
+        if self.exp.privacy is not None:  # the accountant's counts (and noise counters)
+            out["privacy"] = self.exp.privacy.state_dict()
         return out
 
     def load_state_dict(self, state: dict) -> None:
@@ -215,6 +222,8 @@ class Runner:
                                      for k, v in state.get("gossip", {}).items()}
         if self.exp.systems is not None and "systems" in state:
             self.exp.systems.load_state_dict(state["systems"])
+        if self.exp.privacy is not None and "privacy" in state:
+            self.exp.privacy.load_state_dict(state["privacy"])
 
 
 def has_nonfinite(x: torch.Tensor) -> bool:

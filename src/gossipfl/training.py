@@ -168,6 +168,7 @@ class LocalTrainer:
                     continue
                 augment = None if keys is None else (keys[:active], drawn[:active])
                 batch = self.make_batch(idx[:active], mask[:active], augment)
+                batch.clients = rows[:active]
                 drawn[:active] += mask[:active].sum(dim=1)
                 step_ctx = Context(round=t, lr=lr, phase=phase, rounds=rounds, phase_index=index,
                                    step=step, optimizer=optimizer, env=self.env)

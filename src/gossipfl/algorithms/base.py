@@ -236,6 +236,9 @@ class Algorithm:
     compressible: ClassVar[bool] = True
     #: whether it compresses its own messages (``algorithm.compressor``: choco, beer, ...)
     own_compression: ClassVar[bool] = False
+    #: whether it reads its clients' label counts (``env.label_counts``): data that DP-SGD
+    #: does not privatize, so ``privacy`` refuses it
+    reads_label_counts: ClassVar[bool] = False
 
     def __init__(self, params: Any, env: ClientEnv, fed: Federation):
         self.params = params if params is not None else self.Params()

@@ -218,12 +218,15 @@ class StackedProgram:
         names = {local: param_names[id(p)] for local, p in module.named_parameters()}
         self.layers[node.target] = cls(module, names)
 
-    def run(self, params: Params, x: Tensor, M: int, shared: bool = False) -> Tensor:
+    def run(self, params: Params, x: Tensor, M: int, shared: bool = False,
+            taps: dict | None = None) -> Tensor:
         """Outputs ``[M, N, *out]`` of the M clients' parameter views ``params`` (``[M, *shape]``
         each) on ``x``: client-major rows ``[M·N, *in]``, or ``[N, *in]`` shared by all
-        clients when ``shared``."""
+        clients when ``shared``. ``taps`` (a dict, per-client input only): filled with each
+        per-client layer's ``(input, output)`` values, by module name (what DP-SGD's
+        per-sample gradient norms read, gossipfl.trust.ghost)."""
         if not shared:
-            return self._run(params, Rows(x), M, STACKED)
+            return self._run(params, Rows(x), M, STACKED, taps=taps)
         try:
             return self._run(params, x, M, SHARED)
         except _NeedsExpansion:
@@ -241,7 +244,7 @@ class StackedProgram:
         return sum(sizes), max(sizes, default=0)
 
     def _run(self, params: Params, x: Any, M: int, input_kind: int,
-             sizes: list[int] | None = None) -> Tensor:
+             sizes: list[int] | None = None, taps: dict | None = None) -> Tensor:
         env: dict[fx.Node, Any] = {}
         kind: dict[fx.Node, int] = {}
         for node in self.nodes:
@@ -252,6 +255,8 @@ class StackedProgram:
             elif node.op == "call_module" and node.target in self.layers:
                 env[node] = self.layers[node.target](env[node.args[0]], params, M)
                 kind[node] = STACKED
+                if taps is not None:
+                    taps[node.target] = (env[node.args[0]], env[node])
             else:
                 kinds = {kind[n] for n in node.all_input_nodes}
                 if SHARED in kinds and STACKED in kinds:

@@ -306,6 +306,29 @@ class TableRow:
     bytes_to_target: dict[float, Stat | None] = field(default_factory=dict)  # target → bytes
     time_to_target: dict[float, Stat | None] = field(default_factory=dict)  # → sim_time
     clocked: bool = False  # whether its runs have the systems clock (sim_time)
+    # private runs (an epsilon column): budget ε → best metric while ε stayed within it
+    within_budget: dict[float, Stat | None] = field(default_factory=dict)
+
+
+#: The privacy budgets ε at which a private run's table reports its accuracy.
+EPSILON_BUDGETS = (1.0, 4.0, 8.0)
+
+
+def best_within_budget(rows: Sequence[dict], metric: str, epsilon: float) -> float | None:
+    """The best ``metric`` over the evaluated rounds whose privacy spent (``epsilon``, the
+    largest over the clients) is at most the budget; None when no round stayed within it."""
+    kept = [row[metric] for row in rows if row.get("epsilon") is not None
+            and row["epsilon"] <= epsilon and row.get(metric) is not None]
+    return max(kept) if kept else None
+
+
+def _within_budgets(ok: Sequence[Run], metric: str) -> dict[float, Stat | None]:
+    """Budget → Stat over the runs of their :func:`best_within_budget` (empty: no run is
+    private)."""
+    if not any("epsilon" in row for r in ok for row in r.metrics):
+        return {}
+    return {eps: Stat.of([b for r in ok if (b := best_within_budget(r.metrics, metric, eps))
+                          is not None]) for eps in EPSILON_BUDGETS}
 
 
 def rounds_to_target(rows: Sequence[dict], metric: str, target: float) -> int | None:
@@ -408,7 +431,7 @@ def _table_row(label: str, runs: list[Run], ok: list[Run], metric: str,
                     flatness=flatness_stats(ok), metric=metric,
                     held=any(metric in row for r in runs for row in r.metrics),
                     bytes_to_target=sent_to, time_to_target=time_to,
-                    clocked=clocked(ok))
+                    clocked=clocked(ok), within_budget=_within_budgets(ok, metric))
 
 
 def clocked(runs: Sequence[Run]) -> bool:
@@ -506,8 +529,10 @@ def table_markdown(table: Sequence[TableRow], metric: str | None = None) -> str:
     shared = _shared_metric(table)
     what = shared if shared is not None else "accuracy"
     clocked = any(row.clocked for row in table)
+    budgets = _budgets(table)
     head = ["configuration", "runs", *([] if shared is not None else ["metric"]),
             f"final {what} (%)", f"best {what} (%)",
+            *[f"{what} at ε = {eps:g} (%)" for eps in budgets],
             *[f"rounds to {100 * t:g}%" for t in targets],
             *[f"sent to {100 * t:g}%" for t in targets],
             *[f"time to {100 * t:g}% (s)" for t in targets if clocked],
@@ -518,6 +543,7 @@ def table_markdown(table: Sequence[TableRow], metric: str | None = None) -> str:
         seeds = str(row.runs) + _lost(row)
         cells = [row.label, seeds, *([] if shared is not None else [row.metric]),
                  _pct(row.final), _pct(row.best),
+                 *[_pct(row.within_budget.get(eps)) for eps in budgets],
                  *[_rounds(row.to_target[t], row.runs, row) for t in targets],
                  *[_sent(row.bytes_to_target.get(t), row.to_target[t][1], row.runs, row)
                    for t in targets],
@@ -531,14 +557,21 @@ def table_markdown(table: Sequence[TableRow], metric: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _budgets(table: Sequence[TableRow]) -> list[float]:
+    """The ε budgets a table shows: :data:`EPSILON_BUDGETS` when a row is private."""
+    return list(EPSILON_BUDGETS) if any(row.within_budget for row in table) else []
+
+
 def table_csv(table: Sequence[TableRow], metric: str | None = None) -> str:
     """The table as CSV with raw numbers (accuracies as fractions); the ``metric`` column is
     each row's accuracy."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     targets = list(table[0].to_target) if table else []
+    budgets = _budgets(table)
     head = ["configuration", "runs", "failed", "metric", "final_mean", "final_std",
-            "best_mean", "best_std"]
+            "best_mean", "best_std",
+            *[f"at_epsilon_{eps:g}_{s}" for eps in budgets for s in ("mean", "std")]]
     for t in targets:
         head += [f"rounds_to_{t:g}_mean", f"rounds_to_{t:g}_std", f"rounds_to_{t:g}_reached",
                  f"bytes_to_{t:g}_mean", f"bytes_to_{t:g}_std",
@@ -549,7 +582,9 @@ def table_csv(table: Sequence[TableRow], metric: str | None = None) -> str:
                             "seconds_per_round", "bytes_total"])
     for row in table:
         cells: list[Any] = [row.label, row.runs, row.failed, row.metric,
-                            *_stat_cells(row.final), *_stat_cells(row.best)]
+                            *_stat_cells(row.final), *_stat_cells(row.best),
+                            *[c for eps in budgets for c in _stat_cells(
+                                row.within_budget.get(eps))]]
         for t in targets:
             stat, reached = row.to_target[t]
             cells += [*_stat_cells(stat), reached, *_stat_cells(row.bytes_to_target.get(t)),

@@ -312,7 +312,8 @@ def summarize_rows(rows: Sequence[dict], metric: str | None = None) -> dict:
     metric = metric or primary_metric(rows)
     out = Result(config=None, metrics=list(rows), params=None).summary(metric)
     last = rows[-1] if rows else {}
-    for key in ("local_acc_mean", "local_acc_std", "consensus", "train_loss"):
+    for key in ("local_acc_mean", "local_acc_std", "consensus", "train_loss", "epsilon",
+                "epsilon_mean"):
         if last.get(key) is not None:
             out[f"final_{key}"] = last[key]
     return out
@@ -331,6 +332,8 @@ def run_summary(runner: Any, status: str, error: str | None = None,
             "updated": timestamp()}
     if error:
         info["error"] = error
+    if config.privacy is not None:  # the δ of final_epsilon
+        info["delta"] = config.privacy.delta
     if runner.exp.info.get("eval_clients"):  # local models measured on a sample of clients
         info["eval_clients"] = runner.exp.info["eval_clients"]
     files = getattr(runner.exp.dataset, "files", ())

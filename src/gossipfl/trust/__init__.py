@@ -1,12 +1,18 @@
 """Trust: Byzantine clients and their attacks (``byzantine:``), robust aggregation rules for
-gossip (``topology.robust``), one registry per kind (:data:`ATTACKS`, :data:`RULES`).
+gossip (``topology.robust``), one registry per kind (:data:`ATTACKS`, :data:`RULES`); and
+differential privacy (``privacy:``, ``eval.membership``).
 
 - :mod:`gossipfl.trust.rules` — the rules (mean, trimmed_mean, median, krum, clipped_gossip);
 - :mod:`gossipfl.trust.attacks` — the attacks (sign_flip, gaussian, alie, ipm, dissensus,
   label_flip);
 - :mod:`gossipfl.trust.neighbourhoods` — each receiver's neighbourhood, bucketed by degree;
 - :mod:`gossipfl.trust.byzantine` — who is Byzantine, the honest graph, flipped labels;
-- :mod:`gossipfl.trust.gossip` — the robust gossip step the Federation runs, and its refusals.
+- :mod:`gossipfl.trust.gossip` — the robust gossip step the Federation runs, and its refusals;
+- :mod:`gossipfl.trust.dpsgd` — DP-SGD's gradient (per-sample clipping and noise), with
+  :mod:`gossipfl.trust.ghost` its per-sample norms for Linear models;
+- :mod:`gossipfl.trust.accountant` — ε(δ) per client by dp-accounting's RDP accountant;
+- :mod:`gossipfl.trust.privacy` — the ``privacy`` section's checks and refusals;
+- :mod:`gossipfl.trust.membership` — the loss-threshold membership-inference AUC.
 """
 
 from gossipfl.trust.attacks import ATTACKS, Attack, check_attack, register_attack

@@ -40,6 +40,7 @@ class FedRoD(PersonalServer):
     name = "fedrod"
     paper = "Chen & Chao 2022, On Bridging Generic and Personalized FL (Fed-RoD, linear)"
     kept = "personal"  # h^P_i
+    reads_label_counts = True  # the balanced softmax's log n_ic
 
     def init(self, x0):
         """The state; and, from what each client knows of its labels, the constants of the

@@ -1,0 +1,102 @@
+"""The ``privacy:`` section: its checks, the combinations refused before training, and what a
+private run holds (:class:`Privacy`: the DP-SGD mechanism and its accountant).
+
+What it means is in :mod:`gossipfl.trust.dpsgd` (the gradient) and
+:mod:`gossipfl.trust.accountant` (ε). Refused, in one sentence each: several processes
+(``engine.backend: distributed``), models with BatchNorm (no per-sample gradient), algorithms
+that read their clients' data other than through gradients (their label counts: ``fedrod``),
+δ ≥ 1/n for the smallest client, and ``train.local_steps`` with a batch larger than a client's
+data (its minibatches would repeat samples, q = B/n > 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from gossipfl.errors import GossipflError
+from gossipfl.trust.accountant import Accountant
+from gossipfl.trust.dpsgd import PrivateGradient
+from gossipfl.validation import NON_NEGATIVE, POSITIVE, Rule, check_all
+
+RULES = {"clip": POSITIVE, "noise_multiplier": NON_NEGATIVE,
+         "delta": Rule(lambda v: 0 < v < 1, "in (0, 1)")}
+
+
+def check_privacy(section: Any) -> None:
+    """The section's own values (NaN and ∞ are refused when the config is read)."""
+    check_all("privacy", {key: getattr(section, key) for key in RULES}, RULES)
+
+
+class Privacy:
+    """A private run's mechanism (``gradient``, which every client's gradient goes through)
+    and accountant; its state is the evaluation counts."""
+
+    def __init__(self, gradient: PrivateGradient, accountant: Accountant):
+        self.gradient = gradient
+        self.accountant = accountant
+
+    def columns(self) -> dict:
+        """``epsilon`` (max over the clients) and ``epsilon_mean`` now."""
+        return self.accountant.columns(self.gradient.steps.cpu().numpy())
+
+    def state_dict(self) -> dict:
+        return {"steps": self.gradient.steps.cpu().clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        steps = self.gradient.steps
+        steps.copy_(state["steps"].to(device=steps.device, dtype=steps.dtype))
+
+
+def nominal_batch_sizes(sizes: np.ndarray, batch_size: int | None) -> np.ndarray:
+    """B_i: n_i with full batches (``batch_size`` None), else min(B, n_i)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    return sizes.copy() if batch_size is None else np.minimum(sizes, batch_size)
+
+
+def build_privacy(config: Any, algorithm: Any, model: torch.nn.Module, sizes: np.ndarray,
+                  distributed: bool, device: torch.device) -> Privacy | None:
+    """The run's :class:`Privacy` (None without a ``privacy`` section), after the refusals of
+    the module docstring. ``sizes`` ``[M]``: the clients' sample counts n_i."""
+    section = config.privacy
+    if section is None:
+        return None
+    from gossipfl.engine.oracle import has_batchnorm
+
+    if distributed:
+        raise GossipflError("privacy: not implemented under engine.backend: distributed yet "
+                            "(the accountant's counts are not split over the ranks); remove "
+                            "privacy or use engine.backend: single.")
+    if has_batchnorm(model):
+        raise GossipflError(f"privacy: model {config.model.name} has BatchNorm, which mixes the "
+                            f"samples of a batch, so per-sample gradients are undefined; use a "
+                            f"model without BatchNorm (GroupNorm or none).")
+    if getattr(algorithm, "reads_label_counts", False):
+        raise GossipflError(f"privacy: algorithm {algorithm.name} reads each client's label "
+                            f"counts, which DP-SGD does not privatize; remove privacy or "
+                            f"choose another algorithm.")
+    sizes = np.asarray(sizes, dtype=np.int64)
+    held = np.flatnonzero(sizes > 0)
+    smallest = int(held[np.argmin(sizes[held])])
+    if section.delta >= 1 / sizes[smallest]:
+        raise GossipflError(f"privacy.delta: {section.delta:g} must be below 1/n = "
+                            f"{1 / sizes[smallest]:.3g}, n = {sizes[smallest]} the sample count "
+                            f"of the smallest client (client {smallest}).")
+    train = config.train
+    batch = None if train.full_batch else int(train.batch_size)
+    if batch is not None and train.local_steps and batch > sizes[smallest]:
+        raise GossipflError(f"train.batch_size: {batch} is larger than client {smallest}'s "
+                            f"{sizes[smallest]} samples, so with train.local_steps its "
+                            f"minibatches repeat samples (q = B/n > 1); with privacy use "
+                            f"train.batch_size ≤ {sizes[smallest]} or train.local_epochs.")
+    nominal = nominal_batch_sizes(sizes, batch)
+    rates = np.where(sizes > 0, nominal / np.maximum(sizes, 1), 1.0)
+    gradient = PrivateGradient(section.clip, section.noise_multiplier,
+                               torch.as_tensor(nominal, dtype=torch.float32, device=device),
+                               config.seed)
+    return Privacy(gradient, Accountant(section.noise_multiplier, section.delta, rates))
+
+
+__all__ = ["Privacy", "build_privacy", "check_privacy", "nominal_batch_sizes"]
