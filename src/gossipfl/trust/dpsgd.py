@@ -38,7 +38,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from gossipfl.rng import client_keys, counter_bits, counter_normal
+from gossipfl.rng import client_keys, counter_bits, counter_normal, vectorized_keys
 from gossipfl.trust import ghost
 
 
@@ -55,7 +55,9 @@ class PrivateGradient:
         self.budget = budget
         m, device = len(batch_sizes), batch_sizes.device
         self.steps = torch.zeros(m, dtype=torch.int64, device=device)
-        self._keys = client_keys(seed, range(m), "privacy", device=device)  # one per client
+        vectorized = vectorized_keys(m)  # one key per client, derived as the run's others
+        self._keys = client_keys(seed, torch.arange(m) if vectorized else range(m), "privacy",
+                                 device=device, vectorized=vectorized)
         self._ghost: bool | None = None  # False: always materialize (gossipfl.trust.ghost)
 
     def gradient(self, oracle, y: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
