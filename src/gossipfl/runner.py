@@ -119,8 +119,10 @@ class Runner:
 
     def evaluate(self, trained: torch.Tensor | None = None) -> dict:
         """All enabled evaluation protocols on the current models (and, in a private run,
-        the privacy spent so far: ``epsilon``, ``epsilon_mean``)."""
+        the privacy spent so far: ``epsilon``, ``epsilon_mean``; and the algorithm's own
+        columns, :meth:`~gossipfl.algorithms.base.Algorithm.columns`)."""
         row = self.evaluator.evaluate(self.state, self.round, trained)
+        row.update(self.exp.algorithm.columns(self.round))
         if self.exp.privacy is not None:
             row.update(self.exp.privacy.columns())
         return row
