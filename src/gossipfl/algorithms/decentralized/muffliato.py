@@ -163,9 +163,9 @@ class Muffliato(DFedAvg):
 
     def check(self, topology, order="synchronous"):
         if topology is not None and topology.num_clients > pndp.MAX_CLIENTS:
-            return [f"algorithm muffliato: the pairwise guarantee (pndp_max, pndp_mean) is "
-                    f"computed for at most {pndp.MAX_CLIENTS} clients; with "
-                    f"{topology.num_clients} its columns are left out."]
+            return [(f"algorithm muffliato: the pairwise guarantee (pndp_max, pndp_mean) is "
+                     f"computed for at most {pndp.MAX_CLIENTS} clients; with "
+                     f"{topology.num_clients} its columns are left out.")]
         return super().check(topology, order)
 
     def columns(self, rounds: int) -> dict:
