@@ -53,7 +53,7 @@ from gossipfl.trust import muffliato as pndp
 
 @dataclass
 class MuffliatoParams(GossipParams):
-    sigma: float = 1.0  # noise standard deviation, in units of clip
+    sigma: float = 0.3  # noise standard deviation, in units of clip
     clip: float | None = 1.0  # C: the gradient's clipping norm (null: no clipping, σ = 0 only)
     chebyshev: bool = False  # the paper's accelerated gossip
     alpha: float = 2.0  # the Rényi order of the reported guarantee
@@ -75,6 +75,7 @@ class Muffliato(DFedAvg):
              "Amplification for Decentralized Optimization and Averaging (NeurIPS)")
     Params = MuffliatoParams
     orders = ("synchronous",)
+    compressible = False  # its guarantee is for W y with y sent whole (refused in one sentence)
 
     def __init__(self, params, env, fed):
         super().__init__(params, env, fed)
@@ -103,10 +104,12 @@ class Muffliato(DFedAvg):
         if p.clip is not None:
             g = g * (p.clip / g.norm(dim=1, keepdim=True)).clamp(max=1.0)  # ‖g‖ = 0: 1
         if p.sigma:
-            ids = (torch.arange(len(g)) if batch.clients is None else batch.clients).cpu()
-            keys = counter_bits(self._keys[ids], torch.tensor(ctx.round), 63)
-            noise = counter_normal(keys, g.shape[1], g.dtype).to(g.device)
-            g = g.add(noise, alpha=p.sigma * p.clip)
+            if self._keys.device != g.device:
+                self._keys = self._keys.to(g.device)
+            ids = torch.arange(len(g)) if batch.clients is None else batch.clients
+            keys = counter_bits(self._keys[ids.to(g.device)],
+                                torch.tensor(ctx.round, device=g.device), 63)
+            g = g.add(counter_normal(keys, g.shape[1], g.dtype), alpha=p.sigma * p.clip)
         return loss, g
 
     # -- the gossip ------------------------------------------------------------------------
