@@ -242,3 +242,13 @@ def test_list_names_muffliato(capsys):
 
     assert cli.main(["list"]) == 0
     assert "muffliato" in capsys.readouterr().out
+
+
+def test_guarantee_is_left_out_above_the_size_limit(monkeypatch):
+    from gossipfl.trust import muffliato as pndp
+
+    monkeypatch.setattr(pndp, "MAX_CLIENTS", 3)
+    cfg = _tiny({"gossip_steps": 2})
+    with pytest.warns(Warning, match="computed for at most 3 clients; with 4 its columns"):
+        rows = gossipfl.run(cfg).metrics
+    assert not any(key.startswith("pndp") for key in rows[-1])
