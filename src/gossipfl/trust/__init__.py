@@ -2,7 +2,8 @@
 gossip (``topology.robust``), one registry per kind (:data:`ATTACKS`, :data:`RULES`); and
 differential privacy (``privacy:``, ``eval.membership``).
 
-- :mod:`gossipfl.trust.rules` — the rules (mean, trimmed_mean, median, krum, clipped_gossip);
+- :mod:`gossipfl.trust.rules` — the rules (mean, trimmed_mean, median, krum, clipped_gossip,
+  cs_plus);
 - :mod:`gossipfl.trust.attacks` — the attacks (sign_flip, gaussian, alie, ipm, dissensus,
   label_flip);
 - :mod:`gossipfl.trust.neighbourhoods` — each receiver's neighbourhood, bucketed by degree;
