@@ -301,6 +301,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     refusal, caution = algorithm.mixing_check(topology)  # doubly / row / column-stochastic W
     if refusal:
         raise GossipflError(refusal)
+    refusal = algorithm.refusal(config, topology)
+    if refusal:
+        raise GossipflError(refusal)
     choco = build_choco(config.topology.compression)
     if choco is not None:
         refusal = compression_refusal(algorithm, topology, config.topology.order)

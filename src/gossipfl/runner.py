@@ -117,10 +117,13 @@ class Runner:
                              **outcome.extra},
                             trained=outcome.trained)
 
-    def evaluate(self, trained: torch.Tensor | None = None) -> dict:
+    def evaluate(self, trained: torch.Tensor | None = None, rounds: int | None = None) -> dict:
         """All enabled evaluation protocols on the current models (and, in a private run,
-        the privacy spent so far: ``epsilon``, ``epsilon_mean``)."""
+        the privacy spent so far: ``epsilon``, ``epsilon_mean``; and the algorithm's own
+        columns, :meth:`~gossipfl.algorithms.base.Algorithm.columns`, after ``rounds`` rounds:
+        default the rounds completed before the current one)."""
         row = self.evaluator.evaluate(self.state, self.round, trained)
+        row.update(self.exp.algorithm.columns(self.round if rounds is None else rounds))
         if self.exp.privacy is not None:
             row.update(self.exp.privacy.columns())
         return row
@@ -145,7 +148,8 @@ class Runner:
             row = None
             if self.should_evaluate(t) if evaluate is None else evaluate:
                 trained = getattr(measured, "trained", None)
-                row = {**measured, **self.evaluate(trained), "elapsed": self.train_seconds}
+                row = {**measured, **self.evaluate(trained, t + 1),
+                       "elapsed": self.train_seconds}
                 self.rows.append(row)
         self.round = t + 1
         for callback in self.callbacks:

@@ -286,6 +286,16 @@ class Algorithm:
                           "(π: W's Perron vector), not the plain mean of their objectives.")
         return None, None
 
+    def refusal(self, config: Any, topology: Any) -> str | None:
+        """Why this algorithm cannot run with ``config`` on ``topology`` (one sentence,
+        checked before training; None: it can)."""
+        return None
+
+    def columns(self, rounds: int) -> dict:
+        """Metric columns of the algorithm's own after ``rounds`` rounds, added to every
+        evaluated row (e.g. Muffliato's privacy guarantee); none by default."""
+        return {}
+
     def order_error(self, order: str) -> str | None:
         """Why ``topology.order: order`` is not defined for this algorithm (None: it is)."""
         if order in self.orders:

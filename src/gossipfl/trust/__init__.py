@@ -2,7 +2,8 @@
 gossip (``topology.robust``), one registry per kind (:data:`ATTACKS`, :data:`RULES`); and
 differential privacy (``privacy:``, ``eval.membership``).
 
-- :mod:`gossipfl.trust.rules` — the rules (mean, trimmed_mean, median, krum, clipped_gossip);
+- :mod:`gossipfl.trust.rules` — the rules (mean, trimmed_mean, median, krum, clipped_gossip,
+  cs_plus);
 - :mod:`gossipfl.trust.attacks` — the attacks (sign_flip, gaussian, alie, ipm, dissensus,
   label_flip);
 - :mod:`gossipfl.trust.neighbourhoods` — each receiver's neighbourhood, bucketed by degree;
@@ -12,7 +13,9 @@ differential privacy (``privacy:``, ``eval.membership``).
   :mod:`gossipfl.trust.ghost` its per-sample norms for Linear models;
 - :mod:`gossipfl.trust.accountant` — ε(δ) per client by dp-accounting's RDP accountant;
 - :mod:`gossipfl.trust.privacy` — the ``privacy`` section's checks and refusals;
-- :mod:`gossipfl.trust.membership` — the loss-threshold membership-inference AUC.
+- :mod:`gossipfl.trust.membership` — the loss-threshold membership-inference AUC;
+- :mod:`gossipfl.trust.muffliato` — Muffliato's gossip polynomials and its pairwise network DP
+  guarantee (the algorithm is ``gossipfl.algorithms.decentralized.muffliato``).
 """
 
 from gossipfl.trust.attacks import ATTACKS, Attack, check_attack, register_attack

@@ -16,7 +16,9 @@ batched over the receivers (a sort or a reduction over dimension 1).
 - ``krum`` (b), BRIDGE-K: Krum (Blanchard et al. 2017) on the neighbourhood's n = d_i + 1
   vectors: the one whose n − b − 2 nearest others are closest in total squared distance;
 - ``clipped_gossip`` (τ or adaptive), He, Karimireddy & Jaggi 2022 (self-centered clipping):
-  x_i = z_i + Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), CLIP(v, τ) = min(1, τ/‖v‖) v.
+  x_i = z_i + Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), CLIP(v, τ) = min(1, τ/‖v‖) v;
+- ``cs_plus`` (b, γ), Gaucher, Dieuleveut & Hendrikx 2025 (CS+-RG): the same clipped sum with
+  step γ and τ_i the (2b + 1)-th largest distance, so that the 2b farthest are clipped.
 
 BRIDGE's screening ignores W (a uniform average over what is kept); clipping and the mean use
 it. A rule that needs b undefined on some receiver's degree refuses before training
@@ -38,6 +40,7 @@ _COUNT0 = Rule(lambda v: not isinstance(v, bool) and v >= 0 and int(v) == v, "an
                quoted=True)
 _RADIUS = Rule(lambda v: v in ("adaptive", "inf") or (not isinstance(v, (bool, str)) and v > 0),
                "a number > 0, 'inf' (no clipping) or 'adaptive'", quoted=True)
+_STEP = Rule(lambda v: not isinstance(v, (bool, str)) and v > 0, "a number > 0", quoted=True)
 _DELTA = Rule(lambda v: not isinstance(v, bool) and 0 < v < 1, "in (0, 1)", quoted=True)
 
 RULES: dict[str, type[RobustRule]] = {}
@@ -215,6 +218,39 @@ class ClippedGossip(RobustRule):
         return torch.where(delta > 0, (kept / delta.clamp_min(1e-30)).sqrt(), math.inf)
 
 
+@register_rule
+class CSPlus(RobustRule):
+    """CS+-RG (Gaucher, Dieuleveut & Hendrikx, ICML 2025, "Unified Breakdown Analysis for
+    Byzantine Robust Gossip"): x_i = z_i + γ Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), with τ_i the
+    (2b + 1)-th largest of the d_i + 1 distances ‖m_{j→i} − z_i‖ (the receiver's own 0
+    included), so that the 2b farthest neighbours are clipped (to τ_i) and the others kept
+    whole. ``b`` counts the Byzantine neighbours tolerated (the authors' clipped weight
+    2δ_i with δ_i = b w for uniform weights w); ``gamma`` is the communication step γ.
+    Defined where d_i ≥ 2b (at d_i = 2b, τ_i = 0: no communication); b = 0 and γ = 1 is
+    the plain gossip step Σ_j w_ij m_{j→i} (to float rounding)."""
+
+    name, paper = "cs_plus", "Gaucher, Dieuleveut & Hendrikx 2025, CS+-RG (clipped sum)"
+    rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0, "gamma": _STEP}
+    b: int = 1
+    gamma: float = 1.0
+
+    def min_degree(self):
+        return 2 * self.b
+
+    def requirement(self):
+        return f"at least 2b = {self.min_degree()} neighbours"
+
+    def aggregate(self, messages, weights, byzantine=None):
+        own = messages[:, :1]
+        step = messages - own  # [n, d + 1, P]; column 0 is zero
+        norm = torch.linalg.vector_norm(step, dim=2)  # [n, d + 1]
+        d = messages.shape[1] - 1
+        radius = norm.sort(dim=1).values[:, d - 2 * self.b:d - 2 * self.b + 1]  # [n, 1]
+        scale = torch.where(norm > radius, radius / norm.clamp_min(1e-30), 1.0)
+        mixed = torch.bmm((weights * scale).unsqueeze(1), step).squeeze(1)
+        return own.squeeze(1) + self.gamma * mixed
+
+
 def build_rule(spec: Any, key: str = "topology.robust") -> RobustRule | None:
     """The rule of a ``topology.robust`` mapping (None: none set); one sentence naming
     ``key.param`` for a bad name, an unknown parameter or a bad value."""
@@ -232,5 +268,5 @@ def build_rule(spec: Any, key: str = "topology.robust") -> RobustRule | None:
     return cls(**params)
 
 
-__all__ = ["RULES", "ClippedGossip", "Krum", "Mean", "Median", "RobustRule", "TrimmedMean",
+__all__ = ["RULES", "CSPlus", "ClippedGossip", "Krum", "Mean", "Median", "RobustRule", "TrimmedMean",
            "build_rule", "register_rule"]
