@@ -39,13 +39,15 @@ def _metrics(outcome) -> dict:
 
 
 def test_packed_runs_equal_the_runs_alone_bit_for_bit(tmp_path):
-    parsed = load_study(_study())
+    parsed = load_study(_study(grid={**GRID, "train.lr": [0.1, 0.05]}, seeds=(0, 1)))
     alone = run_study(parsed, out=tmp_path / "alone", log=quiet, warn=pytest.fail)
     lines: list[str] = []
     packed = run_study(parsed, out=tmp_path / "packed", log=lines.append, warn=pytest.fail,
                        pack=True)
     assert set(packed.outcomes.values()) == {"ran"} and not packed.failed
-    assert sum(line.startswith("packed: ") for line in lines) == 8  # 8 grid points
+    packs = [line for line in lines if line.startswith("packed: ")]
+    # both learning rates in one pack (4 runs), but dpsgd's: one pack per rate (2 runs)
+    assert sorted(line.count("-seed") for line in packs) == [2] * 4 + [4] * 6
     assert _metrics(packed) == _metrics(alone)
     for variant in packed.variants:  # the final checkpoints: the same models
         a = RunDirectory(alone.path / variant.dirname).load_checkpoint()["runner"]

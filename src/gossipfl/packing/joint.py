@@ -1,6 +1,10 @@
 """The rounds of S runs computed as one: a stack of S·M clients (run r's clients are rows
 r·M … (r+1)·M − 1), each run's numbers those it computes alone.
 
+The runs differ in their seeds and, where the algorithm's update takes the learning rate
+only through the phase's local optimizer (``fits.RATE_PACKABLE``), in ``train.lr``: each
+run's rows then step with their own rate (:class:`RunRates`).
+
 What is joined, and how each run keeps its own numbers:
 
 - the local training: one :class:`~gossipfl.training.LocalTrainer` over all rows, so every
@@ -19,13 +23,15 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from gossipfl.algorithms.base import NO_PLAN, Context
+from gossipfl.algorithms.base import NO_PLAN, Context, Work
+from gossipfl.algorithms.local import LocalOptimizer
+from gossipfl.clients import ClientEnv
 from gossipfl.federation import Federation
 from gossipfl.schedules import RoundOutcome, get_schedule
 from gossipfl.training import LocalTrainer
@@ -162,6 +168,45 @@ class LossTally:
         return loss
 
 
+class RunRates(LocalOptimizer):
+    """The local optimizer of joint rows whose runs have their own learning rates
+    (``rates[r]``: run r's this phase and round): each run's rows step as a
+    :class:`LocalOptimizer` of its rate, elementwise the same numbers as alone."""
+
+    def __init__(self, group, rates: Sequence[float], m: int, momentum: float, rows: int,
+                 like: Tensor):
+        super().__init__(group, rates[0], momentum, rows, like)
+        self.rates, self.m = list(rates), m
+
+    def update(self, d: Tensor, y: Tensor, v: Tensor | None = None) -> None:
+        raise RuntimeError("per-run learning rates take the unfused step (StepwiseEnv)")
+
+    def step(self, work: Work, direction: Tensor) -> None:
+        ids = work.clients
+        ids = torch.arange(len(work), device=direction.device) if ids is None else ids
+        velocity = None if self.velocity is None else self.velocity[: len(work)]
+        for r, (rows, _) in enumerate(_split(ids, self.m, len(self.rates))):
+            if not len(rows):
+                continue
+            rows = rows.to(direction.device)
+            y = work.y[rows]
+            v = None if velocity is None else velocity[rows]
+            LocalOptimizer(self.group, self.rates[r], self.momentum, len(rows), y,
+                           velocity=v).step(Work(y), direction[rows])
+            work.y[rows] = y
+            if v is not None:
+                velocity[rows] = v
+
+
+@dataclasses.dataclass
+class StepwiseEnv(ClientEnv):
+    """The joint rows' environment when the runs' learning rates differ: the local step
+    computes the direction, then :class:`RunRates` moves each run's rows (the fused step
+    applies one rate inside the backward; the numbers are the same, tests/test_fused_step)."""
+
+    fused: ClassVar[bool] = False
+
+
 class PackedTrainer(LocalTrainer):
     """The local trainer of the joint rows; each row's augmentation is drawn with its run's
     seed and its run-local client id (``members``: the runs' own trainers)."""
@@ -170,6 +215,14 @@ class PackedTrainer(LocalTrainer):
         super().__init__(*args)
         self.members = list(members)
         self.m = m
+
+    def local_optimizer(self, phase, t: int, lr: float, momentum: float,
+                        inner: Work) -> LocalOptimizer:
+        rates = [member.phase_lr(phase, t) for member in self.members]
+        if len(set(rates)) == 1:
+            return super().local_optimizer(phase, t, lr, momentum, inner)
+        return RunRates(self.env.groups[phase.group], rates, self.m, momentum, len(inner),
+                        inner.y)
 
     def augment_keys(self, t: int, rows: Tensor, counters=None) -> Tensor | None:
         if not self.augment:
@@ -184,7 +237,8 @@ class PackedTrainer(LocalTrainer):
 
 
 class Pack:
-    """S runners (same config but the seed, same round) computed as one stack.
+    """S runners (same config but the seed and the learning rate, same round) computed as
+    one stack.
 
     Each round :meth:`round` trains and gossips the joint stack, hands every runner its own
     block of the state (a copy, at the alignment a run alone has) and returns each runner's
@@ -200,7 +254,10 @@ class Pack:
         sizes = torch.cat([e.env.sample_sizes for e in exps])
         counts = None if env0.label_counts is None else torch.cat(
             [e.env.label_counts for e in exps])
-        self.env = dataclasses.replace(env0, sample_sizes=sizes, label_counts=counts)
+        fields = {f.name: getattr(env0, f.name) for f in dataclasses.fields(env0)}
+        fields.update(sample_sizes=sizes, label_counts=counts)
+        rates = {r.config.train.lr for r in self.runners}
+        self.env = (ClientEnv if len(rates) == 1 else StepwiseEnv)(**fields)
         self.fed = PackedFederation([e.fed for e in exps], env0.groups, sizes)
         config = first.config
         self.algorithm = type(exps[0].algorithm)(config.algorithm.params, self.env, self.fed)
@@ -235,5 +292,5 @@ class Pack:
             trained = None if outcome.trained is None else outcome.trained[block]
             own = RoundOutcome(self.tally.sums[r], self.tally.counts[r], dict(outcome.extra),
                                trained=trained)
-            measured.append(runner.round_metrics(t, ctx.lr, own, sent[r], seconds))
+            measured.append(runner.round_metrics(t, runner.lr(t), own, sent[r], seconds))
         return measured
