@@ -1,5 +1,5 @@
-"""A study of small runs three ways: packed (``gossipfl sweep --pack``: the seeds of a grid
-point as one stack of S·M clients), one run at a time, and on ``--jobs`` worker processes;
+"""A study of small runs three ways: packed (``gossipfl sweep --pack``: runs that differ in
+seed and learning rate as one stack of S·M clients), one run at a time, and on ``--jobs`` worker processes;
 rounds per second of the whole study (runs × rounds / wall seconds of the sweep).
 
     PYTHONPATH=src python -m benchmarks.pack                        # CPU, Fashion-MNIST cnn
@@ -8,8 +8,7 @@ rounds per second of the whole study (runs × rounds / wall seconds of the sweep
 
 The study (default): DFedAvg on a ring of 20 clients, the cnn of gossipfl.models.cnn (or
 ``--model mlp``), ``--local-steps`` steps of batch 32 a round, evaluated at the last round
-only, ``--seeds`` seeds × ``--lrs`` learning rates (8 grid points by default: 4 × 2; each
-learning rate's seeds are one pack). Every mode runs the same study into its own temporary
+only, ``--seeds`` seeds × ``--lrs`` learning rates (8 runs by default: 4 × 2, one pack). Every mode runs the same study into its own temporary
 folder, in this process (``--jobs`` on worker processes), one after the other; each number is
 one sweep, so time it on a quiet machine (nothing else running): the sweep's own start-up
 (data loading, building each run) is part of it, as it is for a user. ``--data synthetic``

@@ -57,7 +57,8 @@ def test_packed_runs_equal_the_runs_alone_bit_for_bit(tmp_path):
 
 
 def test_an_interrupted_packed_sweep_resumes_to_the_same_numbers(tmp_path, monkeypatch):
-    parsed = load_study(_study(grid={"algorithm": ["dfedavg"]}))
+    parsed = load_study(_study(grid={"algorithm": ["dfedsam_mgs"], "train.lr": [0.1, 0.05]},
+                               seeds=(0, 1)))
     alone = run_study(parsed, out=tmp_path / "alone", log=quiet, warn=pytest.fail)
     step = Pack.round
 

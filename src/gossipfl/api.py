@@ -102,8 +102,8 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     plugin) changed since it started, with a warning, instead of refusing it. ``jobs``: run
     that many runs at a time, each on a worker process of its own (a killed worker fails its
     run, the others go on); ``only``: just the runs whose directory name matches one of
-    these patterns (``fnmatch``: ``"dfedavg-seed*"``); ``pack``: the seeds of each grid point
-    computed as one stack of clients, each run's numbers those it has alone
+    these patterns (``fnmatch``: ``"dfedavg-seed*"``); ``pack``: runs that differ in seed and
+    learning rate computed as one stack of clients, each run's numbers those it has alone
     (:mod:`gossipfl.packing`).
     """
     from gossipfl.sweep import load_study as parse_study

@@ -524,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--jobs", type=int, default=1, metavar="N",
                        help="runs at a time, each on a worker process of its own (default 1)")
     sweep.add_argument("--pack", action="store_true",
-                       help="compute the seeds of each grid point as one stack of clients "
+                       help="compute runs that differ in seed (and lr) as one stack of clients "
                             "(each run's numbers as alone; not with --jobs)")
     sweep.add_argument("--only", action="append", default=[], metavar="GLOB",
                        help="run only the runs whose directory name matches (repeatable)")

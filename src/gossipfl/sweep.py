@@ -25,8 +25,8 @@ skips finished (and diverged) runs, retries failed and interrupted ones (from th
 when they have one), and refuses a run directory whose config no longer matches. At the end
 ``table.md``, ``table.csv`` and the figures are written into the study folder; the outcome
 lists the runs that failed, with why. ``jobs`` > 1 runs that many at a time on worker
-processes (:mod:`gossipfl.jobs`), into the same directories; ``pack`` computes the seeds of
-each grid point as one stack of clients (:mod:`gossipfl.packing`), into the same directories.
+processes (:mod:`gossipfl.jobs`), into the same directories; ``pack`` computes runs that differ
+in seed and learning rate as one stack of clients (:mod:`gossipfl.packing`), into the same directories.
 """
 
 from __future__ import annotations
@@ -436,8 +436,8 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     line per run (default: nothing), ``warn`` each warning (default: ``warnings.warn``).
     ``jobs`` > 1: the runs on that many worker processes (:mod:`gossipfl.jobs`); ``only``:
     the runs whose directory name matches one of these ``fnmatch`` patterns (the table
-    still shows every run of the study that is there); ``pack``: the seeds of each grid
-    point computed as one stack, each into its own run directory (:mod:`gossipfl.packing`;
+    still shows every run of the study that is there); ``pack``: runs that differ in seed
+    and learning rate computed as one stack, each into its own run directory (:mod:`gossipfl.packing`;
     not with ``jobs`` > 1)."""
     log = log or _silent
     warn = warn or _warning

@@ -1,6 +1,6 @@
-"""A study as one tensor (``gossipfl sweep STUDY --pack``): the seeds of a grid point run
-as one stacked computation of S·M clients, each run's numbers those it has alone (same
-seeds, same minibatches), each written to its own run directory.
+"""A study as one tensor (``gossipfl sweep STUDY --pack``): runs that differ in their seed
+(and learning rate) run as one stacked computation of S·M clients, each run's numbers those
+it has alone (same seeds, same minibatches), each written to its own run directory.
 
 - :mod:`~gossipfl.packing.fits`: which runs pack, in which groups (and why not);
 - :mod:`~gossipfl.packing.joint`: the joint round (:class:`~gossipfl.packing.joint.Pack`);

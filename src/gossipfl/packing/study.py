@@ -1,6 +1,6 @@
-"""``gossipfl sweep STUDY --pack``: the runs of a study not yet done, the seeds of each grid
-point packed (:func:`~gossipfl.packing.fits.pack_groups`), the others one at a time as the
-sweep runs them, each into its own run directory."""
+"""``gossipfl sweep STUDY --pack``: the runs of a study not yet done, packed where they
+differ only in seed and learning rate (:func:`~gossipfl.packing.fits.pack_groups`), the
+others one at a time as the sweep runs them, each into its own run directory."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from gossipfl.sweep import (
 def run_packed(study: Any, chosen: list, path: Path, result: StudyOutcome,
                device: str | None, progress: Any, log: Callable[[str], None],
                warn: Callable[[str], None], allow_changed_inputs: bool) -> None:
-    """Every run of ``chosen`` into ``result``: skipped when done, else packed with the other
-    seeds of its grid point, else alone (the sweep's output says why)."""
+    """Every run of ``chosen`` into ``result``: skipped when done, else packed with the runs
+    it packs with, else alone (the sweep's output says why)."""
     todo = []
     for variant in chosen:
         if plan(variant, path / variant.dirname) == "skip":
@@ -58,7 +58,7 @@ def run_packed(study: Any, chosen: list, path: Path, result: StudyOutcome,
 def _run_group(members: list, path: Path, result: StudyOutcome, device: str | None,
                progress: Any, log: Callable[[str], None], warn: Callable[[str], None],
                allow_changed_inputs: bool) -> None:
-    """The seeds of one grid point: each prepared (fresh or resumed), then those at the same
+    """The runs of one pack group: each prepared (fresh or resumed), then those at the same
     round, on the same data, packed."""
     prepared = []
     for variant in members:
