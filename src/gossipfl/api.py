@@ -87,7 +87,7 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
           log: Callable[[str], None] | None = None,
           warn: Callable[[str], None] | None = None,
           allow_changed_inputs: bool = False, jobs: int = 1,
-          only: Sequence[str] = ()) -> StudyResults:
+          only: Sequence[str] = (), pack: bool = False) -> StudyResults:
     """Run a study (``gossipfl sweep``): every grid point and seed not yet done, then the
     table and figures in ``<out>/<name>/``.
 
@@ -102,7 +102,9 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     plugin) changed since it started, with a warning, instead of refusing it. ``jobs``: run
     that many runs at a time, each on a worker process of its own (a killed worker fails its
     run, the others go on); ``only``: just the runs whose directory name matches one of
-    these patterns (``fnmatch``: ``"dfedavg-seed*"``).
+    these patterns (``fnmatch``: ``"dfedavg-seed*"``); ``pack``: runs that differ in seed and
+    learning rate computed as one stack of clients, each run's numbers those it has alone
+    (:mod:`gossipfl.packing`).
     """
     from gossipfl.sweep import load_study as parse_study
     from gossipfl.sweep import run_study
@@ -110,7 +112,7 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     sets = as_list(overrides, "overrides", "'key.path=value' strings")
     outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress,
                         log=log, warn=warn, allow_changed_inputs=allow_changed_inputs, jobs=jobs,
-                        only=as_list(only, "only", "patterns"))
+                        only=as_list(only, "only", "patterns"), pack=pack)
     return StudyResults(outcome.path, outcome.report, dict(outcome.outcomes),
                         dict(outcome.failed), outcome.report_error, outcome)
 

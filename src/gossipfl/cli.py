@@ -213,8 +213,10 @@ def _resume_run_command(args: argparse.Namespace, run_dir: Path) -> str:
 
 def _resume_sweep_command(args: argparse.Namespace) -> str:
     jobs = ("jobs",) if getattr(args, "jobs", 1) != 1 else ()
+    pack = ("--pack",) if getattr(args, "pack", False) else ()
     return command_line("sweep", args.study,
-                        *_option_args(args, ("out", "set", "device", *jobs, "only", "plugin")))
+                        *_option_args(args, ("out", "set", "device", *jobs, "only", "plugin")),
+                        *pack)
 
 
 def _execute(prepared: Any, args: argparse.Namespace) -> int:
@@ -292,7 +294,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         outcome = sweep(args.study, overrides=args.set, out=args.out, device=args.device,
                         progress=progress, log=log, warn=_warn,
                         allow_changed_inputs=args.allow_changed_inputs, jobs=args.jobs,
-                        only=args.only)
+                        only=args.only, pack=args.pack)
     except KeyboardInterrupt:
         _err(f"interrupted; finished runs are kept and the interrupted one keeps its last "
              f"checkpoint. Resume with: {_resume_sweep_command(args)}")
@@ -525,6 +527,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     sweep.add_argument("--jobs", type=int, default=1, metavar="N",
                        help="runs at a time, each on a worker process of its own (default 1)")
+    sweep.add_argument("--pack", action="store_true",
+                       help="compute runs that differ in seed (and lr) as one stack of clients "
+                            "(each run's numbers as alone; not with --jobs)")
     sweep.add_argument("--only", action="append", default=[], metavar="GLOB",
                        help="run only the runs whose directory name matches (repeatable)")
     sweep.add_argument("--allow-changed-inputs", action="store_true",

@@ -100,6 +100,16 @@ class Runner:
         clock = {} if exp.systems is None else exp.systems.advance(
             t, exp.fed.traffic.clients, plan, outcome.clocks)
         sent = exp.fed.traffic.take()
+        return self.round_metrics(t, ctx.lr, outcome, sent, time.perf_counter() - start,
+                                  clock)
+
+    def round_metrics(self, t: int, lr: float, outcome, sent: int, seconds: float,
+                      clock: dict | None = None) -> RoundMetrics:
+        """Round t's training measurements from its outcome (``loss_sum``, ``loss_count``,
+        ``extra``, ``trained``), the bytes ``sent`` and its ``seconds``; counts them into the
+        run's totals (a packed study hands each of its runs its own share:
+        gossipfl.packing)."""
+        exp = self.exp
         loss_sum = outcome.loss_sum
         totals = exp.fed.total(torch.stack(  # every process's clients
             [loss_sum, torch.tensor(float(outcome.loss_count), device=loss_sum.device)]))
@@ -108,13 +118,12 @@ class Runner:
         # nobody trained (every client offline, none met the deadline): no loss to report,
         # recorded as missing (an empty cell in metrics.csv), never as 0
         train_loss = float(loss_sum / loss_count) if loss_count else None
-        seconds = time.perf_counter() - start
         self.train_seconds += seconds
         self.bytes_total += int(sent)
-        return RoundMetrics({"round": t + 1, "lr": ctx.lr, "train_loss": train_loss,
+        return RoundMetrics({"round": t + 1, "lr": lr, "train_loss": train_loss,
                              "bytes_round": int(sent), "bytes_total": self.bytes_total,
-                             **exp.fed.traffic.columns(), "seconds": seconds, **clock,
-                             **outcome.extra},
+                             **exp.fed.traffic.columns(), "seconds": seconds,
+                             **(clock or {}), **outcome.extra},
                             trained=outcome.trained)
 
     def evaluate(self, trained: torch.Tensor | None = None, rounds: int | None = None) -> dict:
@@ -137,13 +146,16 @@ class Runner:
             self.step(t)
         return self.result()
 
-    def step(self, t: int, evaluate: bool | None = None) -> dict | None:
+    def step(self, t: int, evaluate: bool | None = None,
+             measured: RoundMetrics | None = None) -> dict | None:
         """Round t (the next one, ``self.round``): train and communicate, stop with
         :class:`Diverged` on a blow-up, evaluate when due (``evaluate`` True/False: always
         / never), call the callbacks; returns the round's metrics row, None when it was not
-        evaluated."""
+        evaluated. ``measured``: round t was computed elsewhere (a packed study computes
+        its runs' rounds together, gossipfl.packing) and left this run's state and these
+        measurements; the rest of the round is as usual."""
         with torch.no_grad():
-            measured = self.run_round(t)
+            measured = self.run_round(t) if measured is None else measured
             self.check_divergence(t, measured)
             row = None
             if self.should_evaluate(t) if evaluate is None else evaluate:

@@ -30,7 +30,8 @@ skips finished (and diverged) runs, retries failed and interrupted ones (from th
 when they have one), and refuses a run directory whose config no longer matches. At the end
 ``table.md``, ``table.csv`` and the figures are written into the study folder; the outcome
 lists the runs that failed, with why. ``jobs`` > 1 runs that many at a time on worker
-processes (:mod:`gossipfl.jobs`), into the same directories.
+processes (:mod:`gossipfl.jobs`), into the same directories; ``pack`` computes runs that differ
+in seed and learning rate as one stack of clients (:mod:`gossipfl.packing`), into the same directories.
 """
 
 from __future__ import annotations
@@ -448,17 +449,22 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
               progress: Progress | None = None, log: Callable[[str], None] | None = None,
               warn: Callable[[str], None] | None = None,
               allow_changed_inputs: bool = False, jobs: int = 1,
-              only: Sequence[str] = ()) -> StudyOutcome:
+              only: Sequence[str] = (), pack: bool = False) -> StudyOutcome:
     """Run every variant not yet done, then write the table and figures. ``log`` gets a
     line per run (default: nothing), ``warn`` each warning (default: ``warnings.warn``).
     ``jobs`` > 1: the runs on that many worker processes (:mod:`gossipfl.jobs`); ``only``:
     the runs whose directory name matches one of these ``fnmatch`` patterns (the table
-    still shows every run of the study that is there)."""
+    still shows every run of the study that is there); ``pack``: runs that differ in seed
+    and learning rate computed as one stack, each into its own run directory (:mod:`gossipfl.packing`;
+    not with ``jobs`` > 1)."""
     log = log or _silent
     warn = warn or _warning
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise GossipflError(f"--jobs: must be a whole number of worker processes >= 1, got "
                             f"{jobs!r}.")
+    if pack and jobs > 1:
+        raise GossipflError("--pack: a packed study computes its runs together in one "
+                            "process, so it takes no --jobs; use one of the two.")
     variants = expand(study)
     chosen = select(variants, only)
     if study.analysis is not None:
@@ -469,6 +475,13 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     if jobs > 1:
         return _run_on_workers(study, variants, chosen, path, result, device, log, warn,
                                allow_changed_inputs, jobs)
+    if pack:
+        from gossipfl.packing.study import run_packed
+
+        atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
+        run_packed(study, chosen, path, result, device, progress, log, warn,
+                   allow_changed_inputs)
+        return _report(study, variants, path, result)
     for i, variant in enumerate(chosen, 1):
         log(f"[{i}/{len(chosen)}] {variant.label}, seed {variant.seed}")
         try:
@@ -477,21 +490,28 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
         except (WriteError, FolderInUse) as exc:  # this run cannot proceed; the others can
             what, outcome = "failed", None
             result.failed[variant.dirname] = str(exc)
-        if outcome is not None and outcome.status == "failed":
-            what = "failed"
-            result.failed[variant.dirname] = str(outcome.error)
-        result.outcomes[variant.dirname] = what
-        if what == "skipped":
-            log("  already done; skipped")
-        elif what == "failed":
-            log(f"  failed: {result.failed[variant.dirname]}")
-        elif outcome is not None and outcome.status == "diverged":
-            warn(f"run {variant.dirname} diverged: {outcome.error}")
+        record_outcome(result, variant.dirname, what, outcome, log, warn)
         if study.analysis is not None:
             analyze_run(path / variant.dirname, study.analysis, log, device)
         if i == 1:
             atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
     return _report(study, variants, path, result)
+
+
+def record_outcome(result: StudyOutcome, dirname: str, what: str, outcome: RunOutcome | None,
+                   log: Callable[[str], None], warn: Callable[[str], None]) -> None:
+    """What happened to the run ``dirname`` (``what``: ran, resumed, skipped, failed), into
+    ``result``, logged (a failure with why, a divergence as a warning)."""
+    if outcome is not None and outcome.status == "failed":
+        what = "failed"
+        result.failed[dirname] = str(outcome.error)
+    result.outcomes[dirname] = what
+    if what == "skipped":
+        log("  already done; skipped")
+    elif what == "failed":
+        log(f"  failed: {result.failed[dirname]}")
+    elif outcome is not None and outcome.status == "diverged":
+        warn(f"run {dirname} diverged: {outcome.error}")
 
 
 def _report(study: Study, variants: list[Variant], path: Path,

@@ -71,6 +71,12 @@ class LocalTrainer:
                 for b in self.sampler.epoch(t, e, stream, index, clients=rows,
                                             counters=counters)]
 
+    def local_optimizer(self, phase: Phase, t: int, lr: float, momentum: float,
+                        inner: Work) -> LocalOptimizer:
+        """The optimizer of round t's ``phase`` on the rows ``inner`` (a packed study's
+        trainer gives each run's rows its own learning rate, gossipfl.packing)."""
+        return LocalOptimizer(self.env.groups[phase.group], lr, momentum, len(inner), inner.y)
+
     def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,
                    augment: tuple[torch.Tensor, torch.Tensor] | None) -> Batch:
         """The minibatch of the rows ``idx [S, B]``. With ``augment = (keys [S], drawn [S])``
@@ -154,8 +160,7 @@ class LocalTrainer:
         for index, phase in enumerate(phases):
             lr = self.phase_lr(phase, t)
             momentum = momentum_default if phase.momentum is None else phase.momentum
-            optimizer = LocalOptimizer(self.env.groups[phase.group], lr, momentum, len(inner),
-                                       inner.y)
+            optimizer = self.local_optimizer(phase, t, lr, momentum, inner)
             if phase.begin is not None:
                 phase.begin(Context(round=t, lr=lr, phase=phase, rounds=rounds,
                                     phase_index=index, optimizer=optimizer, env=self.env), inner)

@@ -167,13 +167,9 @@ def execute(prepared: PreparedRun, callbacks: Sequence[Callback] = (),
     is removed. The exception is returned in the outcome, not raised. The run directory's lock
     is released.
     """
-    runner, run_dir = prepared.runner, prepared.run_dir
-    config = runner.config
-    recorder = Recorder(run_dir, config.output.checkpoint_every,
-                        checkpoint_round=None if prepared.fresh else runner.round or None)
+    runner = prepared.runner
+    recorder, tracking = open_records(prepared, warn)
     stop = StopRequest(warn, runner)  # stops at once until a round has finished
-    tracking = Tracking.open(run_dir, config, runner.round, warn) if run_dir.writes \
-        else Tracking([], warn)  # output.tensorboard, output.wandb
     runner.callbacks = [recorder, tracking, *callbacks, stop]
     stop.install()
     try:
@@ -184,30 +180,52 @@ def execute(prepared: PreparedRun, callbacks: Sequence[Callback] = (),
         prepared.release()
 
 
+def open_records(prepared: PreparedRun, warn: Callable[[str], None]
+                 ) -> tuple[Recorder, Tracking]:
+    """The run's recorder (metrics.csv, checkpoints, summary.json) and its trackers
+    (``output.tensorboard``, ``output.wandb``): the callbacks that record a run."""
+    runner, run_dir = prepared.runner, prepared.run_dir
+    recorder = Recorder(run_dir, runner.config.output.checkpoint_every,
+                        checkpoint_round=None if prepared.fresh else runner.round or None)
+    tracking = Tracking.open(run_dir, runner.config, runner.round, warn) if run_dir.writes \
+        else Tracking([], warn)
+    return recorder, tracking
+
+
 def _run(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
          warn: Callable[[str], None]) -> RunOutcome:
-    runner, run_dir = prepared.runner, prepared.run_dir
     try:
-        if prepared.fresh:
-            run_dir.write_config(runner.config)
-        if prepared.inputs is not None and run_dir.writes:
-            run_inputs.write(run_dir, prepared.inputs)
-        run_dir.write_summary(recorder.summary(runner, "running"))
-        result = runner.run()
-        with stop.shield():
-            recorder.checkpoint(runner, "finished")
+        begin(prepared, recorder)
+        result = prepared.runner.run()
     except KeyboardInterrupt as exc:
-        with stop.shield():
-            _interrupted(recorder, runner, at_round_end=isinstance(exc, StopAtRoundEnd))
+        interrupted(prepared, recorder, stop, at_round_end=isinstance(exc, StopAtRoundEnd))
         raise
     except Diverged as exc:
-        with stop.shield():
-            run_dir.write_metrics(runner.rows)
-            run_dir.write_summary(recorder.summary(runner, "diverged", error=str(exc)))
-        return RunOutcome(run_dir, "diverged", run_dir.read_summary(), error=exc)
+        return diverged(prepared, recorder, stop, exc)
     except Exception as exc:  # noqa: BLE001 - recorded, then handed to the caller
+        return failed(prepared, recorder, stop, exc)
+    return finish(prepared, recorder, stop, warn, result)
+
+
+def begin(prepared: PreparedRun, recorder: Recorder) -> None:
+    """Before the first round: config.yaml (fresh), inputs.json, summary.json ``running``."""
+    runner, run_dir = prepared.runner, prepared.run_dir
+    if prepared.fresh:
+        run_dir.write_config(runner.config)
+    if prepared.inputs is not None and run_dir.writes:
+        run_inputs.write(run_dir, prepared.inputs)
+    run_dir.write_summary(recorder.summary(runner, "running"))
+
+
+def finish(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
+           warn: Callable[[str], None], result: Any) -> RunOutcome:
+    """After the last round: the final checkpoint (status ``finished``), then the figures."""
+    runner, run_dir = prepared.runner, prepared.run_dir
+    try:
         with stop.shield():
-            return _failed(prepared, recorder, exc)
+            recorder.checkpoint(runner, "finished")
+    except Exception as exc:  # noqa: BLE001 - recorded, then handed to the caller
+        return failed(prepared, recorder, stop, exc)
     try:
         if run_dir.writes:
             write_run_figures(run_dir)
@@ -215,6 +233,30 @@ def _run(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
         warn(f"{exc}; the run has finished, free space and draw its figures with "
              f"`gossipfl report {run_dir.path}`.")
     return RunOutcome(run_dir, "finished", run_dir.read_summary(), result=result)
+
+
+def diverged(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
+             exc: Diverged) -> RunOutcome:
+    """Status ``diverged``, with the metrics so far."""
+    run_dir = prepared.run_dir
+    with stop.shield():
+        run_dir.write_metrics(prepared.runner.rows)
+        run_dir.write_summary(recorder.summary(prepared.runner, "diverged", error=str(exc)))
+    return RunOutcome(run_dir, "diverged", run_dir.read_summary(), error=exc)
+
+
+def interrupted(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
+                at_round_end: bool) -> None:
+    """Status ``interrupted`` (the stop request's; :func:`_interrupted`)."""
+    with stop.shield():
+        _interrupted(recorder, prepared.runner, at_round_end)
+
+
+def failed(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
+           exc: Exception) -> RunOutcome:
+    """Status ``failed`` (:func:`_failed`)."""
+    with stop.shield():
+        return _failed(prepared, recorder, exc)
 
 
 def _interrupted(recorder: Recorder, runner: Any, at_round_end: bool) -> None:

@@ -1,0 +1,102 @@
+"""A study of small runs three ways: packed (``gossipfl sweep --pack``: runs that differ in
+seed and learning rate as one stack of S·M clients), one run at a time, and on ``--jobs`` worker processes;
+rounds per second of the whole study (runs × rounds / wall seconds of the sweep).
+
+    PYTHONPATH=src python -m benchmarks.pack                        # CPU, Fashion-MNIST cnn
+    PYTHONPATH=src python -m benchmarks.pack --device cuda --out $OUT/pack.jsonl   # a GPU
+    PYTHONPATH=src python -m benchmarks.pack --rounds 2 --seeds 2 --data synthetic  # a check
+
+The study (default): DFedAvg on a ring of 20 clients, the cnn of gossipfl.models.cnn (or
+``--model mlp``), ``--local-steps`` steps of batch 32 a round, evaluated at the last round
+only, ``--seeds`` seeds × ``--lrs`` learning rates (8 runs by default: 4 × 2, one pack). Every mode runs the same study into its own temporary
+folder, in this process (``--jobs`` on worker processes), one after the other; each number is
+one sweep, so time it on a quiet machine (nothing else running): the sweep's own start-up
+(data loading, building each run) is part of it, as it is for a user. ``--data synthetic``
+needs no dataset files (Gaussian blobs of Fashion-MNIST's shape).
+
+One JSON line per mode goes to ``--out`` (when given), and a Markdown table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from gossipfl.sweep import load_study, run_study
+
+MODES = ("packed", "alone", "jobs")
+
+
+def study(args: argparse.Namespace) -> dict:
+    if args.data == "synthetic":
+        data = {"dataset": "synthetic", "options": {"dim": 784, "train_size": 6000,
+                                                    "test_size": 1000, "num_classes": 10}}
+        model = {"name": "mlp", "options": {"hidden": [200]}} if args.model == "mlp" else None
+        if model is None:
+            raise SystemExit("--data synthetic: use --model mlp (the cnn needs images).")
+    else:
+        data = {"dataset": "fashion_mnist", "partition": "dirichlet", "alpha": 0.3}
+        model = {"name": "mlp", "options": {"hidden": [200, 200]}} if args.model == "mlp" \
+            else {"name": "cnn"}
+    base = {"data": {**data, "clients": args.clients}, "model": model,
+            "topology": {"name": "ring"}, "algorithm": {"name": "dfedavg"},
+            "train": {"rounds": args.rounds, "local_steps": args.local_steps,
+                      "batch_size": 32, "lr": args.lrs[0]},
+            "eval": {"every": args.rounds, "local_subset": 500},
+            "output": {"checkpoint_every": 0}, "device": args.device}
+    return {"name": "pack_bench", "base": base, "grid": {"train.lr": args.lrs},
+            "seeds": list(range(args.seeds))}
+
+
+def measure(mode: str, args: argparse.Namespace) -> dict:
+    parsed = load_study(study(args))
+    runs = args.seeds * len(args.lrs)
+    with tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        outcome = run_study(parsed, out=Path(out), pack=mode == "packed",
+                            jobs=args.jobs if mode == "jobs" else 1)
+        seconds = time.perf_counter() - start
+    if outcome.failed:
+        raise SystemExit(f"{mode}: runs failed: {outcome.failed}")
+    return {"mode": mode if mode != "jobs" else f"jobs {args.jobs}", "runs": runs,
+            "clients": args.clients, "rounds": args.rounds, "model": args.model,
+            "device": args.device, "seconds": round(seconds, 3),
+            "rounds_per_second": round(runs * args.rounds / seconds, 3)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--model", choices=("cnn", "mlp"), default="cnn")
+    parser.add_argument("--data", choices=("fashion_mnist", "synthetic"),
+                        default="fashion_mnist")
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--local-steps", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--lrs", type=float, nargs="+", default=[0.05, 0.1])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--out", help="JSON lines, one per mode")
+    args = parser.parse_args(argv)
+    rows = []
+    for mode in args.modes:
+        rows.append(measure(mode, args))
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(rows[-1]) + "\n")
+    base = next((r for r in rows if r["mode"] == "alone"), None)
+    print(f"\n{rows[0]['runs']} runs × {args.rounds} rounds, {args.clients} clients, "
+          f"{args.model}, {args.device}\n")
+    print("| mode | seconds | rounds/s | vs one at a time |\n|---|---|---|---|")
+    for row in rows:
+        ratio = f"{row['rounds_per_second'] / base['rounds_per_second']:.2f}×" if base else "–"
+        print(f"| {row['mode']} | {row['seconds']:.1f} | {row['rounds_per_second']:.2f} | "
+              f"{ratio} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""A study as one tensor (``gossipfl sweep STUDY --pack``): runs that differ in their seed
+(and learning rate) run as one stacked computation of S·M clients, each run's numbers those
+it has alone (same seeds, same minibatches), each written to its own run directory.
+
+- :mod:`~gossipfl.packing.fits`: which runs pack, in which groups (and why not);
+- :mod:`~gossipfl.packing.joint`: the joint round (:class:`~gossipfl.packing.joint.Pack`);
+- :mod:`~gossipfl.packing.execute`: the lockstep of the runs into their run directories;
+- :mod:`~gossipfl.packing.study`: the sweep's side.
+"""
+
+from gossipfl.packing.execute import execute_packed
+from gossipfl.packing.fits import PACKABLE, pack_groups, refusal
+from gossipfl.packing.joint import Pack
+
+__all__ = ["PACKABLE", "Pack", "execute_packed", "pack_groups", "refusal"]

@@ -1,0 +1,296 @@
+"""The rounds of S runs computed as one: a stack of S·M clients (run r's clients are rows
+r·M … (r+1)·M − 1), each run's numbers those it computes alone.
+
+The runs differ in their seeds and, where the algorithm's update takes the learning rate
+only through the phase's local optimizer (``fits.RATE_PACKABLE``), in ``train.lr``: each
+run's rows then step with their own rate (:class:`RunRates`).
+
+What is joined, and how each run keeps its own numbers:
+
+- the local training: one :class:`~gossipfl.training.LocalTrainer` over all rows, so every
+  local step is one batched product for all runs; its minibatches come from each run's own
+  sampler (:class:`PackedSampler`: run r's rows draw with run r's seed and their run-local
+  client ids), its augmentation likewise, and the loss is summed per run in each run's own
+  order (:class:`LossTally`);
+- the gossip: :class:`PackedFederation` mixes each run's block with that run's own mixer
+  (its topology and W), and counts each run's bytes in its own rows of the traffic;
+- everything else stays each run's own: its :class:`~gossipfl.runner.Runner` evaluates its
+  block, checks it for divergence, records and checkpoints it (gossipfl.packing.execute).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gossipfl.algorithms.base import NO_PLAN, Context, Work
+from gossipfl.algorithms.local import LocalOptimizer
+from gossipfl.clients import ClientEnv
+from gossipfl.federation import Federation
+from gossipfl.schedules import RoundOutcome, get_schedule
+from gossipfl.training import LocalTrainer
+
+
+class PackedFederation(Federation):
+    """The federation of S runs of M clients each: gossip mixes each run's block with that
+    run's mixer; bytes are counted per client (run r's clients are its rows)."""
+
+    def __init__(self, members: Sequence[Federation], groups, sample_sizes: Tensor):
+        m = members[0].num_clients
+        super().__init__(m * len(members), groups, sample_sizes, seed=members[0].seed)
+        self.members = list(members)
+        self.m = m
+
+    def _mix(self, x: Tensor, t: int, steps: int) -> Tensor:
+        # each block copied to its own allocation: the products see run r's rows exactly as
+        # run r alone does (BLAS kernels may round differently at another memory alignment)
+        m = self.m
+        return torch.cat([fed._mix(x[r * m:(r + 1) * m].clone(), t, steps)
+                          for r, fed in enumerate(self.members)])
+
+    def _out_degree(self, t: int) -> np.ndarray:
+        return np.concatenate([fed._out_degree(t) for fed in self.members])
+
+    def run_bytes(self) -> list[int]:
+        """Each run's bytes since the last call (one round's), and start afresh."""
+        m, sent = self.m, self.traffic.clients
+        out = [int(sent[r * m:(r + 1) * m].sum()) for r in range(len(self.members))]
+        self.traffic.take()
+        return out
+
+
+def _split(clients: Tensor, m: int, runs: int) -> list[tuple[Tensor, Tensor]]:
+    """For each run: the positions in ``clients`` (joint ids) of its rows, and their
+    run-local ids."""
+    ids = clients.cpu()
+    run = ids // m
+    out = []
+    for r in range(runs):
+        pos = (run == r).nonzero().squeeze(1)
+        out.append((pos, ids[pos] - r * m))
+    return out
+
+
+class PackedSampler:
+    """Minibatches of the joint rows from each run's own sampler: row r·M + i draws what
+    client i of run r draws alone (its seed, its client id, its data). Every run has the
+    same batch size; a run with fewer batches in an epoch gets empty (masked) rows on the
+    extra steps, as a client with little data does alone."""
+
+    def __init__(self, members: Sequence[Any], m: int):
+        self.members = list(members)
+        self.m = m
+        self.device = members[0].device
+
+    @property
+    def full(self) -> bool:
+        return self.members[0].full
+
+    def _ids(self, clients) -> Tensor:
+        if clients is None:
+            return torch.arange(self.m * len(self.members))
+        return torch.as_tensor(clients, dtype=torch.int64)
+
+    def _draw(self, clients, counters, draw: Callable) -> list:
+        """``draw(sampler, local_ids, counters)`` of each run, assembled into joint
+        batches (rows in the order of ``clients``)."""
+        ids = self._ids(clients)
+        parts = []
+        for r, (pos, local) in enumerate(_split(ids, self.m, len(self.members))):
+            if len(pos):
+                sub = None if counters is None else [counters[i] for i in pos.tolist()]
+                parts.append((pos.to(self.device), draw(self.members[r], local, sub)))
+        steps = max(len(batches) for _, batches in parts)
+        out = []
+        for s in range(steps):
+            width = parts[0][1][0][0].shape[1]
+            idx = torch.zeros((len(ids), width), dtype=torch.int64, device=self.device)
+            mask = torch.zeros((len(ids), width), dtype=torch.bool, device=self.device)
+            for pos, batches in parts:
+                if s < len(batches):
+                    idx[pos], mask[pos] = batches[s]
+                else:  # past this run's epoch: a valid index, masked out
+                    idx[pos] = batches[-1][0]
+            out.append((idx, mask))
+        return out
+
+    def steps(self, round: int, num_steps: int, *stream: object, clients=None, counters=None):
+        return self._draw(clients, counters, lambda sampler, ids, sub: sampler.steps(
+            round, num_steps, *stream, clients=ids, counters=sub))
+
+    def epoch(self, round: int, epoch: int, *stream: object, clients=None, counters=None):
+        return self._draw(clients, counters, lambda sampler, ids, sub: sampler.epoch(
+            round, epoch, *stream, clients=ids, counters=sub))
+
+    def steps_per_epoch(self, clients=None) -> int:
+        return max(self.members[r].steps_per_epoch(local) for r, (_, local) in
+                   enumerate(_split(self._ids(clients), self.m, len(self.members)))
+                   if len(local))
+
+    def batches_per_epoch(self, clients=None) -> Tensor:
+        ids = self._ids(clients)
+        out = torch.zeros(len(ids), dtype=torch.int64, device=self.device)
+        for r, (pos, local) in enumerate(_split(ids, self.m, len(self.members))):
+            out[pos.to(self.device)] = self.members[r].batches_per_epoch(local)
+        return out
+
+
+class LossTally:
+    """Wraps a local step: each run's training loss summed over its own rows, step by step
+    in the order its rows have alone, and the client-steps it computed."""
+
+    def __init__(self, step: Callable, m: int, runs: int, device):
+        self.step, self.m, self.runs = step, m, runs
+        self.device = device
+        self.reset()
+
+    def reset(self) -> None:
+        self.sums = [torch.zeros((), device=self.device) for _ in range(self.runs)]
+        self.counts = [0] * self.runs
+
+    def __call__(self, ctx: Context, work, batch) -> Tensor:
+        loss = self.step(ctx, work, batch)
+        ids = work.clients  # None: every client, in order
+        ids = torch.arange(len(loss), device=loss.device) if ids is None else ids
+        run = ids.to(loss.device) // self.m
+        for r in range(self.runs):
+            rows = run == r
+            count = int(rows.sum())
+            if count:
+                self.sums[r] += loss[rows].sum()
+                self.counts[r] += count
+        return loss
+
+
+class RunRates(LocalOptimizer):
+    """The local optimizer of joint rows whose runs have their own learning rates
+    (``rates[r]``: run r's this phase and round): each run's rows step as a
+    :class:`LocalOptimizer` of its rate, elementwise the same numbers as alone."""
+
+    def __init__(self, group, rates: Sequence[float], m: int, momentum: float, rows: int,
+                 like: Tensor):
+        super().__init__(group, rates[0], momentum, rows, like)
+        self.rates, self.m = list(rates), m
+
+    def update(self, d: Tensor, y: Tensor, v: Tensor | None = None) -> None:
+        raise RuntimeError("per-run learning rates take the unfused step (StepwiseEnv)")
+
+    def step(self, work: Work, direction: Tensor) -> None:
+        ids = work.clients
+        ids = torch.arange(len(work), device=direction.device) if ids is None else ids
+        velocity = None if self.velocity is None else self.velocity[: len(work)]
+        for r, (rows, _) in enumerate(_split(ids, self.m, len(self.rates))):
+            if not len(rows):
+                continue
+            rows = rows.to(direction.device)
+            y = work.y[rows]
+            v = None if velocity is None else velocity[rows]
+            LocalOptimizer(self.group, self.rates[r], self.momentum, len(rows), y,
+                           velocity=v).step(Work(y), direction[rows])
+            work.y[rows] = y
+            if v is not None:
+                velocity[rows] = v
+
+
+@dataclasses.dataclass
+class StepwiseEnv(ClientEnv):
+    """The joint rows' environment when the runs' learning rates differ: the local step
+    computes the direction, then :class:`RunRates` moves each run's rows (the fused step
+    applies one rate inside the backward; the numbers are the same, tests/test_fused_step)."""
+
+    fused: ClassVar[bool] = False
+
+
+class PackedTrainer(LocalTrainer):
+    """The local trainer of the joint rows; each row's augmentation is drawn with its run's
+    seed and its run-local client id (``members``: the runs' own trainers)."""
+
+    def __init__(self, members: Sequence[LocalTrainer], m: int, *args: Any):
+        super().__init__(*args)
+        self.members = list(members)
+        self.m = m
+
+    def local_optimizer(self, phase, t: int, lr: float, momentum: float,
+                        inner: Work) -> LocalOptimizer:
+        rates = [member.phase_lr(phase, t) for member in self.members]
+        if len(set(rates)) == 1:
+            return super().local_optimizer(phase, t, lr, momentum, inner)
+        return RunRates(self.env.groups[phase.group], rates, self.m, momentum, len(inner),
+                        inner.y)
+
+    def augment_keys(self, t: int, rows: Tensor, counters=None) -> Tensor | None:
+        if not self.augment:
+            return None
+        keys = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
+        for r, (pos, local) in enumerate(_split(rows, self.m, len(self.members))):
+            if len(pos):
+                sub = None if counters is None else [counters[i] for i in pos.tolist()]
+                keys[pos.to(rows.device)] = self.members[r].augment_keys(
+                    t, local.to(rows.device), sub)
+        return keys
+
+
+class Pack:
+    """S runners (same config but the seed and the learning rate, same round) computed as
+    one stack.
+
+    Each round :meth:`round` trains and gossips the joint stack, hands every runner its own
+    block of the state (a copy, at the alignment a run alone has) and returns each runner's
+    round measurements for :meth:`~gossipfl.runner.Runner.step`."""
+
+    def __init__(self, runners: Sequence[Any]):
+        self.runners = list(runners)
+        first = self.runners[0]
+        exps = [r.exp for r in self.runners]
+        self.m = m = exps[0].fed.num_clients
+        runs = len(exps)
+        env0 = exps[0].env
+        sizes = torch.cat([e.env.sample_sizes for e in exps])
+        counts = None if env0.label_counts is None else torch.cat(
+            [e.env.label_counts for e in exps])
+        fields = {f.name: getattr(env0, f.name) for f in dataclasses.fields(env0)}
+        fields.update(sample_sizes=sizes, label_counts=counts)
+        rates = {r.config.train.lr for r in self.runners}
+        self.env = (ClientEnv if len(rates) == 1 else StepwiseEnv)(**fields)
+        self.fed = PackedFederation([e.fed for e in exps], env0.groups, sizes)
+        config = first.config
+        self.algorithm = type(exps[0].algorithm)(config.algorithm.params, self.env, self.fed)
+        trainers = [r.trainer for r in self.runners]
+        self.trainer = PackedTrainer(trainers, m, config.train, self.env, self.fed,
+                                     PackedSampler([e.sampler for e in exps], m),
+                                     first.trainer.dataset, first.trainer.augment, config.seed)
+        self.tally = LossTally(first.trainer.local_step, m, runs, exps[0].device)
+        self.trainer.local_step = self.tally
+        self.schedule = get_schedule(config.topology.order)(self.algorithm, self.trainer,
+                                                            self.fed)
+        keys = self.algorithm.client_state
+        self.state = {k: torch.cat([r.state[k] for r in self.runners]) for k in keys}
+
+    def round(self, t: int) -> list:
+        """Round t of every run; each runner's state is then its block, and the list holds
+        each runner's round measurements."""
+        start = time.perf_counter()
+        first, m = self.runners[0], self.m
+        ctx = Context(round=t, lr=first.lr(t), rounds=first.config.train.rounds,
+                      env=self.env, plan=NO_PLAN)
+        keep = any(r.evaluator.measures_before_gossip() and r.should_evaluate(t)
+                   for r in self.runners)
+        self.tally.reset()
+        outcome = self.schedule.run_round(ctx, self.state, keep)
+        sent = self.fed.run_bytes()
+        seconds = (time.perf_counter() - start) / len(self.runners)  # each run's share
+        measured = []
+        for r, runner in enumerate(self.runners):
+            block = slice(r * m, (r + 1) * m)
+            runner.state = {k: v[block].clone() for k, v in self.state.items()}
+            trained = None if outcome.trained is None else outcome.trained[block]
+            own = RoundOutcome(self.tally.sums[r], self.tally.counts[r], dict(outcome.extra),
+                               trained=trained)
+            measured.append(runner.round_metrics(t, runner.lr(t), own, sent[r], seconds))
+        return measured

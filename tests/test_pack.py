@@ -1,0 +1,145 @@
+"""gossipfl sweep --pack: the seeds of a grid point as one stack, each run as alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from gossipfl.errors import GossipflError
+from gossipfl.packing import Pack, refusal
+from gossipfl.results.rundir import RunDirectory
+from gossipfl.sweep import load_study, run_study
+from tests.helpers import TINY, tiny, without_timing
+
+#: A small MLP whose P = 336 is a multiple of 16: every client's row starts at the same
+#: 64-byte alignment in any stack, so the BLAS kernels round each row as they do alone.
+MLP = {**TINY,
+       "data": {**TINY["data"], "clients": 5,
+                "options": {"dim": 7, "train_size": 150, "test_size": 40, "num_classes": 8}},
+       "model": {"name": "mlp", "options": {"hidden": [16, 8]}},
+       "train": {**TINY["train"], "rounds": 5}}
+
+GRID = {"algorithm": ["dfedavg", "dfedsam", "dpsgd", {"name": "dfedavgm", "momentum": 0.5}],
+        "topology": [{"name": "ring"}, {"name": "erdos_renyi", "p": 0.6}]}
+
+
+def quiet(_message: str) -> None:
+    pass
+
+
+def _study(grid=GRID, base=MLP, seeds=(0, 1, 2)) -> dict:
+    return {"name": "packed", "base": base, "grid": grid, "seeds": list(seeds)}
+
+
+def _metrics(outcome) -> dict:
+    return {v.dirname: without_timing(RunDirectory(outcome.path / v.dirname).read_metrics())
+            for v in outcome.variants}
+
+
+def test_packed_runs_equal_the_runs_alone_bit_for_bit(tmp_path):
+    parsed = load_study(_study(grid={**GRID, "train.lr": [0.1, 0.05]}, seeds=(0, 1)))
+    alone = run_study(parsed, out=tmp_path / "alone", log=quiet, warn=pytest.fail)
+    lines: list[str] = []
+    packed = run_study(parsed, out=tmp_path / "packed", log=lines.append, warn=pytest.fail,
+                       pack=True)
+    assert set(packed.outcomes.values()) == {"ran"} and not packed.failed
+    packs = [line for line in lines if line.startswith("packed: ")]
+    # both learning rates in one pack (4 runs), but dpsgd's: one pack per rate (2 runs)
+    assert sorted(line.count("-seed") for line in packs) == [2] * 4 + [4] * 6
+    assert _metrics(packed) == _metrics(alone)
+    for variant in packed.variants:  # the final checkpoints: the same models
+        a = RunDirectory(alone.path / variant.dirname).load_checkpoint()["runner"]
+        b = RunDirectory(packed.path / variant.dirname).load_checkpoint()["runner"]
+        assert a["algorithm"]["x"].equal(b["algorithm"]["x"])
+        assert a["bytes_total"] == b["bytes_total"]
+
+
+def test_an_interrupted_packed_sweep_resumes_to_the_same_numbers(tmp_path, monkeypatch):
+    parsed = load_study(_study(grid={"algorithm": ["dfedsam_mgs"], "train.lr": [0.1, 0.05]},
+                               seeds=(0, 1)))
+    alone = run_study(parsed, out=tmp_path / "alone", log=quiet, warn=pytest.fail)
+    step = Pack.round
+
+    def ctrl_c_after_round_3(self, t):
+        measured = step(self, t)
+        if t == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return measured
+
+    monkeypatch.setattr(Pack, "round", ctrl_c_after_round_3)
+    with pytest.raises(KeyboardInterrupt):
+        run_study(parsed, out=tmp_path / "packed", log=quiet, warn=quiet, pack=True)
+    for variant in alone.variants:
+        run_dir = RunDirectory(tmp_path / "packed" / "packed" / variant.dirname)
+        assert run_dir.status() == "interrupted"
+        assert run_dir.load_checkpoint()["runner"]["round"] == 3
+    monkeypatch.setattr(Pack, "round", step)
+    again = run_study(parsed, out=tmp_path / "packed", log=quiet, warn=pytest.fail, pack=True)
+    assert set(again.outcomes.values()) == {"resumed"}
+    assert _metrics(again) == _metrics(alone)
+    third = run_study(parsed, out=tmp_path / "packed", log=quiet, warn=pytest.fail, pack=True)
+    assert set(third.outcomes.values()) == {"skipped"}
+
+
+def test_runs_at_different_rounds_pack_apart(tmp_path):
+    parsed = load_study(_study(grid={"algorithm": ["dfedavg"]}))
+    alone = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+    reference = _metrics(alone)
+    first = alone.path / alone.variants[0].dirname
+    RunDirectory(first).write_summary({**RunDirectory(first).read_summary(),
+                                       "status": "interrupted"})  # resumes at the last round
+    for variant in alone.variants[1:]:  # start again from round 0
+        for path in (alone.path / variant.dirname).iterdir():
+            path.unlink()
+        (alone.path / variant.dirname).rmdir()
+    lines: list[str] = []
+    again = run_study(parsed, out=tmp_path, log=lines.append, warn=pytest.fail, pack=True)
+    assert list(again.outcomes.values()) == ["resumed", "ran", "ran"]
+    assert any("packed apart" in line for line in lines)
+    assert _metrics(again) == reference
+
+
+def test_a_grid_point_that_cannot_pack_runs_alone_and_says_why(tmp_path):
+    grid = {"algorithm": ["dfedavg", {"name": "fedavg", "participation": 0.5}]}
+    lines: list[str] = []
+    parsed = load_study(_study(grid=grid, seeds=(0, 1)))
+    packed = run_study(parsed, out=tmp_path, log=lines.append, warn=pytest.fail, pack=True)
+    assert set(packed.outcomes.values()) == {"ran"}
+    alone_lines = [line for line in lines if "runs alone" in line]
+    assert len(alone_lines) == 2 and all("'fedavg' is not one that packs" in line
+                                         for line in alone_lines)
+
+
+def test_refusals_name_the_setting():
+    assert refusal(tiny()) is None
+    assert "topology.order" in refusal(tiny("topology.order=sequential"))
+    assert "batch_size: full" in refusal(tiny("train.batch_size=full"))
+    assert "block_clients" in refusal(tiny("engine.block_clients=2"))
+
+
+def test_pack_takes_no_jobs(tmp_path):
+    with pytest.raises(GossipflError, match="--pack: .* takes no --jobs"):
+        run_study(load_study(_study()), out=tmp_path, log=quiet, jobs=2, pack=True)
+
+
+def test_a_model_whose_rows_are_not_64_byte_aligned_agrees_to_float_rounding(tmp_path):
+    """P = 275: client rows sit at other alignments in the stack than alone, and the BLAS
+    kernels round them differently (docs/guide/studies.md); the first run of a pack sits
+    where it does alone and is exact."""
+    base = {**MLP, "data": {**TINY["data"], "clients": 5}}
+    parsed = load_study(_study(grid={"algorithm": ["dfedsam"]}, base=base))
+    alone = _metrics(run_study(parsed, out=tmp_path / "a", log=quiet, warn=pytest.fail))
+    packed = _metrics(run_study(parsed, out=tmp_path / "p", log=quiet, warn=pytest.fail,
+                                pack=True))
+    first = next(iter(alone))
+    assert packed[first] == alone[first]
+    for name, rows in alone.items():
+        for a, b in zip(rows, packed[name], strict=True):
+            assert a.keys() == b.keys()
+            for key, value in a.items():
+                if isinstance(value, float):
+                    assert b[key] == pytest.approx(value, rel=1e-6, abs=1e-9), (name, key)
+                else:
+                    assert b[key] == value
