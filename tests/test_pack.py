@@ -117,6 +117,8 @@ def test_refusals_name_the_setting():
     assert "topology.order" in refusal(tiny("topology.order=sequential"))
     assert "batch_size: full" in refusal(tiny("train.batch_size=full"))
     assert "block_clients" in refusal(tiny("engine.block_clients=2"))
+    assert "privacy" in refusal(tiny("privacy={clip: 1.0, noise_multiplier: 0.5, "
+                                     "delta: 1.0e-5}"))
 
 
 def test_pack_takes_no_jobs(tmp_path):

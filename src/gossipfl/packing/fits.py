@@ -38,6 +38,7 @@ def refusal(config: Any) -> str | None:
         (config.topology.matrix is not None, "topology.matrix"),
         (config.systems is not None, "a systems section"),
         (config.byzantine is not None, "a byzantine section"),
+        (getattr(config, "privacy", None) is not None, "a privacy section"),
         (config.engine.backend == "distributed", "engine.backend: distributed"),
         (config.engine.block_clients is not None, "engine.block_clients"),
         (config.engine.precision != "fp32", f"engine.precision: {config.engine.precision}"),
