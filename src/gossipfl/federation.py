@@ -256,6 +256,11 @@ class Federation:
         return self.mixer.topology.edges(t)
 
     @property
+    def time_varying(self) -> bool:
+        """Whether W changes from round to round (False without a topology)."""
+        return self.mixer is not None and bool(self.mixer.topology.time_varying)
+
+    @property
     def edges_only(self) -> bool:
         """Whether the topology is built as edges only (no dense W: many clients)."""
         return self.mixer is not None and bool(getattr(self.mixer.topology, "sparse", False))

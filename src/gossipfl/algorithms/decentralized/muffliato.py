@@ -131,10 +131,10 @@ class Muffliato(DFedAvg):
 
     def omega(self, t: int) -> float:
         """ω of round t's W (cached: one value for a static topology)."""
-        topology = self.fed.mixer.topology
-        key = t if topology.time_varying else None
+        varies = self.fed.time_varying
+        key = t if varies else None
         if key not in self._omegas:
-            if topology.time_varying:
+            if varies:
                 self._omegas.clear()
             W = self.fed.matrix(t, "algorithm.chebyshev")
             self._omegas[key] = pndp.chebyshev_omega(pndp.spectral_gap(W))
@@ -151,7 +151,7 @@ class Muffliato(DFedAvg):
             return (f"{key}: algorithm muffliato's guarantee assumes plain gossip W y; remove "
                     f"{key} or use another algorithm.")
         if p.chebyshev:
-            if getattr(topology, "sparse", False):
+            if topology.sparse:
                 return (f"algorithm.chebyshev: needs the spectral gap of W, which is not "
                         f"computed for {topology.num_clients} clients held as edges; use "
                         f"chebyshev: false.")
@@ -173,13 +173,13 @@ class Muffliato(DFedAvg):
 
     def columns(self, rounds: int) -> dict:
         """``pndp_max`` and ``pndp_mean`` after ``rounds`` rounds (none above 1 024 clients)."""
-        topology = self.fed.mixer.topology
-        if topology.num_clients > pndp.MAX_CLIENTS:
+        fed = self.fed
+        if fed.num_clients > pndp.MAX_CLIENTS:
             return {}
         if self._ledger is None:
             p = self.params
             scale = math.inf if p.sigma == 0 else 2.0 * p.alpha / p.sigma ** 2
-            self._ledger = pndp.Ledger(lambda t: topology.matrix(t, "algorithm muffliato"),
+            self._ledger = pndp.Ledger(lambda t: fed.matrix(t, "algorithm muffliato"),
                                        self.gossip_steps(), p.chebyshev, scale,
-                                       topology.time_varying)
+                                       fed.time_varying)
         return self._ledger.columns(rounds)
