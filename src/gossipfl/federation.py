@@ -388,7 +388,13 @@ class Federation:
         return rows
 
     def gather(self, x: Tensor) -> Tensor:
-        """All M rows of per-client ``x`` held in blocks (observers and checkpoints)."""
+        """All M rows of per-client ``x`` held in blocks (observers), on every process."""
+        return x
+
+    def gather_to_writer(self, x: Tensor) -> Tensor:
+        """All M rows of per-client ``x`` on the process that writes the run (checkpoints,
+        the final models), no rows (``[0, ...]``) on the others: one copy of the whole
+        stack in the job, not one per process."""
         return x
 
     def total(self, x: Tensor) -> Tensor:

@@ -49,7 +49,8 @@ class Result:
     ``metrics``: one dict per evaluated round (``round``, ``test_acc`` of the average model,
     ``local_acc_mean``/``local_acc_std`` of the local models, ``train_loss``, ``consensus``,
     ``bytes_round``/``bytes_total``, ``seconds`` per round, ...). ``params``: the final
-    per-client parameters ``[M, P]``; ``server_params``: the server model ``[P]`` of a
+    per-client parameters ``[M, P]`` (under several processes: on rank 0, which writes the
+    run; ``[0, P]`` on the others); ``server_params``: the server model ``[P]`` of a
     centralized algorithm (None otherwise).
     """
 

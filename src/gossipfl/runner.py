@@ -182,7 +182,8 @@ class Runner:
         algo = self.exp.algorithm
         server = algo.server_model(self.state)
         return Result(config=self.config, metrics=list(self.rows),
-                      params=self.exp.fed.gather(self.client_models()).detach().clone(),
+                      params=self.exp.fed.gather_to_writer(
+                          self.client_models()).detach().clone(),
                       server_params=None if server is None else server.detach().clone(),
                       layout=self.exp.layout, info=dict(self.exp.info))
 
@@ -210,14 +211,16 @@ class Runner:
     # -- checkpointing ------------------------------------------------------------------
     def state_dict(self) -> dict:
         """The run's state; per-client state with all M rows, however many processes hold
-        them (so any number of processes can resume it)."""
+        them (so any number of processes can resume it), on the process that writes the run
+        (the others' per-client entries are empty: a collective that only gives them)."""
         algo, fed = self.exp.algorithm, self.exp.fed
-        state = {k: (fed.gather(v) if k in algo.client_state else v).cpu()
+        state = {k: (fed.gather_to_writer(v) if k in algo.client_state else v).cpu()
                  for k, v in algo.checkpoint(self.state).items()}
         out = {"round": self.round, "rows": list(self.rows), "bytes_total": self.bytes_total,
                "train_seconds": self.train_seconds, "algorithm": state}
         if fed.compression is not None:  # CHOCO-Gossip's public copies, one row per client
-            out["gossip"] = {k: fed.gather(v).cpu() for k, v in fed.compression.state.items()}
+            out["gossip"] = {k: fed.gather_to_writer(v).cpu()
+                             for k, v in fed.compression.state.items()}
         if self.exp.systems is not None:  # the clients' clocks
             out["systems"] = self.exp.systems.state_dict()
         if self.exp.privacy is not None:  # the accountant's counts (and noise counters)

@@ -338,6 +338,28 @@ class DistributedFederation(Federation):
         with communicating(self.processes, "gathering every rank's clients"):
             return self._all_rows(x.contiguous())
 
+    def gather_to_writer(self, x: Tensor) -> Tensor:
+        """Every rank's block on rank 0 only (``dist.gather`` into one buffer; blocks padded
+        to equal size), ``[0, ...]`` elsewhere: a checkpoint of 10⁵ clients holds one copy
+        of X in the job, not one per rank."""
+        world, rank = self.processes.world, self.processes.rank
+        sizes = [self.processes.bounds(self.num_clients, r) for r in range(world)]
+        longest = max(b - a for a, b in sizes)
+        x = x.contiguous()
+        padded = x if len(x) == longest else torch.cat(
+            [x, x.new_zeros(longest - len(x), *x.shape[1:])])
+        with communicating(self.processes, "gathering every rank's clients"):
+            if rank != 0:
+                self.traffic.wire += padded.numel() * padded.element_size()
+                dist.gather(padded, dst=0)
+                return x[:0]
+            buffer = x.new_empty(world * longest, *x.shape[1:])
+            dist.gather(padded, gather_list=list(buffer.split(longest)), dst=0)
+        if all(b - a == longest for a, b in sizes):
+            return buffer
+        return torch.cat([buffer[r * longest: r * longest + (b - a)]
+                          for r, (a, b) in enumerate(sizes)])
+
     def total(self, x: Tensor) -> Tensor:
         return self._sum(x, "a sum over ranks")
 
