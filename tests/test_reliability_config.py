@@ -132,6 +132,20 @@ def test_the_address_space_limit_bounds_the_available_memory(monkeypatch):
     assert memory.available_memory("cpu") == 100 * GiB
 
 
+def test_ranks_on_one_machine_share_its_memory(monkeypatch):
+    """Two ranks of a torchrun job on one host each check against half of what is free, so
+    that together they fit (each alone would see all of it, and both allocate)."""
+    monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 8 * GiB)
+    memory.require_memory(6 * GiB, "X", "data.clients")  # one process: fits
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(GossipflError) as info:
+        memory.require_memory(6 * GiB, "X", "data.clients")
+    assert str(info.value) == ("data.clients: X needs at least 6.0 GiB, but only 8.0 GiB of "
+                               "memory is available on cpu (shared by the 2 processes of this "
+                               "job on this machine: 4.0 GiB each).")
+    memory.require_memory(6 * GiB, "X", "data.clients", device="cuda")  # its own GPU
+
+
 def test_a_dense_topology_counts_adjacency_and_mixing_matrix(monkeypatch):
     tight_memory(monkeypatch, 10 * 2 ** 20)  # 10 MiB: a 1000×1000 float64 matrix fits once
     with pytest.raises(GossipflError) as info:

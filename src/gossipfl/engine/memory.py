@@ -111,9 +111,25 @@ def require_memory(needed: int, what: str, key: str, device: Any = "cpu") -> Non
     """Refuse (one sentence naming ``key``) an allocation of ``needed`` bytes that cannot fit
     in the memory available on ``device``; ``needed`` should count only what is certain."""
     available = available_memory(device)
-    if available is not None and needed > available:
+    sharing = processes_sharing(device)
+    if available is not None and needed > available // sharing:
+        share = (f" (shared by the {sharing} processes of this job on this machine: "
+                 f"{format_size(available // sharing)} each)" if sharing > 1 else "")
         raise GossipflError(f"{key}: {what} needs at least {format_size(needed)}, but only "
-                            f"{format_size(available)} of memory is available on {device}.")
+                            f"{format_size(available)} of memory is available on "
+                            f"{device}{share}.")
+
+
+def processes_sharing(device: Any = "cpu") -> int:
+    """How many processes of this job share the memory ``device`` checks: the launcher's
+    local ranks for the host's memory (torchrun's ``LOCAL_WORLD_SIZE``), 1 for a GPU (each
+    rank has its own) or without a launcher."""
+    if str(device).startswith("cuda"):
+        return 1
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 def format_size(n: float) -> str:
