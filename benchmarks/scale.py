@@ -61,18 +61,27 @@ def launcher(ranks: int) -> list[str]:
             "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "gossipfl"]
 
 
+def planned_bytes(sets: list[str]) -> float:
+    """The plan's estimate (``gossipfl run --dry-run``'s total), computed in a process of its
+    own: reading the dataset here would grow this process, and a child forked from it counts
+    the parent's pages in its peak before it execs (the 10³-client points read 1.5 GB)."""
+    code = ("import sys; from gossipfl.cli import QUICKSTART; "
+            "from gossipfl.config import load_config; from gossipfl.plan import estimate_bytes; "
+            "print(estimate_bytes(load_config(QUICKSTART, sys.argv[1:])))")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code, *sets], env=env,
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def run_point(m: int, topology: str, rounds: int, model: str, keep: bool = False,
               device: str = "cpu", synthetic: bool = False, ranks: int = 1) -> dict:
     """One run: wall seconds, peak RSS bytes, seconds per round, the plan's estimate (on a
     GPU the peak is the host process's; the plan counts the device's). With ``ranks`` > 1
     (torchrun, ``engine.backend: distributed``) the peak is the largest rank's, and
     ``wire_bytes_rank_max`` the most bytes one rank sent in a round (median over rounds)."""
-    from gossipfl.cli import QUICKSTART
-    from gossipfl.config import load_config
-    from gossipfl.plan import estimate_bytes
-
     sets = overrides(m, topology, rounds, model, keep, device, synthetic)
-    estimate = estimate_bytes(load_config(QUICKSTART, sets))
+    estimate = planned_bytes(sets)
     if ranks > 1:
         sets.append("engine.backend=distributed")
     with tempfile.TemporaryDirectory() as tmp:
