@@ -24,14 +24,14 @@ GRAPHS = [("ring", {}), ("exponential", {}), ("k_regular", {"k": 4}), ("random_k
           ("epidemic", {"s": 3}), ("random_matching", {}), ("one_peer_exponential", {})]
 
 
-def _same_w(E: Edges, W: np.ndarray, diagonal_exact: bool) -> None:
+def _same_w(E: Edges, W: np.ndarray, diagonal_exact: bool, atol: float = 4e-16) -> None:
     D = E.to_dense()
     off = ~np.eye(len(W), dtype=bool)
     np.testing.assert_array_equal(D[off], W[off])  # every off-diagonal weight, bit for bit
     if diagonal_exact:
         np.testing.assert_array_equal(np.diag(D), np.diag(W))
     else:  # 1 − Σ_j w_ij summed in column order, the dense rule pairwise: the last bit
-        np.testing.assert_allclose(np.diag(D), np.diag(W), rtol=0, atol=4e-16)
+        np.testing.assert_allclose(np.diag(D), np.diag(W), rtol=0, atol=atol)
     assert np.array_equal(D != 0, W != 0)
 
 
@@ -52,14 +52,18 @@ def test_edge_rules_equal_the_dense_rules(name, params, rule):
 
 @pytest.mark.parametrize("name,params", [g for g in GRAPHS if g[0] in
                                          ("ring", "exponential", "random_matching",
-                                          "one_peer_exponential")])
+                                          "one_peer_exponential")]
+                         + [("grid", {}), ("star", {})])
 def test_the_edge_builders_give_the_dense_graphs(monkeypatch, name, params):
     dense = build_topology(name, 60, seed=5, **params)
     monkeypatch.setattr(graphs, "DENSE_MAX_CLIENTS", 10)
     sparse = build_topology(name, 60, seed=5, **params)
     assert sparse.sparse and not dense.sparse
     for t in range(4):
-        _same_w(sparse.edges(t), dense.matrix(t), diagonal_exact=name != "exponential")
+        # the star's hub sums 59 weights: its diagonal may differ in the last bits
+        _same_w(sparse.edges(t), dense.matrix(t), diagonal_exact=name in (
+            "ring", "random_matching", "one_peer_exponential", "grid"),
+            atol=2e-15 if name == "star" else 4e-16)
     assert sparse.stochastic == dense.stochastic
     assert sparse.period == dense.period
 

@@ -341,10 +341,11 @@ def edge_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_WINDO
     log = max(1, (m - 1).bit_length())
     k = params.get("k") if _is_int(params.get("k")) else 1
     s = params.get("s") if _is_int(params.get("s")) else 1
-    per_round = {"ring": 2 * m, "exponential": 2 * log * m, "k_regular": k * m,
+    per_round = {"ring": 2 * m, "grid": 4 * m, "star": 2 * m,
+                 "exponential": 2 * log * m, "k_regular": k * m,
                  "random_k": 2 * k * m, "epidemic": s * m, "random_matching": m,
                  "one_peer_exponential": 2 * m}.get(name, 2 * m) + m  # + the diagonal
-    rounds = {"ring": 1, "exponential": 1, "k_regular": 1,
+    rounds = {"ring": 1, "grid": 1, "star": 1, "exponential": 1, "k_regular": 1,
               "one_peer_exponential": max(window, log)}.get(name, window)
     return 24 * per_round * (6 + rounds)
 
@@ -414,6 +415,11 @@ def _grid(m: int, mixing: str, seed: int, params: dict) -> Topology:
             f"got {m}; {_nearest_composites(m)}."
         )
     cols = m // rows
+    if _large(m):  # node r·cols + c, as networkx's sorted labels: right and down neighbours
+        r, c = np.divmod(np.arange(m), cols)
+        right, down = r * cols + (c + 1) % cols, ((r + 1) % rows) * cols + c
+        return _static_edges("grid", m, mixing, np.tile(np.arange(m), 2),
+                             np.concatenate([right, down]), {"rows": rows, "cols": cols})
     torus = nx.convert_node_labels_to_integers(
         nx.grid_2d_graph(rows, cols, periodic=True), ordering="sorted")
     return _static("grid", m, mixing, torus, {"rows": rows, "cols": cols})
@@ -451,6 +457,9 @@ def _full(m: int, mixing: str, seed: int, params: dict) -> Topology:
 def _star(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
+    if _large(m):  # the hub 0 and every other client
+        return _static_edges("star", m, mixing, np.zeros(m - 1, dtype=np.int64),
+                             np.arange(1, m))
     return _static("star", m, mixing, nx.star_graph(m - 1))
 
 
@@ -832,7 +841,7 @@ def _random_matching(m: int, mixing: str, seed: int, params: dict) -> Topology:
 
 
 # built as edges only above DENSE_MAX_CLIENTS clients
-SPARSE_TOPOLOGIES = frozenset({"ring", "exponential", "k_regular", "random_k",
+SPARSE_TOPOLOGIES = frozenset({"ring", "grid", "star", "exponential", "k_regular", "random_k",
                                "one_peer_exponential", "epidemic", "random_matching"})
 
 _BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
