@@ -14,6 +14,7 @@ from gossipfl.topology.sparse import (
     Edges,
     components,
     count_strong_components,
+    first_asymmetry,
     mixing_edges,
     strongly_connected,
     validate_edges,
@@ -69,7 +70,8 @@ def test_the_edge_builders_give_the_dense_graphs(monkeypatch, name, params):
 
 
 @pytest.mark.parametrize("name,params", [g for g in GRAPHS if g[0] in
-                                         ("k_regular", "random_k", "epidemic")])
+                                         ("k_regular", "random_k", "epidemic")]
+                         + [("authors_random", {"k": 4})])
 def test_the_random_edge_builders_draw_the_same_kind_of_graph(monkeypatch, name, params):
     monkeypatch.setattr(graphs, "DENSE_MAX_CLIENTS", 10)
     topology = build_topology(name, 60, seed=5, **params)
@@ -84,6 +86,9 @@ def test_the_random_edge_builders_draw_the_same_kind_of_graph(monkeypatch, name,
             np.testing.assert_array_equal(A.out_degree(), 3)
         if name == "random_k":  # symmetrized: at least k neighbours
             assert (A.in_degree() >= 3).all()
+        if name == "authors_random":  # the draws i < j mirrored: undirected, at most
+            assert first_asymmetry(A)[0] < 0  # the k − 1 = 3 draws of every client kept
+            assert A.nnz <= 2 * 3 * 60 and A.nnz > 0
         assert (A.rows != A.cols).all()
 
 

@@ -343,7 +343,8 @@ def edge_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_WINDO
     s = params.get("s") if _is_int(params.get("s")) else 1
     per_round = {"ring": 2 * m, "grid": 4 * m, "star": 2 * m,
                  "exponential": 2 * log * m, "k_regular": k * m,
-                 "random_k": 2 * k * m, "epidemic": s * m, "random_matching": m,
+                 "random_k": 2 * k * m, "authors_random": 2 * k * m, "epidemic": s * m,
+                 "random_matching": m,
                  "one_peer_exponential": 2 * m}.get(name, 2 * m) + m  # + the diagonal
     rounds = {"ring": 1, "grid": 1, "star": 1, "exponential": 1, "k_regular": 1,
               "one_peer_exponential": max(window, log)}.get(name, window)
@@ -565,9 +566,26 @@ def _authors_random(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if not _is_int(k) or not 2 <= k <= m:
         raise GossipflError(f"topology.k: must be in 2..{m} for authors_random on {m} clients "
                             f"(k − 1 draws per client), got {k!r}.")
+    if _large(m):
+        return Topology("authors_random", m, mixing,
+                        lambda round: authors_random_edges(m, k, seed, round),
+                        time_varying=True, params={"k": k, "seed": seed}, sparse=True)
     return Topology("authors_random", m, mixing,
                     lambda round: authors_random_adjacency(m, k, seed, round),
                     time_varying=True, params={"k": k, "seed": seed})
+
+
+def authors_random_edges(m: int, k: int, seed: int, round: int) -> Edges:
+    """:func:`authors_random_adjacency` as edges, for many clients: every client draws k − 1
+    others (``dynamic.distinct_others``: the dense draw may pick the client itself, which it
+    then drops; at M > 1 024 that changes the law by less than (k − 1)/M), the draws i < j
+    kept and mirrored. Another stream than the dense draw's."""
+    rows = np.repeat(np.arange(m), k - 1)
+    cols = dynamic.distinct_others(m, k - 1, seed, round).ravel()
+    low, high = np.minimum(rows, cols), np.maximum(rows, cols)
+    upper = rows < cols
+    return Edges.build(m, np.concatenate([low[upper], high[upper]]),
+                       np.concatenate([high[upper], low[upper]]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -842,7 +860,8 @@ def _random_matching(m: int, mixing: str, seed: int, params: dict) -> Topology:
 
 # built as edges only above DENSE_MAX_CLIENTS clients
 SPARSE_TOPOLOGIES = frozenset({"ring", "grid", "star", "exponential", "k_regular", "random_k",
-                               "one_peer_exponential", "epidemic", "random_matching"})
+                               "authors_random", "one_peer_exponential", "epidemic",
+                               "random_matching"})
 
 _BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
     "ring": _ring,
