@@ -54,7 +54,8 @@ def test_edge_rules_equal_the_dense_rules(name, params, rule):
 @pytest.mark.parametrize("name,params", [g for g in GRAPHS if g[0] in
                                          ("ring", "exponential", "random_matching",
                                           "one_peer_exponential")]
-                         + [("grid", {}), ("star", {})])
+                         + [("grid", {}), ("star", {}), ("base_k", {"k": 2}),
+                            ("base_k", {"k": 4})])
 def test_the_edge_builders_give_the_dense_graphs(monkeypatch, name, params):
     dense = build_topology(name, 60, seed=5, **params)
     monkeypatch.setattr(graphs, "DENSE_MAX_CLIENTS", 10)
@@ -63,7 +64,7 @@ def test_the_edge_builders_give_the_dense_graphs(monkeypatch, name, params):
     for t in range(4):
         # the star's hub sums 59 weights: its diagonal may differ in the last bits
         _same_w(sparse.edges(t), dense.matrix(t), diagonal_exact=name in (
-            "ring", "random_matching", "one_peer_exponential", "grid"),
+            "ring", "random_matching", "one_peer_exponential", "grid", "base_k"),
             atol=2e-15 if name == "star" else 4e-16)
     assert sparse.stochastic == dense.stochastic
     assert sparse.period == dense.period

@@ -20,10 +20,14 @@ Random draws come from the stream (seed, "topology", round), as ``random_k``'s.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gossipfl.rng import numpy_generator
+
+if TYPE_CHECKING:  # annotations only
+    from gossipfl.topology.sparse import Edges
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,6 +90,28 @@ class _Rounds:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def edges(self, r: int) -> Edges:
+        """Round r's matrix as edges, as :meth:`dense` makes it (a later entry of a pair
+        overrides an earlier one; an idle row is the identity's)."""
+        from gossipfl.topology.sparse import Edges
+
+        parts = self.entries[r]
+        rows = np.concatenate([p[0] for p in parts]).astype(np.int64)
+        cols = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        values = np.concatenate([p[2] for p in parts]).astype(np.float64)
+        keys = rows * self.m + cols
+        order = np.argsort(keys, kind="stable")
+        keys, values = keys[order], values[order]
+        last = np.ones(len(keys), dtype=bool)
+        last[:-1] = keys[1:] != keys[:-1]
+        keys, values = keys[last], values[last]
+        keep = values != 0
+        keys, values = keys[keep], values[keep]
+        idle = np.setdiff1d(np.arange(self.m), keys // self.m)
+        keys = np.concatenate([keys, idle * (self.m + 1)])
+        values = np.concatenate([values, np.ones(len(idle))])
+        return Edges.build(self.m, keys // self.m, keys % self.m, values)
 
     def dense(self, r: int) -> np.ndarray:
         W = np.zeros((self.m, self.m))

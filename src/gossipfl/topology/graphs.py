@@ -343,7 +343,8 @@ def edge_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_WINDO
     s = params.get("s") if _is_int(params.get("s")) else 1
     per_round = {"ring": 2 * m, "grid": 4 * m, "star": 2 * m,
                  "exponential": 2 * log * m, "k_regular": k * m,
-                 "random_k": 2 * k * m, "authors_random": 2 * k * m, "epidemic": s * m,
+                 "random_k": 2 * k * m, "authors_random": 2 * k * m, "base_k": (k + 1) * m,
+                 "epidemic": s * m,
                  "random_matching": m,
                  "one_peer_exponential": 2 * m}.get(name, 2 * m) + m  # + the diagonal
     rounds = {"ring": 1, "grid": 1, "star": 1, "exponential": 1, "k_regular": 1,
@@ -814,10 +815,15 @@ def _one_peer_exponential(m: int, mixing: str, seed: int, params: dict) -> Topol
 
 def _base_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = _check_k(params.get("k"), m, "base_k")
-    # O(M k) entries per round, a dense [M, M] per round only while it is used
-    require_memory(16 * m ** 2, f"the Base-(k+1) graph on {m} clients", "data.clients")
     sequence = dynamic.base_k_sequence(m, k)
     period = len(sequence)
+    if _large(m):  # O(M k) entries per round, as edges
+        return Topology("base_k", m, "base_k", lambda round: sequence.edges(round % period),
+                        time_varying=True, weights=lambda round: sequence.edges(round % period),
+                        stochastic="doubly", period=period, sparse=True,
+                        params={"k": k, "period": period})
+    # a dense [M, M] per round only while it is used
+    require_memory(16 * m ** 2, f"the Base-(k+1) graph on {m} clients", "data.clients")
 
     def weights(round: int) -> np.ndarray:
         return sequence.dense(round % period)
@@ -860,8 +866,8 @@ def _random_matching(m: int, mixing: str, seed: int, params: dict) -> Topology:
 
 # built as edges only above DENSE_MAX_CLIENTS clients
 SPARSE_TOPOLOGIES = frozenset({"ring", "grid", "star", "exponential", "k_regular", "random_k",
-                               "authors_random", "one_peer_exponential", "epidemic",
-                               "random_matching"})
+                               "authors_random", "base_k", "one_peer_exponential",
+                               "epidemic", "random_matching"})
 
 _BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
     "ring": _ring,
