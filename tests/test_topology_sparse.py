@@ -239,3 +239,26 @@ def test_a_custom_mixing_edge_list_and_its_bad_lines(tmp_path):
                                             r"A\[1,0\]=0\), which metropolis_hastings"):
         build_topology("custom", m, path=str(directed))
     assert build_topology("custom", m, mixing="uniform", path=str(directed)).directed
+
+
+def test_erdos_renyi_as_edges_draws_g_m_p(monkeypatch):
+    """Above the threshold (and p < 1/3) G(M, p) is drawn as edges: symmetric, no self-loop,
+    no pair twice, about p·M(M−1)/2 pairs, connected, the same for the same seed."""
+    monkeypatch.setattr(graphs, "DENSE_MAX_CLIENTS", 10)
+    m, p = 300, 0.05
+    topology = build_topology("erdos_renyi", m, seed=4, p=p)
+    assert topology.sparse
+    A = topology.adjacency_edges(0)
+    assert first_asymmetry(A)[0] < 0 and (A.rows != A.cols).all()
+    assert len(np.unique(A.keys())) == A.nnz
+    pairs = m * (m - 1) / 2
+    assert abs(A.nnz / 2 - p * pairs) < 4 * np.sqrt(p * pairs)
+    assert len(np.unique(components(m, A.rows, A.cols))) == 1
+    again = build_topology("erdos_renyi", m, seed=4, p=p).adjacency_edges(0)
+    np.testing.assert_array_equal(again.keys(), A.keys())
+    for size in (2, 3, 7, 1500):  # the linear index of the upper triangle, one to one
+        i, j = graphs.upper_pair(np.arange(size * (size - 1) // 2), size)
+        want = np.triu_indices(size, 1)
+        np.testing.assert_array_equal(i, want[0])
+        np.testing.assert_array_equal(j, want[1])
+    np.testing.assert_allclose(topology.edges(0).row_sums(), 1.0, atol=1e-12)

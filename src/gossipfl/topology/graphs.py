@@ -341,13 +341,15 @@ def edge_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_WINDO
     log = max(1, (m - 1).bit_length())
     k = params.get("k") if _is_int(params.get("k")) else 1
     s = params.get("s") if _is_int(params.get("s")) else 1
+    p = params.get("p") if isinstance(params.get("p"), float | int) else 0.1
     per_round = {"ring": 2 * m, "grid": 4 * m, "star": 2 * m,
                  "exponential": 2 * log * m, "k_regular": k * m,
                  "random_k": 2 * k * m, "authors_random": 2 * k * m, "base_k": (k + 1) * m,
-                 "epidemic": s * m,
+                 "epidemic": s * m, "erdos_renyi": int(p * m * (m - 1)),
                  "random_matching": m,
                  "one_peer_exponential": 2 * m}.get(name, 2 * m) + m  # + the diagonal
     rounds = {"ring": 1, "grid": 1, "star": 1, "exponential": 1, "k_regular": 1,
+              "erdos_renyi": 1,
               "one_peer_exponential": max(window, log)}.get(name, window)
     return 24 * per_round * (6 + rounds)
 
@@ -484,6 +486,8 @@ def _erdos_renyi(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
         raise GossipflError(f"topology.p: erdos_renyi needs an edge probability in (0, 1], "
                             f"got {p!r}.")
+    if _large(m) and p < 1 / 3:  # edges (48 B a pair, both ways) fewer bytes than 16 M²
+        return _erdos_renyi_edges(m, mixing, seed, p)
     graph = _connected_draw(
         lambda a: nx.gnp_random_graph(m, p, seed=derive_seed(seed, "topology", "er", a)),
         "topology.p",
@@ -491,6 +495,35 @@ def _erdos_renyi(m: int, mixing: str, seed: int, params: dict) -> Topology:
         f"{np.log(m) / m:.3g})",
     )
     return _static("erdos_renyi", m, mixing, graph, {"p": p, "seed": seed})
+
+
+def upper_pair(e: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pair (i, j), i < j, of linear index e of the upper triangle of an M × M matrix
+    read row by row (e = 0 is (0, 1), e = M − 2 is (0, M − 1), e = M − 1 is (1, 2), ...)."""
+    i = (m - 2 - np.floor(np.sqrt(4.0 * m * (m - 1) - 8.0 * e - 7) / 2 - 0.5)).astype(np.int64)
+    return i, e + i + 1 - (m * (m - 1) // 2 - (m - i) * (m - i - 1) // 2)
+
+
+def _erdos_renyi_edges(m: int, mixing: str, seed: int, p: float) -> Topology:
+    """G(M, p) as edges: the number of pairs drawn from Binomial(M(M−1)/2, p), the pairs
+    uniformly among all (distinct linear indices of the upper triangle); redrawn until
+    connected, as the dense draw. Another stream than networkx's."""
+    pairs = m * (m - 1) // 2
+    failure = (f"erdos_renyi with p={p} on {m} clients (connectivity needs p > ln M / M ≈ "
+               f"{np.log(m) / m:.3g})")
+    for attempt in range(MAX_DRAWS):
+        rng = numpy_generator(seed, "topology", "er", attempt)
+        count = int(rng.binomial(pairs, p))
+        chosen = np.unique(rng.integers(0, pairs, size=count))
+        while len(chosen) < count:  # the rare repeated pair, drawn again
+            extra = rng.integers(0, pairs, size=count - len(chosen))
+            chosen = np.unique(np.concatenate([chosen, extra]))
+        i, j = upper_pair(chosen, m)
+        if len(np.unique(components(m, np.concatenate([i, j]),
+                                    np.concatenate([j, i])))) == 1:
+            return _static_edges("erdos_renyi", m, mixing, i, j, {"p": p, "seed": seed})
+    raise GossipflError(f"topology.p: {failure} was disconnected in all {MAX_DRAWS} random "
+                        "draws; use a denser graph.")
 
 
 def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
@@ -867,7 +900,7 @@ def _random_matching(m: int, mixing: str, seed: int, params: dict) -> Topology:
 # built as edges only above DENSE_MAX_CLIENTS clients
 SPARSE_TOPOLOGIES = frozenset({"ring", "grid", "star", "exponential", "k_regular", "random_k",
                                "authors_random", "base_k", "one_peer_exponential",
-                               "epidemic", "random_matching"})
+                               "epidemic", "random_matching", "erdos_renyi"})
 
 _BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
     "ring": _ring,
