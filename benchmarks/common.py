@@ -229,3 +229,16 @@ def start_cpu_run(threads: int | None) -> torch.device:
 def set_threads(threads: int | None) -> None:
     if threads:
         torch.set_num_threads(threads)
+
+
+def interleaved_round_seconds(runners: dict[str, Any], rounds: int) -> dict[str, list[float]]:
+    """Seconds of rounds 0..``rounds`` of each Runner, taken round by round in turn so that
+    load on a shared machine hits all alike (round 0 included: drop it as warm-up)."""
+    seconds: dict[str, list[float]] = {name: [] for name in runners}
+    with torch.no_grad():
+        for t in range(rounds + 1):
+            for name, runner in runners.items():
+                start = time.perf_counter()
+                runner.run_round(t)
+                seconds[name].append(time.perf_counter() - start)
+    return seconds

@@ -19,13 +19,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import torch
 
-from benchmarks.common import bandwidth, start_cpu_run
+from benchmarks.common import bandwidth, interleaved_round_seconds, start_cpu_run
 from gossipfl.config import load_config
 from gossipfl.runner import Runner
 
@@ -60,13 +58,7 @@ def main() -> None:
                                                   args.steps, sigma)))
                for name, sigma in cases.items()}
     runners["dp σ=0 materialized"].exp.privacy.gradient._ghost = False
-    seconds: dict[str, list[float]] = {name: [] for name in runners}
-    with torch.no_grad():
-        for t in range(args.rounds + 1):
-            for name, runner in runners.items():
-                start = time.perf_counter()
-                runner.run_round(t)
-                seconds[name].append(time.perf_counter() - start)
+    seconds = interleaved_round_seconds(runners, args.rounds)
     P = runners["plain"].exp.layout.P
     base = statistics.median(seconds["plain"][1:])
     print(f"M = {args.clients}, P = {P}, B = {args.batch}, {args.steps} steps per round")

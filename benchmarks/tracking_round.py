@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
-import torch
 
+from benchmarks.common import interleaved_round_seconds
 from benchmarks.round_seconds import HEADLINE
 from gossipfl.config import load_config
 from gossipfl.runner import Runner
@@ -56,13 +55,7 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="*", default=list(ALGORITHMS))
     args = parser.parse_args()
     runners = {name: Runner(load_config(config_of(name))) for name in args.algorithms}
-    seconds: dict[str, list[float]] = {name: [] for name in runners}
-    with torch.no_grad():
-        for t in range(args.rounds + 1):
-            for name, runner in runners.items():
-                start = time.perf_counter()
-                runner.run_round(t)
-                seconds[name].append(time.perf_counter() - start)
+    seconds = interleaved_round_seconds(runners, args.rounds)
     base = statistics.median(seconds["dfedavg"][1:]) if "dfedavg" in seconds else None
     print(f"{'algorithm':10s} {'s/round':>8s} {'min–max':>15s} {'× dfedavg':>10s} extra [M,P]")
     for name, values in seconds.items():
