@@ -57,8 +57,10 @@ def memory_plan(config) -> tuple[list[Line], dict]:
                       ROUND_COPIES * row, ROUND_COPIES * row * m))
     topo = config.topology
     if not algo.centralized:
-        params = {"k": topo.k, "s": topo.s}
-        if m > DENSE_MAX_CLIENTS and topo.name in SPARSE_TOPOLOGIES:
+        params = {"k": topo.k, "s": topo.s, "p": topo.p}
+        sparse = topo.name in SPARSE_TOPOLOGIES and not (
+            topo.name == "erdos_renyi" and topo.p >= 1 / 3)  # then dense (graphs._erdos_renyi)
+        if m > DENSE_MAX_CLIENTS and sparse:
             edges = edge_bytes(topo.name, m, params)
             lines.append(Line(f"topology {topo.name} as edges (building peak)", edges / m,
                               edges))
