@@ -565,9 +565,9 @@ def test_report_target_as_a_percentage(two_runs, capsys):
 # Sizes that cannot fit: refused up front with the estimate
 # --------------------------------------------------------------------------------------------
 def test_a_dense_mixing_matrix_that_cannot_fit_is_refused(capsys):
-    err = one_sentence(capsys, "topology", "grid", "--clients", "3000000")
-    assert "data.clients: a dense 3000000×3000000 mixing matrix (grid) needs at least " \
-           "131.0 TiB, but only " in err  # a ring that large is built as edges (issue 42)
+    err = one_sentence(capsys, "topology", "full", "--clients", "3000000")
+    assert "data.clients: a dense 3000000×3000000 mixing matrix (full) needs at least " \
+           "131.0 TiB, but only " in err  # a ring or a grid that large is built as edges
 
 
 def test_edges_that_cannot_fit_are_refused(capsys):

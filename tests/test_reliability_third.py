@@ -560,12 +560,13 @@ def test_a_time_varying_topology_too_large_for_memory_is_refused_before_its_roun
     counted before any is built."""
     from gossipfl.topology import build_topology
 
-    monkeypatch.setattr("gossipfl.engine.memory.available_memory",
-                        lambda device="cpu": 512 << 20)  # one 3000×3000 pair fits, 4 do not
-    with pytest.raises(GossipflError, match=r"^data\.clients: the dense 3000×3000 matrices "
+    monkeypatch.setattr("gossipfl.engine.memory.available_memory",  # (above 1 024 clients
+                        lambda device="cpu": 40 << 20)  # every time-varying graph is edges)
+    # one 1000×1000 pair fits, 4 rounds do not
+    with pytest.raises(GossipflError, match=r"^data\.clients: the dense 1000×1000 matrices "
                                             r"of 4 rounds of the time-varying "
                                             r"authors_random topology needs at least"):
-        build_topology("authors_random", 3000, k=4)
+        build_topology("authors_random", 1000, k=4)
 
 
 
