@@ -476,8 +476,6 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
         return _run_on_workers(study, variants, chosen, path, result, device, log, warn,
                                allow_changed_inputs, jobs)
     if pack:
-        from gossipfl.packing.study import run_packed
-
         atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
         run_packed(study, chosen, path, result, device, progress, log, warn,
                    allow_changed_inputs)
@@ -628,3 +626,117 @@ def report_study(study: Study, variants: list[Variant], path: Path,
         return None
     return report(runs, path, metric=study.metric, targets=study.targets,
                   metric_key="study.metric")
+
+
+# --------------------------------------------------------------------------------------------
+# Packed studies (``gossipfl sweep STUDY --pack``): the runs not yet done, packed where they
+# differ only in seed and learning rate (gossipfl.packing.fits.pack_groups), the others one
+# at a time as above, each into its own run directory
+# --------------------------------------------------------------------------------------------
+def run_packed(study: Any, chosen: list, path: Path, result: StudyOutcome,
+               device: str | None, progress: Any, log: Callable[[str], None],
+               warn: Callable[[str], None], allow_changed_inputs: bool) -> None:
+    """Every run of ``chosen`` into ``result``: skipped when done, else packed with the runs
+    it packs with, else alone (the sweep's output says why)."""
+    from gossipfl.packing.fits import pack_groups
+    todo = []
+    for variant in chosen:
+        if plan(variant, path / variant.dirname) == "skip":
+            log(f"{variant.dirname}: already done; skipped")
+            result.outcomes[variant.dirname] = "skipped"
+        else:
+            todo.append(variant)
+    for members, why in pack_groups(todo):
+        if why is None:
+            _run_group(members, path, result, device, progress, log, warn,
+                       allow_changed_inputs)
+        else:
+            variant = members[0]
+            log(f"{variant.dirname}: runs alone ({why})")
+            try:
+                what, outcome = run_variant(variant, path / variant.dirname, device, progress,
+                                            log, warn, allow_changed_inputs)
+            except (WriteError, FolderInUse) as exc:
+                what, outcome = "failed", None
+                result.failed[variant.dirname] = str(exc)
+            record_outcome(result, variant.dirname, what, outcome, log, warn)
+    if study.analysis is not None:
+        for variant in todo:
+            analyze_run(path / variant.dirname, study.analysis, log, device)
+
+
+def _run_group(members: list, path: Path, result: StudyOutcome, device: str | None,
+               progress: Any, log: Callable[[str], None], warn: Callable[[str], None],
+               allow_changed_inputs: bool) -> None:
+    """The runs of one pack group: each prepared (fresh or resumed), then those at the same
+    round, on the same data, packed."""
+    from gossipfl.packing.execute import execute_packed
+    prepared = []
+    for variant in members:
+        run_path = path / variant.dirname
+        try:
+            action = plan(variant, run_path)
+            one = _prepare(variant, run_path, device, action, allow_changed_inputs)
+        except (WriteError, FolderInUse) as exc:
+            result.failed[variant.dirname] = str(exc)
+            record_outcome(result, variant.dirname, "failed", None, log, warn)
+            continue
+        for note in one.notes:
+            log(f"  {variant.dirname}: {note}")
+        if prepared:  # one copy of the data in memory, not one per run
+            share_data(prepared[0][2].runner, one.runner)
+        prepared.append((variant, action, one))
+    for batch in _batches(prepared, log):
+        names = ", ".join(v.dirname for v, _, _ in batch)
+        log(f"packed: {names} ({len(batch)} runs as one stack of "
+            f"{len(batch) * batch[0][2].runner.exp.fed.num_clients} clients)")
+        first = batch[0]
+        bar = progress(first[2], f"{first[0].dirname} +{len(batch) - 1}") if progress \
+            else None
+        try:
+            outcomes = execute_packed([p for _, _, p in batch], warn,
+                                      callbacks=[[bar] if bar and i == 0 else []
+                                                 for i in range(len(batch))])
+        finally:
+            if bar is not None:
+                bar.close()
+        for (variant, action, _), outcome in zip(batch, outcomes, strict=True):
+            what = "resumed" if action == "resume" else "ran"
+            record_outcome(result, variant.dirname, what, outcome, log, warn)
+
+
+def _batches(prepared: list, log: Callable[[str], None]) -> list[list]:
+    """The prepared runs in packs: those at the same round whose data are the first's (one
+    copy of the data is kept for them all); a run at another round, or on other data, in a
+    pack of its own."""
+    batches: list[list] = []
+    for item in prepared:
+        runner = item[2].runner
+        for batch in batches:
+            head = batch[0][2].runner
+            if head.round == runner.round and share_data(head, runner):
+                batch.append(item)
+                break
+        else:
+            if batches:
+                log(f"  {item[0].dirname}: packed apart (another round or other data)")
+            batches.append([item])
+    return batches
+
+
+def share_data(first: Any, runner: Any) -> bool:
+    """Whether ``runner``'s dataset holds the same tensors as ``first``'s; if so, ``runner``
+    uses ``first``'s from now on (its own copy is freed)."""
+    import torch
+
+    mine, theirs = runner.exp.dataset, first.exp.dataset
+    if mine is theirs:
+        return True
+    names = ("train_x", "train_y", "test_x", "test_y")
+    try:
+        same = all(torch.equal(getattr(mine, n), getattr(theirs, n)) for n in names)
+    except (RuntimeError, AttributeError, GossipflError):
+        return False
+    if same:
+        runner.exp.dataset = runner.trainer.dataset = runner.evaluator.dataset = theirs
+    return same

@@ -5,7 +5,8 @@ it has alone (same seeds, same minibatches), each written to its own run directo
 - :mod:`~gossipfl.packing.fits`: which runs pack, in which groups (and why not);
 - :mod:`~gossipfl.packing.joint`: the joint round (:class:`~gossipfl.packing.joint.Pack`);
 - :mod:`~gossipfl.packing.execute`: the lockstep of the runs into their run directories;
-- :mod:`~gossipfl.packing.study`: the sweep's side.
+  the sweep's side (which runs are done, which pack together) is :func:`gossipfl.sweep.run_packed`
+  (here it would import the sweep that imports it).
 """
 
 from gossipfl.packing.execute import execute_packed
