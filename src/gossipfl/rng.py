@@ -78,7 +78,7 @@ def client_keys(seed: int, clients, *keys: object,
     order) for (seed, *keys, counter, client).
 
     A client's key depends only on its own id and the keys, never on the other clients
-    drawn with it. ``vectorized`` (a run's choice, :func:`vectorized_keys`): the key is
+    drawn with it. ``clients`` (and ``counters``): a tensor or a sequence of ints. ``vectorized`` (a run's choice, :func:`vectorized_keys`): the key is
     splitmix64 of (blake2b(seed, *keys), counter, client), computed on int64 tensors; the
     default hashes each client's string (other keys: a run uses one way throughout)."""
     if vectorized:
@@ -90,7 +90,11 @@ def client_keys(seed: int, clients, *keys: object,
             x = mix64(x + (torch.as_tensor(counters, dtype=torch.int64, device=device) + 1)
                       * _MIX1)
         return _shift_right(mix64(x), 1)  # 63 bits, as derive_seed's
+    if isinstance(clients, torch.Tensor):  # ids as Python ints: one string per client
+        clients = clients.tolist()
     if counters is not None:
+        if isinstance(counters, torch.Tensor):
+            counters = counters.tolist()
         values = [derive_seed(seed, *keys, int(k), int(c)) for c, k in zip(clients, counters)]
         return torch.tensor(values, dtype=torch.int64, device=device)
     values = [derive_seed(seed, *keys, int(c)) for c in clients]

@@ -94,9 +94,8 @@ class LocalTrainer:
     def augment_keys(self, t: int, rows: torch.Tensor, counters=None) -> torch.Tensor | None:
         if not self.augment:
             return None
-        vectorized = vectorized_keys(self.fed.num_clients)
-        return client_keys(self.seed, rows if vectorized else rows.tolist(), "augment", t,
-                           device=rows.device, counters=counters, vectorized=vectorized)
+        return client_keys(self.seed, rows, "augment", t, device=rows.device,
+                           counters=counters, vectorized=vectorized_keys(self.fed.num_clients))
 
     def train(self, t: int, work: Work, phases: Sequence[Phase],
               stream: str = "phase", counters: torch.Tensor | None = None,

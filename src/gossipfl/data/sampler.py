@@ -137,8 +137,7 @@ class ClientSampler:
 
     def _keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
         """The clients' stream keys for ``keys`` (the run's way: gossipfl.rng.client_keys)."""
-        clients = ids if self.vectorized else ids.tolist()
-        return client_keys(self.seed, clients, *keys, counters=counters,
+        return client_keys(self.seed, ids, *keys, counters=counters,
                            vectorized=self.vectorized, device=self.device)
 
     def _streams(self, ids: Tensor, lengths: Tensor, width: int, keys: Tensor) -> IndexBatch:

@@ -55,9 +55,8 @@ class PrivateGradient:
         self.budget = budget
         m, device = len(batch_sizes), batch_sizes.device
         self.steps = torch.zeros(m, dtype=torch.int64, device=device)
-        vectorized = vectorized_keys(m)  # one key per client, derived as the run's others
-        self._keys = client_keys(seed, torch.arange(m) if vectorized else range(m), "privacy",
-                                 device=device, vectorized=vectorized)
+        self._keys = client_keys(seed, torch.arange(m), "privacy", device=device,  # one each,
+                                 vectorized=vectorized_keys(m))  # derived as the run's others
         self._ghost: bool | None = None  # False: always materialize (gossipfl.trust.ghost)
 
     def gradient(self, oracle, y: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,

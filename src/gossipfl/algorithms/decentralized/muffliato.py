@@ -80,9 +80,8 @@ class Muffliato(DFedAvg):
     def __init__(self, params, env, fed):
         super().__init__(params, env, fed)
         m = fed.num_clients
-        vectorized = vectorized_keys(m)
-        self._keys = client_keys(env.seed, torch.arange(m) if vectorized else range(m),
-                                 "muffliato", vectorized=vectorized)
+        self._keys = client_keys(env.seed, torch.arange(m), "muffliato",
+                                 vectorized=vectorized_keys(m))
         self._gradient = gradient()
         self._omegas: dict = {}
         self._ledger: pndp.Ledger | None = None
