@@ -81,6 +81,19 @@ class RobustRule:
         raise NotImplementedError
 
 
+class TwoBNeighbours:
+    """For a rule with ``b`` that discards (or clips) the 2b outermost neighbours: defined
+    where d_i ≥ 2b."""
+
+    b: int
+
+    def min_degree(self) -> int:
+        return 2 * self.b
+
+    def requirement(self) -> str:
+        return f"at least 2b = {self.min_degree()} neighbours"
+
+
 def _middle(values: Tensor, b: int) -> list[Tensor]:
     """The d − 2b slices ``[n, P]`` of ``values [n, d, P]`` left, per coordinate, after the b
     largest and b smallest are removed (in no particular order). Pass k bubbles the largest
@@ -110,7 +123,7 @@ class Mean(RobustRule):
 
 
 @register_rule
-class TrimmedMean(RobustRule):
+class TrimmedMean(TwoBNeighbours, RobustRule):
     """BRIDGE-T (Yang & Bajwa 2019): per coordinate k, the b largest and b smallest
     [m_{j→i}]_k of the neighbours removed, then [x_i]_k = ([z_i]_k + Σ_{kept} [m_{j→i}]_k) /
     (d_i − 2b + 1). Defined where d_i ≥ 2b (at d_i = 2b only the own value is left: no
@@ -120,12 +133,6 @@ class TrimmedMean(RobustRule):
     name, paper = "trimmed_mean", "Yang & Bajwa 2019, BRIDGE-T (coordinate-wise trimmed mean)"
     rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0}
     b: int = 1
-
-    def min_degree(self):
-        return 2 * self.b
-
-    def requirement(self):
-        return f"at least 2b = {self.min_degree()} neighbours"
 
     def aggregate(self, messages, weights, byzantine=None):
         d, b = messages.shape[1] - 1, self.b
@@ -219,7 +226,7 @@ class ClippedGossip(RobustRule):
 
 
 @register_rule
-class CSPlus(RobustRule):
+class CSPlus(TwoBNeighbours, RobustRule):
     """CS+-RG (Gaucher, Dieuleveut & Hendrikx, ICML 2025, "Unified Breakdown Analysis for
     Byzantine Robust Gossip"): x_i = z_i + γ Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), with τ_i the
     (2b + 1)-th largest of the d_i + 1 distances ‖m_{j→i} − z_i‖ (the receiver's own 0
@@ -233,12 +240,6 @@ class CSPlus(RobustRule):
     rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0, "gamma": _STEP}
     b: int = 1
     gamma: float = 1.0
-
-    def min_degree(self):
-        return 2 * self.b
-
-    def requirement(self):
-        return f"at least 2b = {self.min_degree()} neighbours"
 
     def aggregate(self, messages, weights, byzantine=None):
         own = messages[:, :1]
