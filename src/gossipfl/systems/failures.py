@@ -127,8 +127,4 @@ class FailingTopology(Topology):
         validate_edges(W, symmetric=False, doubly=declared == "doubly",
                        rows=declared != "column", key="systems.availability",
                        label=f"round {round}'s renormalized matrix")
-        A = W.pattern()
-        for edges in (A, W):
-            for array in (edges.rows, edges.cols, edges.values):
-                array.flags.writeable = False
-        return A, W
+        return W.pattern().read_only(), W.read_only()

@@ -282,10 +282,7 @@ class Topology:
         validate_edges(W, symmetric=symmetric, doubly=symmetric or declared == "doubly",
                        rows=declared != "column", key="topology.mixing",
                        label=f"{self.mixing} matrix")
-        for edges in (A, W):
-            for array in (edges.rows, edges.cols, edges.values):
-                array.flags.writeable = False
-        return A, W
+        return A.read_only(), W.read_only()
 
 
 # --------------------------------------------------------------------------------------------

@@ -167,6 +167,13 @@ class Edges:
                 check_invariants=False,
             ).to(device)
 
+    def read_only(self) -> Edges:
+        """These edges, their arrays made read-only (what a topology hands out); returns
+        self."""
+        for array in (self.rows, self.cols, self.values):
+            array.flags.writeable = False
+        return self
+
     def nbytes(self) -> int:
         return self.rows.nbytes + self.cols.nbytes + self.values.nbytes
 
