@@ -212,9 +212,9 @@ class Federation:
 
     def _entries(self, t: int, device, dtype) -> tuple[Tensor, Tensor, Tensor]:
         """Round t's nonzero w_ij as (i, j, w_ij) tensors (cached for a static graph)."""
-        key = (t if self.mixer.topology.time_varying else None, device, dtype)
+        key = (t if self.time_varying else None, device, dtype)
         if self._nonzeros is None or self._nonzeros[0] != key:
-            if getattr(self.mixer.topology, "sparse", False):
+            if self.edges_only:
                 E = self.mixer.topology.edges(t)
                 self._nonzeros = key, (torch.as_tensor(E.rows, device=device),
                                        torch.as_tensor(E.cols, device=device),
@@ -318,9 +318,9 @@ class Federation:
 
     def _out_degree(self, t: int) -> np.ndarray:
         """[M] messages client j sends per gossip step: #{i ≠ j : w_ij ≠ 0}."""
-        key = t if self.mixer.topology.time_varying else None
+        key = t if self.time_varying else None
         if self._degree is None or self._degree[0] != key:
-            if getattr(self.mixer.topology, "sparse", False):
+            if self.edges_only:
                 self._degree = key, self.mixer.topology.edges(t).out_degree()
                 return self._degree[1]
             nonzero = np.asarray(self.mixer.topology.matrix(t)) != 0

@@ -24,7 +24,6 @@ not bit for bit. :class:`BlockTraffic` counts the accounted bytes of the block's
 
 from __future__ import annotations
 
-import warnings
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
@@ -178,29 +177,10 @@ def exchange_plan_edges(W: Edges, processes: Processes, mixer) -> ExchangePlan:
     position[columns] = np.arange(len(columns))
     rows, cols = W.rows[own] - lo, position[W.cols[own]]
     order = np.lexsort((cols, rows))
-    block = CsrRows(rows[order], cols[order], W.values[own][order], hi - lo, len(columns))
-    return ExchangePlan(send, receive, block.to_torch(mixer.dtype, mixer.device),
+    # this rank's rows of W over the columns it reads: [block, len(columns)], as CSR
+    block = Edges(len(columns), rows[order], cols[order], W.values[own][order])
+    return ExchangePlan(send, receive, block.to_torch(mixer.dtype, mixer.device, rows=hi - lo),
                         bool(all(full)), columns)
-
-
-@dataclass(frozen=True)
-class CsrRows:
-    """Some rows of a matrix, re-indexed (sorted by row, then column)."""
-
-    rows: np.ndarray
-    cols: np.ndarray
-    values: np.ndarray
-    num_rows: int
-    num_cols: int
-
-    def to_torch(self, dtype: torch.dtype, device) -> Tensor:
-        ptr = np.concatenate([[0], np.cumsum(np.bincount(self.rows, minlength=self.num_rows))])
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            return torch.sparse_csr_tensor(
-                torch.as_tensor(ptr, dtype=torch.int64), torch.as_tensor(self.cols),
-                torch.as_tensor(self.values, dtype=dtype), size=(self.num_rows, self.num_cols),
-                check_invariants=False).to(device)
 
 
 class DistributedFederation(Federation):
@@ -252,9 +232,9 @@ class DistributedFederation(Federation):
     def plan(self, t: int) -> ExchangePlan:
         """Round t's exchange plan (rebuilt each round for a time-varying topology)."""
         mixer = self.mixer
-        key = t if mixer.topology.time_varying else None
+        key = t if self.time_varying else None
         if self._plan is None or self._plan[0] != key:
-            if getattr(mixer.topology, "sparse", False):
+            if self.edges_only:
                 plan = exchange_plan_edges(mixer.topology.edges(t), self.processes, mixer)
             else:
                 plan = exchange_plan(mixer.topology.matrix(t, "engine.backend: distributed"),
@@ -286,15 +266,22 @@ class DistributedFederation(Federation):
 
     def _all_rows(self, rows: Tensor) -> Tensor:
         """Every rank's block, in client order (all-gather of blocks padded to equal size)."""
-        world = self.processes.world
-        sizes = [self.processes.bounds(self.num_clients, r) for r in range(world)]
-        longest = max(b - a for a, b in sizes)
-        padded = rows.new_zeros(longest, *rows.shape[1:])
-        padded[: len(rows)] = rows
-        parts = [torch.empty_like(padded) for _ in range(world)]
-        self.traffic.wire += (world - 1) * padded.numel() * padded.element_size()
+        sizes, padded = self._padded_block(rows)
+        parts = [torch.empty_like(padded) for _ in sizes]
+        self.traffic.wire += (len(sizes) - 1) * padded.numel() * padded.element_size()
         dist.all_gather(parts, padded)
-        return torch.cat([part[: b - a] for part, (a, b) in zip(parts, sizes, strict=True)])
+        return _unpadded(parts, sizes)
+
+    def _padded_block(self, rows: Tensor) -> tuple[list[int], Tensor]:
+        """(every rank's block size, ``rows`` padded with zero rows to the longest): the
+        collectives move blocks of one size."""
+        world = self.processes.world
+        sizes = [b - a for a, b in (self.processes.bounds(self.num_clients, r)
+                                    for r in range(world))]
+        rows = rows.contiguous()
+        if len(rows) == max(sizes):
+            return sizes, rows
+        return sizes, torch.cat([rows, rows.new_zeros(max(sizes) - len(rows), *rows.shape[1:])])
 
     def _out_degree(self, t: int) -> np.ndarray:
         return super()._out_degree(t)[self.lo:self.hi]
@@ -342,23 +329,16 @@ class DistributedFederation(Federation):
         """Every rank's block on rank 0 only (``dist.gather`` into one buffer; blocks padded
         to equal size), ``[0, ...]`` elsewhere: a checkpoint of 10⁵ clients holds one copy
         of X in the job, not one per rank."""
-        world, rank = self.processes.world, self.processes.rank
-        sizes = [self.processes.bounds(self.num_clients, r) for r in range(world)]
-        longest = max(b - a for a, b in sizes)
-        x = x.contiguous()
-        padded = x if len(x) == longest else torch.cat(
-            [x, x.new_zeros(longest - len(x), *x.shape[1:])])
+        sizes, padded = self._padded_block(x)
         with communicating(self.processes, "gathering every rank's clients"):
-            if rank != 0:
+            if self.processes.rank != 0:
                 self.traffic.wire += padded.numel() * padded.element_size()
                 dist.gather(padded, dst=0)
                 return x[:0]
-            buffer = x.new_empty(world * longest, *x.shape[1:])
-            dist.gather(padded, gather_list=list(buffer.split(longest)), dst=0)
-        if all(b - a == longest for a, b in sizes):
-            return buffer
-        return torch.cat([buffer[r * longest: r * longest + (b - a)]
-                          for r, (a, b) in enumerate(sizes)])
+            buffer = padded.new_empty(len(sizes) * len(padded), *padded.shape[1:])
+            parts = list(buffer.split(len(padded)))
+            dist.gather(padded, gather_list=parts, dst=0)
+        return buffer if min(sizes) == len(padded) else _unpadded(parts, sizes)
 
     def total(self, x: Tensor) -> Tensor:
         return self._sum(x, "a sum over ranks")
@@ -371,3 +351,8 @@ class DistributedFederation(Federation):
         with communicating(self.processes, what):
             dist.all_reduce(out)
         return out
+
+
+def _unpadded(parts: list[Tensor], sizes: list[int]) -> Tensor:
+    """The blocks of equal-size ``parts`` cut to their ``sizes``, in rank order."""
+    return torch.cat([part[:size] for part, size in zip(parts, sizes, strict=True)])
