@@ -464,13 +464,17 @@ def _star(m: int, mixing: str, seed: int, params: dict) -> Topology:
     return _static("star", m, mixing, nx.star_graph(m - 1))
 
 
-def _connected_draw(draw: Callable[[int], nx.Graph], key: str, failure: str) -> nx.Graph:
-    """The first connected graph among ``draw(0)``, ``draw(1)``, ... (MAX_DRAWS tries)."""
+def _connected_draw(draw: Callable[[int], Any], key: str, failure: str,
+                    connected: Callable[[Any], bool] | None = None) -> Any:
+    """The first connected graph among ``draw(0)``, ``draw(1)``, ... (MAX_DRAWS tries):
+    networkx graphs, or anything ``connected`` judges (edge pairs (u, v) by
+    :func:`_pairs_connected`)."""
     import networkx as nx
 
+    connected = connected or nx.is_connected
     for attempt in range(MAX_DRAWS):
         graph = draw(attempt)
-        if nx.is_connected(graph):
+        if connected(graph):
             return graph
     raise GossipflError(f"{key}: {failure} was disconnected in all {MAX_DRAWS} random draws; "
                         "use a denser graph.")
@@ -487,10 +491,7 @@ def _erdos_renyi(m: int, mixing: str, seed: int, params: dict) -> Topology:
         return _erdos_renyi_edges(m, mixing, seed, p)
     graph = _connected_draw(
         lambda a: nx.gnp_random_graph(m, p, seed=derive_seed(seed, "topology", "er", a)),
-        "topology.p",
-        f"erdos_renyi with p={p} on {m} clients (connectivity needs p > ln M / M ≈ "
-        f"{np.log(m) / m:.3g})",
-    )
+        "topology.p", _er_failure(m, p))
     return _static("erdos_renyi", m, mixing, graph, {"p": p, "seed": seed})
 
 
@@ -506,21 +507,28 @@ def _erdos_renyi_edges(m: int, mixing: str, seed: int, p: float) -> Topology:
     uniformly among all (distinct linear indices of the upper triangle); redrawn until
     connected, as the dense draw. Another stream than networkx's."""
     pairs = m * (m - 1) // 2
-    failure = (f"erdos_renyi with p={p} on {m} clients (connectivity needs p > ln M / M ≈ "
-               f"{np.log(m) / m:.3g})")
-    for attempt in range(MAX_DRAWS):
+
+    def draw(attempt: int) -> tuple[np.ndarray, np.ndarray]:
         rng = numpy_generator(seed, "topology", "er", attempt)
         count = int(rng.binomial(pairs, p))
         chosen = np.unique(rng.integers(0, pairs, size=count))
         while len(chosen) < count:  # the rare repeated pair, drawn again
             extra = rng.integers(0, pairs, size=count - len(chosen))
             chosen = np.unique(np.concatenate([chosen, extra]))
-        i, j = upper_pair(chosen, m)
-        if len(np.unique(components(m, np.concatenate([i, j]),
-                                    np.concatenate([j, i])))) == 1:
-            return _static_edges("erdos_renyi", m, mixing, i, j, {"p": p, "seed": seed})
-    raise GossipflError(f"topology.p: {failure} was disconnected in all {MAX_DRAWS} random "
-                        "draws; use a denser graph.")
+        return upper_pair(chosen, m)
+
+    i, j = _connected_draw(draw, "topology.p", _er_failure(m, p), _pairs_connected(m))
+    return _static_edges("erdos_renyi", m, mixing, i, j, {"p": p, "seed": seed})
+
+
+def _er_failure(m: int, p: float) -> str:
+    return (f"erdos_renyi with p={p} on {m} clients (connectivity needs p > ln M / M ≈ "
+            f"{np.log(m) / m:.3g})")
+
+
+def _pairs_connected(m: int) -> Callable[[tuple[np.ndarray, np.ndarray]], bool]:
+    """Whether the undirected edges (u[e], v[e]) connect all m clients."""
+    return lambda pair: bool((components(m, *pair) == 0).all())
 
 
 def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
@@ -530,19 +538,16 @@ def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if k * m % 2:
         raise GossipflError(f"topology.k: k_regular needs k × clients even, got k={k} with "
                             f"{m} clients.")
+    failure = f"k_regular with k={k} on {m} clients"
     if _large(m):
-        for attempt in range(MAX_DRAWS):
-            rng = numpy_generator(seed, "topology", "kreg", attempt)
-            u, v = dynamic.random_regular_edges(m, k, rng)
-            if (components(m, u, v) == 0).all():
-                return _static_edges("k_regular", m, mixing, u, v, {"k": k, "seed": seed})
-        raise GossipflError(f"topology.k: k_regular with k={k} on {m} clients was disconnected "
-                            f"in all {MAX_DRAWS} random draws; use a denser graph.")
+        u, v = _connected_draw(
+            lambda a: dynamic.random_regular_edges(
+                m, k, numpy_generator(seed, "topology", "kreg", a)),
+            "topology.k", failure, _pairs_connected(m))
+        return _static_edges("k_regular", m, mixing, u, v, {"k": k, "seed": seed})
     graph = _connected_draw(
         lambda a: nx.random_regular_graph(k, m, seed=derive_seed(seed, "topology", "kreg", a)),
-        "topology.k",
-        f"k_regular with k={k} on {m} clients",
-    )
+        "topology.k", failure)
     return _static("k_regular", m, mixing, graph, {"k": k, "seed": seed})
 
 
