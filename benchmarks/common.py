@@ -231,14 +231,19 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def interleaved_round_seconds(runners: dict[str, Any], rounds: int) -> dict[str, list[float]]:
+def interleaved_round_seconds(runners: dict[str, Any], rounds: int,
+                              device: torch.device | None = None) -> dict[str, list[float]]:
     """Seconds of rounds 0..``rounds`` of each Runner, taken round by round in turn so that
-    load on a shared machine hits all alike (round 0 included: drop it as warm-up)."""
+    load on a shared machine hits all alike (round 0 included: drop it as warm-up); on a GPU
+    ``device``, between synchronizations."""
     seconds: dict[str, list[float]] = {name: [] for name in runners}
+    device = device or torch.device("cpu")
     with torch.no_grad():
         for t in range(rounds + 1):
             for name, runner in runners.items():
+                sync(device)
                 start = time.perf_counter()
                 runner.run_round(t)
+                sync(device)
                 seconds[name].append(time.perf_counter() - start)
     return seconds

@@ -2,6 +2,7 @@
 interleaved round by round so that load on a shared machine hits both alike:
 
     PYTHONPATH=src python -m benchmarks.dp_round --threads 1 --rounds 3
+    PYTHONPATH=src python -m benchmarks.dp_round --device cuda --clients 100   # a GPU
 
 DFedAvg on a ring, synthetic 784-feature data, the MLP, ``local_steps`` minibatches of B.
 Four runs: non-private; private with σ = 0 (per-sample clipping alone) and σ = 1 (plus the
@@ -23,21 +24,24 @@ import statistics
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-from benchmarks.common import bandwidth, interleaved_round_seconds, start_cpu_run
+import torch
+
+from benchmarks.common import bandwidth, interleaved_round_seconds, machine, start_cpu_run
 from gossipfl.config import load_config
 from gossipfl.runner import Runner
 
 PASSES = 7  # over S·B·P float32 per private step (module docstring)
 
 
-def config_of(clients: int, hidden: int, batch: int, steps: int, sigma: float | None) -> dict:
+def config_of(clients: int, hidden: int, batch: int, steps: int, sigma: float | None,
+              device: str = "cpu") -> dict:
     config = {"data": {"dataset": "synthetic", "clients": clients,
                        "options": {"dim": 784, "train_size": 300 * clients, "test_size": 100,
                                    "num_classes": 10}},
               "model": {"name": "mlp", "options": {"hidden": [hidden]}},
               "topology": {"name": "ring"}, "algorithm": {"name": "dfedavg"},
               "train": {"rounds": 100, "local_steps": steps, "batch_size": batch, "lr": 0.05},
-              "eval": {"average_model": False, "local_models": False}}
+              "eval": {"average_model": False, "local_models": False}, "device": device}
     if sigma is not None:
         config["privacy"] = {"clip": 1.0, "noise_multiplier": sigma, "delta": 1e-5}
     return config
@@ -51,14 +55,19 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
-    device = start_cpu_run(args.threads)
+    if args.device == "cpu":
+        device = start_cpu_run(args.threads)
+    else:
+        device = torch.device(args.device)
+        print(machine(device), flush=True)
     cases = {"plain": None, "dp σ=0": 0.0, "dp σ=1": 1.0, "dp σ=0 materialized": 0.0}
     runners = {name: Runner(load_config(config_of(args.clients, args.hidden, args.batch,
-                                                  args.steps, sigma)))
+                                                  args.steps, sigma, args.device)))
                for name, sigma in cases.items()}
     runners["dp σ=0 materialized"].exp.privacy.gradient._ghost = False
-    seconds = interleaved_round_seconds(runners, args.rounds)
+    seconds = interleaved_round_seconds(runners, args.rounds, device)
     P = runners["plain"].exp.layout.P
     base = statistics.median(seconds["plain"][1:])
     print(f"M = {args.clients}, P = {P}, B = {args.batch}, {args.steps} steps per round")

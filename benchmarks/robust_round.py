@@ -4,6 +4,7 @@ on a shared machine hits all alike.
 
     PYTHONPATH=src python -m benchmarks.robust_round                 # 100 clients, the mlp
     PYTHONPATH=src python -m benchmarks.robust_round --reps 3 --clients 50
+    PYTHONPATH=src python -m benchmarks.robust_round --device cuda --clients 1000   # a GPU
 
 The stack: M clients of the 784-64-10 MLP (P = 50 890), client 0 Byzantine, sending
 ``sign_flip`` messages (so that every rule, ``mean`` included, takes the robust path: a
@@ -22,6 +23,7 @@ import time
 
 import torch
 
+from benchmarks.common import machine, sync
 from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.runner import build_experiment
@@ -32,13 +34,13 @@ RULES = ({"rule": "mean"}, {"rule": "trimmed_mean", "b": 1}, {"rule": "median"},
 GRAPHS = ({"name": "ring"}, {"name": "k_regular", "k": 10})
 
 
-def config(m: int, topology: dict, robust: dict | None) -> dict:
+def config(m: int, topology: dict, robust: dict | None, device: str = "cpu") -> dict:
     setup = {"data": {"dataset": "synthetic", "clients": m, "partition": "iid",
                       "options": {"train_size": 20 * m, "test_size": 100, "dim": 784,
                                   "num_classes": 10}},
              "model": {"name": "mlp", "options": {"hidden": [64]}},
              "topology": dict(topology), "algorithm": {"name": "dfedavg"},
-             "train": {"rounds": 1, "local_steps": 1}, "seed": 0}
+             "train": {"rounds": 1, "local_steps": 1}, "seed": 0, "device": device}
     if robust is not None:
         setup["topology"]["robust"] = robust
         setup["byzantine"] = {"clients": [0], "attack": "sign_flip"}
@@ -46,9 +48,11 @@ def config(m: int, topology: dict, robust: dict | None) -> dict:
 
 
 def gossip_seconds(fed, x: torch.Tensor) -> float:
+    sync(x.device)
     start = time.perf_counter()
     fed.gossip(x, 0)
     fed.traffic.take()
+    sync(x.device)
     return time.perf_counter() - start
 
 
@@ -56,8 +60,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
     torch.manual_seed(0)
+    print(machine(torch.device(args.device)), flush=True)
     print("| graph | rule | s per step (median) | × plain W X |")
     print("|---|---|---|---|")
     for topology in GRAPHS:
@@ -66,12 +72,14 @@ def main() -> int:
         for name, spec in cases.items():
             try:
                 feds[name] = build_experiment(load_config(config(args.clients, topology,
-                                                                 spec))).fed
+                                                                 spec, args.device))).fed
             except GossipflError as exc:  # e.g. krum's b + 2 neighbours on the ring
                 refused[name] = str(exc).split(";")[0]
         x = torch.randn(args.clients, build_experiment(load_config(
-            config(args.clients, topology, None))).layout.P)
+            config(args.clients, topology, None))).layout.P, device=args.device)
         times: dict[str, list[float]] = {name: [] for name in feds}
+        for name, fed in feds.items():  # warm-up (kernels, caches, buckets)
+            gossip_seconds(fed, x)
         for _ in range(args.reps):
             for name, fed in feds.items():
                 times[name].append(gossip_seconds(fed, x))
