@@ -201,3 +201,221 @@ def test_list_names_gts(capsys):
 
     assert cli.main(["list"]) == 0
     assert "  gts " in capsys.readouterr().out
+
+
+# -- the spectral attack -----------------------------------------------------------------------------
+def fiedler_reference(W, byz):
+    """u [M]: the eigenvector of λ_2 of the honest graph's Laplacian (0 on the Byzantine)."""
+    honest = [k for k in range(len(W)) if k not in byz]
+    A = W[np.ix_(honest, honest)].copy()
+    np.fill_diagonal(A, 0.0)
+    laplacian = np.diag(A.sum(axis=1)) - A
+    u = np.zeros(len(W))
+    u[honest] = np.linalg.eigh(laplacian)[1][:, 1]
+    return u
+
+
+def search_reference(f, evals=16, delta=1.0, ratio=0.8):
+    """The authors' line search, one receiver at a time: grow from 0 while improving, then
+    contract around the best point."""
+    best_x, best_y = 0.0, f(0.0)
+    prop_x, evals = best_x, evals - 1
+    while evals > 0:
+        prop_x = best_x + delta
+        prop_y = f(prop_x)
+        evals -= 1
+        if prop_y > best_y:
+            best_x, best_y, delta = prop_x, prop_y, delta * 2
+        else:
+            delta *= ratio
+            break
+    while evals > 0:
+        if prop_x < best_x:
+            prop_x += delta
+        else:
+            x = prop_x - delta
+            while x < 0:
+                x = (x + prop_x) / 2
+            prop_x = x
+        prop_y = f(prop_x)
+        evals -= 1
+        if prop_y > best_y:
+            best_x, best_y = prop_x, prop_y
+        delta *= ratio
+    return best_x
+
+
+def spectral_attack(combine, epsilon, gamma=1.0):
+    """The message of every Byzantine neighbour of i: z_i + ε u_i Σ_{k∈H} u_k z_k, ε given or
+    searched to maximize ‖x_i(ε) − (z_i + γ Σ_{j∈H_i} w_ij (z_j − z_i))‖²."""
+    def attack(Z, W, i, hood):
+        u = fiedler_reference(W, BYZANTINE)
+        direction = u[i] * (u @ Z)
+        byz = [k for k, j in enumerate(hood) if j in BYZANTINE]
+        w = W[i, hood]
+        byz_weight = sum(W[i, j] for j in hood[1:] if j in BYZANTINE)
+        ideal = Z[i] + gamma * sum(W[i, j] * (Z[j] - Z[i]) for j in hood[1:]
+                                   if j not in BYZANTINE)
+
+        def damage(e):
+            msgs = Z[hood].copy()
+            msgs[byz] = Z[i] + e * direction
+            return float(((combine(msgs, w, byz_weight) - ideal) ** 2).sum())
+
+        e = search_reference(damage) if epsilon == "search" else epsilon
+        return {j: Z[i] + e * direction for j in hood if j in BYZANTINE}
+    return attack
+
+
+def trimmed_mean(msgs, w, byz_weight, b=1):
+    d = len(msgs) - 1
+    return (msgs[0] + np.sort(msgs[1:], axis=0)[b:d - b].sum(axis=0)) / (d - 2 * b + 1)
+
+
+def cs_plus(msgs, w, byz_weight, b=1):
+    diffs = msgs - msgs[0]
+    norms = np.linalg.norm(diffs, axis=1)
+    tau = np.sort(norms)[::-1][2 * b]
+    return msgs[0] + (w * np.where(norms > tau, tau / np.maximum(norms, 1e-300), 1.0)) @ diffs
+
+
+# Not searched against cs_plus: once the Byzantine messages are clipped, the damage is flat in
+# ε up to rounding, so which ε the search keeps there is decided by float32 vs float64 noise.
+SPECTRAL_CASES = [
+    ({"rule": "mean"}, mean, 2.0), ({"rule": "gts", "b": 1}, gts(b=1), 2.0),
+    ({"rule": "cs_plus", "b": 1}, cs_plus, 5.0), ({"rule": "mean"}, mean, -0.5),
+    ({"rule": "gts", "delta": "byzantine"}, gts(delta="byzantine"), "search"),
+    ({"rule": "gts", "b": 1}, gts(b=1), "search"),
+    ({"rule": "gts", "b": 2, "gamma": 0.5}, gts(b=2, gamma=0.5), "search"),
+    ({"rule": "trimmed_mean", "b": 1}, trimmed_mean, "search"),
+]
+
+
+@pytest.mark.parametrize("rule,combine,epsilon", SPECTRAL_CASES,
+                         ids=[f"{r['rule']}-{r.get('b', '')}-{e}" for r, _, e in SPECTRAL_CASES])
+def test_spectral_attack_matches_its_equations(rule, combine, epsilon):
+    p = Problem(clients=M)
+    result = run(p, W7, rule, {"clients": BYZANTINE, "attack": "spectral", "epsilon": epsilon})
+    attack = spectral_attack(combine, epsilon, rule.get("gamma", 1.0))
+    expected = dfedavg(p, W7, combine, attack, BYZANTINE)
+    assert_close(result.params, expected, rtol=1e-4, atol=2e-5)
+    honest = [i for i in range(M) if i not in BYZANTINE]
+    plain = dfedavg(p, W7, mean)
+    assert np.abs(expected[honest] - plain[honest]).max() > 1e-3
+
+
+def test_spectral_attack_searches_by_default():
+    p = Problem(clients=M)
+    default = run(p, W7, {"rule": "gts", "b": 1}, {"clients": BYZANTINE, "attack": "spectral"})
+    searched = run(p, W7, {"rule": "gts", "b": 1}, {"clients": BYZANTINE, "attack": "spectral",
+                                                    "epsilon": "search"})
+    assert torch.equal(default.params, searched.params)
+
+
+def test_spectral_attack_with_epsilon_zero_is_a_silent_neighbour():
+    """ε = 0: every Byzantine neighbour sends z_i, so under the mean an honest receiver takes
+    its honest gossip step, W with the Byzantine weights moved onto the diagonal."""
+    p = Problem(clients=M)
+    result = run(p, W7, None, {"clients": BYZANTINE, "attack": "spectral", "epsilon": 0})
+    silent = W7.copy()
+    for i in range(M):
+        if i not in BYZANTINE:
+            silent[i, i] += silent[i, BYZANTINE].sum()
+            silent[i, BYZANTINE] = 0.0
+    honest = [i for i in range(M) if i not in BYZANTINE]
+    expected = dfedavg(p, W7, mean, spectral_attack(mean, 0.0), BYZANTINE)
+    assert_close(result.params, expected, rtol=1e-4, atol=2e-5)
+    X = p.x0.copy()
+    for t in range(ROUNDS):  # the honest rows: plain gossip on the silent matrix
+        Y = X.copy()
+        for _ in range(STEPS):
+            Y = Y - LR * DECAY ** t * p.grads(Y)
+        X = np.where(np.isin(np.arange(M), honest)[:, None], silent @ Y, W7 @ Y)
+    assert_close(result.params[honest], X[honest], rtol=1e-4, atol=2e-5)
+
+
+def test_fiedler_vector_is_networkx_s():
+    import networkx as nx
+
+    from gossipfl.trust.attacks import fiedler_vector
+
+    honest = ~np.isin(np.arange(M), BYZANTINE)
+    u = fiedler_vector(W7, honest)
+    ids = np.flatnonzero(honest)
+    graph = nx.from_numpy_array(W7[np.ix_(ids, ids)] * (1 - np.eye(len(ids))))
+    v = nx.fiedler_vector(graph, weight="weight", tol=1e-12, seed=0)
+    assert np.allclose(np.abs(u[ids] @ v), 1.0, atol=1e-8)  # the same unit vector, up to sign
+    assert np.all(u[BYZANTINE] == 0) and abs(u.sum()) < 1e-10
+
+
+def test_line_search_is_the_sequential_one_on_every_row():
+    from gossipfl.trust.attacks import line_search
+
+    centres = torch.tensor([0.0, 0.3, 2.5, 7.0, 100.0, 1e4], dtype=torch.float64)
+    plateau = torch.tensor(4.2, dtype=torch.float64)
+
+    def score(e):  # a peak at each centre; the last row flat beyond 4.2
+        values = -(e - centres) ** 2
+        values[-1] = torch.minimum(e[-1], plateau)
+        return values
+
+    found = line_search(score, torch.zeros(len(centres), dtype=torch.float64))
+    for r, centre in enumerate(centres.tolist()):
+        f = (lambda e: min(e, 4.2)) if r == len(centres) - 1 else (lambda e, c=centre: -(e - c) ** 2)
+        assert found[r].item() == search_reference(f)
+
+
+def test_spectral_attack_follows_the_round_s_matrix():
+    """A new W (a time-varying graph's next round) gives a new Fiedler vector."""
+    from gossipfl.trust.attacks import Scene, Spectral, Step
+
+    attack = Spectral(M, len(BYZANTINE), epsilon=1.0)
+    z = torch.as_tensor(Problem(clients=M).x0)
+    honest = torch.as_tensor(~np.isin(np.arange(M), BYZANTINE))
+    senders = torch.arange(M)[:, None]
+
+    def direction(W):
+        step = Step(z, torch.tensor(BYZANTINE), honest, 0, (0, 0, 0), W)
+        scene = Scene(step, z[:, None], torch.ones(M, 1, dtype=z.dtype), honest[:, None],
+                      senders)
+        return attack.direction(scene)[:, 0].numpy()
+
+    other = 0.5 * W7 + 0.5 * ring_mh(M)
+    for W in (W7, other, W7):
+        u = fiedler_reference(W, BYZANTINE)
+        assert np.allclose(direction(W), u[:, None] * (u @ z.numpy())[None], atol=1e-12)
+
+
+def test_resume_is_exact_under_the_spectral_attack():
+    from tests.helpers import stopped_and_resumed
+
+    p = Problem(clients=M)
+    config = p.config({"name": "dsgt"}, W=W7, rounds=5)
+    config["topology"]["robust"] = {"rule": "gts", "b": 1}
+    config["byzantine"] = {"clients": BYZANTINE, "attack": "spectral"}
+    whole = Runner(load_config(config))
+    whole.run()
+    _, resumed = stopped_and_resumed(config)
+    assert torch.equal(whole.client_models(), resumed.client_models())
+
+
+@pytest.mark.parametrize("params,words", [
+    ({"epsilon": "big"}, "byzantine.epsilon: must be a number or 'search', got 'big'."),
+    ({"epsilon": True}, "byzantine.epsilon: must be a number or 'search', got True."),
+    ({"epsilon": float("nan")}, "byzantine.epsilon: must be a finite number, got nan."),
+    ({"view": "all"}, "byzantine.view: unknown parameter of attack 'spectral'"),
+])
+def test_spectral_attack_refusals(params, words):
+    p = Problem(clients=M)
+    config = p.config({"name": "dfedavg"}, W=W7)
+    config["byzantine"] = {"clients": BYZANTINE, "attack": "spectral", **params}
+    with pytest.raises(GossipflError) as info:
+        load_config(config)
+    assert words in str(info.value) and str(info.value).count(". ") == 0
+
+
+def test_list_names_the_spectral_attack(capsys):
+    from gossipfl import cli
+
+    assert cli.main(["list"]) == 0
+    assert "  spectral " in capsys.readouterr().out
