@@ -295,8 +295,9 @@ class Spectral(Attack):
     rule's step, 1 for a rule without one). The authors' code means this objective but
     discards the subtraction of x̂_i, maximizing ‖x_i(ε)‖²; that is not reproduced.
 
-    Sees every honest message, the round's W (the honest graph) and, with ``search``, the
-    honest receivers' rule and its parameters (it simulates their aggregation)."""
+    Stated from the authors' code (only the paper's abstract was readable here). Sees every
+    honest message, the round's W (the honest graph) and, with ``search``, the honest
+    receivers' rule and its parameters (it simulates their aggregation)."""
 
     name, paper = "spectral", ("Gaucher, Dieuleveut & Hendrikx 2025, spectral heterogeneity "
                                "(Fiedler vector of the honest graph)")

@@ -301,10 +301,12 @@ class GTS(BNeighbours, RobustSum):
 
     T_i the b neighbours of largest ‖m_{j→i} − z_i‖ (ties: the lower id trimmed first).
     ``b`` counts the Byzantine neighbours tolerated; ``gamma`` is the communication step γ.
-    Defined where d_i ≥ b (at d_i = b every neighbour is trimmed: x_i = z_i).
+    Defined where d_i ≥ b (at d_i = b every neighbour is trimmed: x_i = z_i). In the
+    authors' form x_i ← x_i − η F((w_ij, x_i − x_j)_j), F the sum of the weighted differences
+    kept; stated from their code (only the paper's abstract was readable here).
 
-    ``delta`` (instead of ``b``) trims by weight, as the authors state the rule: the farthest
-    neighbours of total weight δ_i leave the sum, the last of them only in part (its kept
+    ``delta`` (instead of ``b``) trims by weight, as the authors' code states the rule: the
+    farthest neighbours of total weight δ_i leave the sum, the last of them only in part (its kept
     weight is Σ of the sorted weights down to it minus δ_i), with δ_i = ``delta`` for every
     receiver or, for ``delta: byzantine``, the receiver's true Byzantine weight
     Σ_{j ∈ N_i ∩ B} w_ij (what the authors' experiments use). For uniform weights w,
