@@ -3,9 +3,9 @@ gossip (``topology.robust``), one registry per kind (:data:`ATTACKS`, :data:`RUL
 differential privacy (``privacy:``, ``eval.membership``).
 
 - :mod:`gossipfl.trust.rules` — the rules (mean, trimmed_mean, median, krum, clipped_gossip,
-  cs_plus);
+  cs_plus, gts);
 - :mod:`gossipfl.trust.attacks` — the attacks (sign_flip, gaussian, alie, ipm, dissensus,
-  label_flip);
+  spectral, label_flip);
 - :mod:`gossipfl.trust.neighbourhoods` — each receiver's neighbourhood, bucketed by degree;
 - :mod:`gossipfl.trust.byzantine` — who is Byzantine, the honest graph, flipped labels;
 - :mod:`gossipfl.trust.gossip` — the robust gossip step the Federation runs, and its refusals;

@@ -17,6 +17,8 @@ message to every receiver). A per-receiver attack sends the same message from al
 - ``ipm``: −ε μ, inner product manipulation (Xie, Koyejo & Gupta, UAI 2020);
 - ``dissensus``: z_i − ε Σ_{j∈H_i} w_ij (z_j − z_i) / Σ_{k∈B_i} w_ik (He, Karimireddy & Jaggi
   2022);
+- ``spectral``: z_i + ε u_i Σ_{k∈H} u_k z_k, u the Fiedler vector of the honest graph, ε
+  searched per receiver (Gaucher, Dieuleveut & Hendrikx 2025);
 - ``label_flip``: data poisoning; the Byzantine clients train on labels c ↦ C − 1 − c and
   send their rows unchanged.
 """
@@ -24,10 +26,12 @@ message to every receiver). A per-receiver attack sends the same message from al
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -38,6 +42,8 @@ from gossipfl.validation import Rule, check_piece_params, one_of
 _NUMBER = Rule(lambda v: not isinstance(v, (bool, str)) and float(v) == v, "a number", quoted=True)
 _POSITIVE = Rule(lambda v: not isinstance(v, (bool, str)) and v > 0, "a number > 0", quoted=True)
 _VIEW = one_of("neighbourhood", "all")
+_AMPLITUDE = Rule(lambda v: v == "search" or (not isinstance(v, (bool, str)) and float(v) == v),
+                  "a number or 'search'", quoted=True)
 
 ATTACKS: dict[str, type[Attack]] = {}
 
@@ -52,14 +58,17 @@ def register_attack(cls: type[Attack]) -> type[Attack]:
 @dataclass
 class Step:
     """What one gossip step shows every attacker: all true messages ``z [M, P]``, the
-    Byzantine ids, the honest mask ``[M]``, the step's stream key (round, call, step), and
-    a cache for what the step's buckets share (the omniscient mean, the noise)."""
+    Byzantine ids, the honest mask ``[M]``, the step's stream key (round, call, step), the
+    round's mixing matrix W ``[M, M]`` (read-only NumPy), the honest receivers' robust rule,
+    and a cache for what the step's buckets share (the omniscient mean, the noise)."""
 
     z: Tensor
     byzantine: Tensor
     honest: Tensor
     seed: int
     key: tuple
+    matrix: np.ndarray | None = None
+    rule: Any = None
     cache: dict = field(default_factory=dict)
 
     def honest_moments(self) -> tuple[Tensor, Tensor]:
@@ -215,6 +224,121 @@ class Dissensus(Attack):
         return own - self.epsilon * pull / weight[:, None, None]
 
 
+def fiedler_vector(W: np.ndarray, honest: np.ndarray) -> np.ndarray:
+    """``[M]`` u: on the honest clients H, the unit eigenvector of the second smallest
+    eigenvalue of the honest graph's Laplacian L_H = diag(A 1) − A, A the off-diagonal part of
+    (W_HH + W_HHᵀ)/2 (W_HH itself for a symmetric W); 0 on the Byzantine clients (and
+    everywhere with a single honest client). u is defined up to its sign, which the spectral
+    attack's messages do not depend on; where that eigenvalue is repeated, u is the vector of
+    its eigenspace that LAPACK's symmetric solver returns."""
+    ids = np.flatnonzero(honest)
+    u = np.zeros(len(honest))
+    if len(ids) < 2:
+        return u
+    A = np.asarray(W, dtype=np.float64)[np.ix_(ids, ids)]
+    A = (A + A.T) / 2
+    np.fill_diagonal(A, 0.0)
+    u[ids] = np.linalg.eigh(np.diag(A.sum(axis=1)) - A)[1][:, 1]
+    return u
+
+
+#: the line search of ``spectral``'s ``epsilon: search``: evaluations, first step, contraction
+SEARCH_EVALS, SEARCH_STEP, SEARCH_RATIO = 16, 1.0, 0.8
+
+
+def line_search(score: Callable[[Tensor], Tensor], like: Tensor, evals: int = SEARCH_EVALS,
+                step: float = SEARCH_STEP, ratio: float = SEARCH_RATIO) -> Tensor:
+    """``[n]`` a best-effort maximizer ε ≥ 0 of each row's ``score(ε [n]) -> [n]``, by
+    exploration, all rows at once (``like [n]``: the dtype and device). From ε = 0 a row
+    grows: it proposes best + s and doubles s while that improves; at its first failure s
+    shrinks by ``ratio`` and the row contracts: it proposes (its last proposal) + s if that
+    is below its best, else (its last proposal) − s (halved back towards the last proposal
+    while negative), keeps a proposal that improves, and shrinks s by ``ratio`` every time.
+    ``evals`` evaluations of ``score`` in all, the first at ε = 0 (the line search of the
+    EPFL Byzantine-learning code, which Gaucher et al.'s code runs with 16)."""
+    best = torch.zeros_like(like)
+    best_score = score(best)
+    proposal, size = best.clone(), torch.full_like(like, step)
+    growing = torch.ones_like(like, dtype=torch.bool)
+    for _ in range(evals - 1):
+        back = ~growing & (proposal >= best)
+        below = torch.where(back, proposal - size, proposal)
+        for _ in range(64):  # proposal > 0 where back, so a few halvings reach [0, proposal]
+            if not bool((below < 0).any()):
+                break
+            below = torch.where(below < 0, (below + proposal) / 2, below)
+        proposal = torch.where(growing, best + size,
+                               torch.where(back, below.clamp_min(0.0), proposal + size))
+        value = score(proposal)
+        better = value > best_score
+        best = torch.where(better, proposal, best)
+        best_score = torch.where(better, value, best_score)
+        size = torch.where(growing & better, size * 2, size * ratio)
+        growing &= better
+    return best
+
+
+@register_attack
+class Spectral(Attack):
+    """Spectral heterogeneity (Gaucher, Dieuleveut & Hendrikx, ICML 2025, the authors'
+    ``spectral`` attack): every Byzantine neighbour of honest i sends
+
+        m_{→i} = z_i + ε u_i Σ_{k∈H} u_k z_k,
+
+    u the Fiedler vector of the honest graph (:func:`fiedler_vector`, from the round's W):
+    since u ⟂ 1, Σ_k u_k z_k is the honest models' disagreement along the graph's slowest
+    mode, and i is pushed along it on its own side of the graph's sparsest cut. With
+    ``epsilon`` a number, that ε for every receiver; with ``search`` (default, as the authors'
+    experiments), per receiver and gossip step the ε ≥ 0 that :func:`line_search` (16
+    evaluations) finds to maximize ‖x_i(ε) − x̂_i‖², x_i(ε) the receiver's robust rule on
+    these messages and x̂_i = z_i + γ Σ_{j∈H_i} w_ij (z_j − z_i) its honest gossip step (γ the
+    rule's step, 1 for a rule without one). The authors' code means this objective but
+    discards the subtraction of x̂_i, maximizing ‖x_i(ε)‖²; that is not reproduced.
+
+    Stated from the authors' code (only the paper's abstract was readable here). Sees every
+    honest message, the round's W (the honest graph) and, with ``search``, the honest
+    receivers' rule and its parameters (it simulates their aggregation)."""
+
+    name, paper = "spectral", ("Gaucher, Dieuleveut & Hendrikx 2025, spectral heterogeneity "
+                               "(Fiedler vector of the honest graph)")
+    rules: ClassVar[dict[str, Rule]] = {"epsilon": _AMPLITUDE}
+    epsilon: float | str = "search"
+
+    def __init__(self, clients: int, byzantine: int, **params: Any):
+        super().__init__(clients, byzantine, **params)
+        self._fiedler: tuple[np.ndarray, np.ndarray] | None = None  # (W, u) of the last W
+
+    def craft(self, scene):
+        own = scene.messages[:, :1]
+        direction = self.direction(scene)
+        if self.epsilon != "search":
+            return own + float(self.epsilon) * direction
+        epsilon = line_search(lambda e: self.damage(scene, own + e[:, None, None] * direction),
+                              own[:, 0, 0])
+        return own + epsilon[:, None, None] * direction
+
+    def direction(self, scene: Scene) -> Tensor:
+        """``[n, 1, P]`` u_i Σ_{k∈H} u_k z_k for the scene's receivers."""
+        step = scene.step
+        if "fiedler" not in step.cache:
+            if self._fiedler is None or self._fiedler[0] is not step.matrix:
+                honest = step.honest.cpu().numpy()
+                self._fiedler = (step.matrix, fiedler_vector(step.matrix, honest))
+            u = torch.as_tensor(self._fiedler[1], device=step.z.device, dtype=step.z.dtype)
+            step.cache["fiedler"] = (u, u @ step.z)
+        u, mode = step.cache["fiedler"]
+        return u[scene.senders[:, 0]][:, None, None] * mode[None, None]
+
+    def damage(self, scene: Scene, crafted: Tensor) -> Tensor:
+        """``[n]`` ‖x_i − x̂_i‖² with every Byzantine neighbour sending ``crafted [n, 1, P]``."""
+        rule, byzantine = scene.step.rule, ~scene.honest
+        messages = torch.where(byzantine.unsqueeze(2), crafted, scene.messages)
+        own = scene.messages[:, :1]
+        honest = (scene.weights * scene.honest).unsqueeze(1)
+        ideal = own + getattr(rule, "gamma", 1.0) * torch.bmm(honest, scene.messages - own)
+        return (rule.aggregate(messages, scene.weights, byzantine) - ideal[:, 0]).pow(2).sum(1)
+
+
 @register_attack
 class LabelFlip(Attack):
     """Label flipping (data poisoning): the Byzantine clients train honestly on their samples
@@ -244,8 +368,11 @@ __all__ = [
     "LabelFlip",
     "Scene",
     "SignFlip",
+    "Spectral",
     "Step",
     "alie_z",
     "check_attack",
+    "fiedler_vector",
+    "line_search",
     "register_attack",
 ]

@@ -72,7 +72,7 @@ class RobustGossip:
     def step(self, fed, z: Tensor, t: int, key: tuple) -> Tensor:
         """One robust gossip step of ``z [M, n]`` with round t's W."""
         ids, mask = self._byzantine(z.device)
-        state = Step(z, ids, ~mask, self.seed, key)
+        state = Step(z, ids, ~mask, self.seed, key, fed.mixer.topology.matrix(t), self.rule)
         out = torch.empty_like(z)
         for bucket in self._buckets(fed, t, z):
             check_degree(self.rule, bucket, t if fed.mixer.topology.time_varying else None)

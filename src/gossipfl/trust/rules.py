@@ -18,7 +18,12 @@ batched over the receivers (a sort or a reduction over dimension 1).
 - ``clipped_gossip`` (τ or adaptive), He, Karimireddy & Jaggi 2022 (self-centered clipping):
   x_i = z_i + Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), CLIP(v, τ) = min(1, τ/‖v‖) v;
 - ``cs_plus`` (b, γ), Gaucher, Dieuleveut & Hendrikx 2025 (CS+-RG): the same clipped sum with
-  step γ and τ_i the (2b + 1)-th largest distance, so that the 2b farthest are clipped.
+  step γ and τ_i the (2b + 1)-th largest distance, so that the 2b farthest are clipped;
+- ``gts`` (b or δ, γ), the same authors' GTS-RG: z_i + γ Σ_{j kept} w_ij (m_{j→i} − z_i) with
+  the b farthest neighbours (or the farthest of weight δ) trimmed; NNA on the complete graph.
+
+The last three are one framework (the authors' F-RG, :class:`RobustSum`): a step γ along
+Σ_j ω_ij (m_{j→i} − z_i), the weights ω_ij clipped or trimmed by distance.
 
 BRIDGE's screening ignores W (a uniform average over what is kept); clipping and the mean use
 it. A rule that needs b undefined on some receiver's degree refuses before training
@@ -42,6 +47,9 @@ _RADIUS = Rule(lambda v: v in ("adaptive", "inf") or (not isinstance(v, (bool, s
                "a number > 0, 'inf' (no clipping) or 'adaptive'", quoted=True)
 _STEP = Rule(lambda v: not isinstance(v, (bool, str)) and v > 0, "a number > 0", quoted=True)
 _DELTA = Rule(lambda v: not isinstance(v, bool) and 0 < v < 1, "in (0, 1)", quoted=True)
+_TRIMMED = Rule(lambda v: v is None or v == "byzantine"
+                or (not isinstance(v, (bool, str)) and 0 < v < 1),
+                "in (0, 1), 'byzantine' (the receiver's Byzantine weight) or null", quoted=True)
 
 RULES: dict[str, type[RobustRule]] = {}
 
@@ -64,6 +72,11 @@ class RobustRule:
         for key, value in params.items():
             setattr(self, key, int(value) if self.rules[key] is _COUNT0 else value)
 
+    @classmethod
+    def check_together(cls, key: str, params: dict) -> None:
+        """One sentence, naming ``key.param``, for parameters that are valid alone but not
+        together (each has passed its ``rules`` entry)."""
+
     def min_degree(self) -> int:
         """The smallest in-degree d_i on which the rule is defined."""
         return 0
@@ -81,17 +94,26 @@ class RobustRule:
         raise NotImplementedError
 
 
-class TwoBNeighbours:
+class BNeighbours:
+    """For a rule with ``b`` that discards (or clips) the ``trims``·b outermost neighbours:
+    defined where d_i ≥ trims·b."""
+
+    b: int
+    trims: ClassVar[int] = 1
+
+    def min_degree(self) -> int:
+        return self.trims * self.b
+
+    def requirement(self) -> str:
+        times = "b" if self.trims == 1 else f"{self.trims}b"
+        return f"at least {times} = {self.min_degree()} neighbours"
+
+
+class TwoBNeighbours(BNeighbours):
     """For a rule with ``b`` that discards (or clips) the 2b outermost neighbours: defined
     where d_i ≥ 2b."""
 
-    b: int
-
-    def min_degree(self) -> int:
-        return 2 * self.b
-
-    def requirement(self) -> str:
-        return f"at least 2b = {self.min_degree()} neighbours"
+    trims = 2
 
 
 def _middle(values: Tensor, b: int) -> list[Tensor]:
@@ -182,8 +204,36 @@ class Krum(RobustRule):
         return messages[torch.arange(len(messages), device=messages.device), best]
 
 
+class RobustSum(RobustRule):
+    """The robust gossip framework F-RG of Gaucher, Dieuleveut & Hendrikx 2025: receiver i
+    moves by a step γ along a robust sum F of its weighted differences,
+    x_i = z_i + γ Σ_j ω_ij (m_{j→i} − z_i), where the rule's :meth:`kept_weights` ω_ij
+    (``[n, d + 1]``) are w_ij, clipped or trimmed according to the distances
+    ‖m_{j→i} − z_i‖. ``gamma`` (γ) is 1 unless the rule takes it as a parameter."""
+
+    gamma: float = 1.0
+
+    def aggregate(self, messages, weights, byzantine=None):
+        own = messages[:, :1]
+        step = messages - own  # [n, d + 1, P]; column 0 is zero
+        norm = torch.linalg.vector_norm(step, dim=2)  # [n, d + 1]
+        kept = self.kept_weights(norm, weights, byzantine)
+        mixed = torch.bmm(kept.unsqueeze(1), step).squeeze(1)
+        return own.squeeze(1) + self.gamma * mixed
+
+    def kept_weights(self, norm: Tensor, weights: Tensor, byzantine: Tensor | None) -> Tensor:
+        """ω ``[n, d + 1]`` from the distances ``norm [n, d + 1]`` (column 0: the receiver's
+        own, 0) and w ``[n, d + 1]``."""
+        raise NotImplementedError
+
+
+def _clipped(norm: Tensor, weights: Tensor, radius: Tensor) -> Tensor:
+    """w_ij min(1, τ_i/‖m_{j→i} − z_i‖): the weights of CLIP(·, τ_i), ``radius [n, 1]``."""
+    return weights * torch.where(norm > radius, radius / norm.clamp_min(1e-30), 1.0)
+
+
 @register_rule
-class ClippedGossip(RobustRule):
+class ClippedGossip(RobustSum):
     """ClippedGossip (He, Karimireddy & Jaggi 2022, self-centered clipping):
     x_i = z_i + Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), CLIP(v, τ) = min(1, τ/‖v‖₂) v.
 
@@ -199,14 +249,9 @@ class ClippedGossip(RobustRule):
     tau: float | str = "adaptive"
     delta: float | None = None
 
-    def aggregate(self, messages, weights, byzantine=None):
-        own = messages[:, :1]
-        step = messages - own  # [n, d + 1, P]; column 0 is zero
-        norm = torch.linalg.vector_norm(step, dim=2)  # [n, d + 1]
+    def kept_weights(self, norm, weights, byzantine):
         known = None if byzantine is None else (weights * byzantine)[:, 1:].sum(dim=1)
-        radius = self.radius(norm, weights, known)
-        scale = torch.where(norm > radius, radius / norm.clamp_min(1e-30), 1.0)
-        return own.squeeze(1) + torch.bmm((weights * scale).unsqueeze(1), step).squeeze(1)
+        return _clipped(norm, weights, self.radius(norm, weights, known))
 
     def radius(self, norm: Tensor, weights: Tensor, byzantine_weight: Tensor | None) -> Tensor:
         """τ_i ``[n, 1]``."""
@@ -226,7 +271,7 @@ class ClippedGossip(RobustRule):
 
 
 @register_rule
-class CSPlus(TwoBNeighbours, RobustRule):
+class CSPlus(TwoBNeighbours, RobustSum):
     """CS+-RG (Gaucher, Dieuleveut & Hendrikx, ICML 2025, "Unified Breakdown Analysis for
     Byzantine Robust Gossip"): x_i = z_i + γ Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), with τ_i the
     (2b + 1)-th largest of the d_i + 1 distances ‖m_{j→i} − z_i‖ (the receiver's own 0
@@ -241,15 +286,70 @@ class CSPlus(TwoBNeighbours, RobustRule):
     b: int = 1
     gamma: float = 1.0
 
-    def aggregate(self, messages, weights, byzantine=None):
-        own = messages[:, :1]
-        step = messages - own  # [n, d + 1, P]; column 0 is zero
-        norm = torch.linalg.vector_norm(step, dim=2)  # [n, d + 1]
-        d = messages.shape[1] - 1
+    def kept_weights(self, norm, weights, byzantine):
+        d = norm.shape[1] - 1
         radius = norm.sort(dim=1).values[:, d - 2 * self.b:d - 2 * self.b + 1]  # [n, 1]
-        scale = torch.where(norm > radius, radius / norm.clamp_min(1e-30), 1.0)
-        mixed = torch.bmm((weights * scale).unsqueeze(1), step).squeeze(1)
-        return own.squeeze(1) + self.gamma * mixed
+        return _clipped(norm, weights, radius)
+
+
+@register_rule
+class GTS(BNeighbours, RobustSum):
+    """GTS-RG (Gaucher, Dieuleveut & Hendrikx, ICML 2025; the authors' ``GTS_RG``), the F-RG
+    step with a trimmed sum F: the neighbours farthest from z_i are left out of the sum,
+
+        x_i = z_i + γ Σ_{j ∈ N_i, j ∉ T_i} w_ij (m_{j→i} − z_i),
+
+    T_i the b neighbours of largest ‖m_{j→i} − z_i‖ (ties: the lower id trimmed first).
+    ``b`` counts the Byzantine neighbours tolerated; ``gamma`` is the communication step γ.
+    Defined where d_i ≥ b (at d_i = b every neighbour is trimmed: x_i = z_i). In the
+    authors' form x_i ← x_i − η F((w_ij, x_i − x_j)_j), F the sum of the weighted differences
+    kept; stated from their code (only the paper's abstract was readable here).
+
+    ``delta`` (instead of ``b``) trims by weight, as the authors' code states the rule: the
+    farthest neighbours of total weight δ_i leave the sum, the last of them only in part (its kept
+    weight is Σ of the sorted weights down to it minus δ_i), with δ_i = ``delta`` for every
+    receiver or, for ``delta: byzantine``, the receiver's true Byzantine weight
+    Σ_{j ∈ N_i ∩ B} w_ij (what the authors' experiments use). For uniform weights w,
+    δ_i = b w is ``b``. The authors' code gives that last neighbour the weight it should
+    trim instead of the one it keeps (so with uniform weights it trims b + 1 or b − 1
+    neighbours, depending on the rounding of a cumulative sum); that is not reproduced.
+
+    Reductions: b = 0 (or no neighbour trimmed) is z_i + γ Σ_j w_ij (m_{j→i} − z_i), the
+    plain gossip step for γ = 1; on the complete graph with uniform weights 1/M and
+    γ = M/(M − b) it is NNA (Farhadkhani et al. 2023): the average of the M − b messages
+    nearest to z_i, z_i included."""
+
+    name, paper = "gts", "Gaucher, Dieuleveut & Hendrikx 2025, GTS-RG (trimmed sum, NNA)"
+    rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0, "gamma": _STEP, "delta": _TRIMMED}
+    b: int = 1
+    gamma: float = 1.0
+    delta: float | str | None = None
+
+    @classmethod
+    def check_together(cls, key: str, params: dict) -> None:
+        if "b" in params and params.get("delta") is not None:
+            raise GossipflError(f"{key}.delta: rule gts trims either b neighbours or the "
+                                f"weight delta, got both b = {params['b']} and delta = "
+                                f"{params['delta']!r}; remove one.")
+
+    def min_degree(self):
+        return 0 if self.delta is not None else super().min_degree()
+
+    def kept_weights(self, norm, weights, byzantine):
+        far = norm[:, 1:].sort(dim=1, descending=True, stable=True)  # the farthest first
+        kept = weights.clone()
+        if self.delta is None:
+            kept[:, 1:].scatter_(1, far.indices[:, :self.b], 0.0)
+            return kept
+        if self.delta == "byzantine":
+            known = torch.zeros_like(norm) if byzantine is None else weights * byzantine
+            delta = known[:, 1:].sum(dim=1, keepdim=True)
+        else:
+            delta = torch.full_like(norm[:, :1], float(self.delta))
+        w = weights[:, 1:].gather(1, far.indices)
+        left = torch.minimum(w, (w.cumsum(dim=1) - delta).clamp_min(0.0))
+        kept[:, 1:].scatter_(1, far.indices, left)
+        return kept
 
 
 def build_rule(spec: Any, key: str = "topology.robust") -> RobustRule | None:
@@ -266,8 +366,10 @@ def build_rule(spec: Any, key: str = "topology.robust") -> RobustRule | None:
     cls = RULES[name]
     params = {p: v for p, v in spec.items() if p != "rule"}
     check_piece_params(key, "rule", name, params, cls.rules)
+    cls.check_together(key, params)
     return cls(**params)
 
 
-__all__ = ["RULES", "CSPlus", "ClippedGossip", "Krum", "Mean", "Median", "RobustRule", "TrimmedMean",
-           "build_rule", "register_rule"]
+__all__ = ["GTS", "RULES", "BNeighbours", "CSPlus", "ClippedGossip", "Krum", "Mean", "Median",
+           "RobustRule", "RobustSum", "TrimmedMean", "TwoBNeighbours", "build_rule",
+           "register_rule"]
