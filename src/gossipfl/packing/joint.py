@@ -188,11 +188,17 @@ class RunRates(LocalOptimizer):
         for r, (rows, _) in enumerate(_split(ids, self.m, len(self.rates))):
             if not len(rows):
                 continue
-            rows = rows.to(direction.device)
+            first, count = int(rows[0]), len(rows)
+            if int(rows[-1]) - first + 1 == count:  # a run's rows in a row: step views
+                rows = slice(first, first + count)
+            else:
+                rows = rows.to(direction.device)
             y = work.y[rows]
             v = None if velocity is None else velocity[rows]
-            LocalOptimizer(self.group, self.rates[r], self.momentum, len(rows), y,
+            LocalOptimizer(self.group, self.rates[r], self.momentum, count, y,
                            velocity=v).step(Work(y), direction[rows])
+            if isinstance(rows, slice):  # stepped in place
+                continue
             work.y[rows] = y
             if v is not None:
                 velocity[rows] = v
