@@ -37,9 +37,9 @@ def builtin_algorithms() -> list[str]:
 
 def reads_k(topology: str) -> dict:
     """``{"k": 2}`` where the topology reads k (elsewhere k would warn that it is ignored)."""
-    from gossipfl.topology.graphs import READS
+    from gossipfl.topology import topology_kind
 
-    return {"k": 2} if "k" in READS.get(topology, ("k",)) else {}
+    return {"k": 2} if "k" in topology_kind(topology).rules else {}
 
 
 def config(algorithm: str, topology: str = "ring", backend: str = "single",

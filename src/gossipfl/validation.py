@@ -75,16 +75,18 @@ def one_of(*choices: str) -> Rule:
 
 
 def check_piece_params(key: str, kind: str, name: str, params: dict[str, Any],
-                       rules: dict[str, Rule], also: Sequence[str] = ()) -> None:
+                       rules: dict[str, Rule], also: Sequence[str] = (),
+                       near: Sequence[str] = ()) -> None:
     """The parameters a config gives a registered piece (``kind`` ``name``: a compressor, a
-    robust rule, an attack): each one it takes (``rules``; ``also``: the other keys the
-    mapping may hold), with a valid value; otherwise one sentence naming ``key.param``, the
-    allowed keys and the closest one."""
+    robust rule, an attack, a topology): each one it takes (``rules``; ``also``: the other
+    keys the mapping may hold), with a valid value; otherwise one sentence naming
+    ``key.param``, the allowed keys and the closest one (among them and ``near``, keys of the
+    section not listed, such as a topology's shared ones)."""
     for p, v in params.items():
         if p not in rules:
             keys = [*sorted(rules), *also]
             raise GossipflError(f"{key}.{p}: unknown parameter of {kind} '{name}' (value "
-                                f"{v!r}){did_you_mean(p, keys)}; allowed: "
+                                f"{v!r}){did_you_mean(p, [*keys, *near])}; allowed: "
                                 f"{', '.join(keys) or 'none'}.")
         rules[p].check(f"{key}.{p}", v)
 
