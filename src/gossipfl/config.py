@@ -89,14 +89,14 @@ class ModelConfig:
 #: file or array itself when it builds).
 PATH = Rule(lambda v: v is None or isinstance(v, str | Path), "a file name or null",
             quoted=True)
-ANY = Rule(lambda v: True, "anything")
+MATRIX = Rule(lambda v: True, "an [M, M] array, from the Python API")
 
 #: The topology parameters every ``topology`` section holds, whatever the topology, with their
 #: rules (TopologyConfig's fields give their defaults): a topology reads one by declaring it at
 #: its registration (``gossipfl.topology.register_topology``), and one set for a topology that
 #: does not read it is warned about, not refused. A topology's other parameters are its own.
 SHARED_TOPOLOGY_PARAMS: dict[str, Rule] = {"k": COUNT, "p": FRACTION, "s": COUNT, "path": PATH,
-                                           "matrix": ANY}
+                                           "matrix": MATRIX}
 
 
 @dataclass

@@ -91,6 +91,21 @@ def check_piece_params(key: str, kind: str, name: str, params: dict[str, Any],
         rules[p].check(f"{key}.{p}", v)
 
 
+def describe_params(rules: dict[str, Rule], defaults: dict[str, Any]) -> str:
+    """A piece's parameters for ``gossipfl list``: ``k = 10 (an integer >= 1), p (in (0,
+    1])``, each with its default where it has one; '' for none."""
+    def shown(value: Any) -> str:
+        if value is None or isinstance(value, bool):
+            return {None: "null", True: "true", False: "false"}[value]
+        return str(value)
+
+    def words(rule: Rule) -> str:
+        return rule.words or f"one of {', '.join(rule.choices)}"
+
+    return ", ".join(f"{key} = {shown(defaults[key])} ({words(rule)})" if key in defaults
+                     else f"{key} ({words(rule)})" for key, rule in rules.items())
+
+
 def check_all(prefix: str, values: dict[str, Any], rules: dict[str, Rule]) -> None:
     """Check ``values[key]`` against ``rules[key]`` for every rule, naming ``prefix.key``."""
     for key, rule in rules.items():

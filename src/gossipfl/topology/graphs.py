@@ -86,7 +86,7 @@ from gossipfl.topology.sparse import (
     refuse_dense,
     validate_edges,
 )
-from gossipfl.validation import Rule, check_piece_params
+from gossipfl.validation import Rule, check_piece_params, describe_params
 
 if TYPE_CHECKING:  # networkx is imported where a graph is built (a faster start-up)
     import networkx as nx
@@ -325,15 +325,9 @@ class TopologyKind:
         return {key: given[key] if key in given else self.defaults[key] for key in self.rules}
 
     def describe(self) -> str:
-        """Its parameters for ``gossipfl list``: ``k = 10 (an integer >= 1)``, ...; '' when
-        it has none."""
-        def shown(value: Any) -> str:
-            return {None: "null", True: "true", False: "false"}.get(value, str(value)) \
-                if value is None or isinstance(value, bool) else str(value)
-
-        return ", ".join(f"{key} = {shown(self.defaults[key])} ({rule.words})"
-                         if key in self.defaults else f"{key} ({rule.words}; required)"
-                         for key, rule in self.rules.items())
+        """Its parameters for ``gossipfl list``: ``k = 10 (an integer >= 1)``, ... (one
+        without a default is required); '' when it has none."""
+        return describe_params(dict(self.rules), dict(self.defaults))
 
 
 #: name -> its registration; :func:`register_topology` adds to it (gossipfl's and plugins').
