@@ -328,7 +328,7 @@ def test_a_topology_registration_is_checked():
         with pytest.raises(GossipflError) as info:
             register_topology("test_checked", **options)(builder)
         assert words in str(info.value) and "\n" not in str(info.value)
-    with pytest.raises(GossipflError, match="must take"):
+    with pytest.raises(GossipflError, match=r"must take \(num_clients, mixing, seed, params\) "):
         register_topology("test_checked")(lambda m: None)
 
 

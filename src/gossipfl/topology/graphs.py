@@ -33,9 +33,17 @@ Topologies (M clients):
   to s random others, each averages what it received and its own uniformly: row-stochastic only.
 - ``random_matching`` (time-varying): a random perfect (M even) or maximal (M odd) matching per
   round; pairs average (1/2, 1/2), an unmatched client keeps its model.
-- ``custom``: ``path`` to a .npy / .csv / .txt file or ``array`` / ``matrix`` (API) holding an
-  adjacency (0/1) matrix, or a mixing matrix when ``mixing="custom"``: row-stochastic, or
-  column-stochastic only (a push-sum matrix for ``sgp``).
+- ``custom``: ``path`` to a .npy / .csv / .txt file or ``matrix`` (API; ``array`` in
+  :func:`build_topology`) holding an adjacency (0/1) matrix, or a mixing matrix when
+  ``mixing="custom"``: row-stochastic, or column-stochastic only (a push-sum matrix for
+  ``sgp``).
+
+Each topology is registered with the parameters it reads (:func:`register_topology`: each
+one's rule and default; :data:`TOPOLOGY_KINDS`), which the config checks before training and
+``gossipfl list`` shows. ``k``, ``p``, ``s``, ``path`` and ``matrix`` are shared keys of every
+``topology`` section (the built-in graphs' parameters; one set for a graph that does not
+read it is warned about); a plugin's topology may declare parameters of its own, which a
+config sets beside the section's keys.
 
 The first three carry their paper's weights (``topology.mixing`` is not used; their ``mixing``
 reads ``uniform`` or ``base_k``); their definitions are in :mod:`gossipfl.topology.dynamic`.
@@ -371,7 +379,7 @@ def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
         from gossipfl.plugins import check_signature, replaceable
 
         check_signature(builder, ("num_clients", "mixing", "seed", "params"),
-                        f"the builder of topology {name!r}")
+                        f"the builder of topology {name!r}", options=False)
         existing = TOPOLOGY_KINDS.get(name)
         if existing is not None and not replaceable(existing.build):
             raise GossipflError(f"topology name {name!r} is gossipfl's own; choose another.")
