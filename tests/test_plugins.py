@@ -428,15 +428,18 @@ def test_plugin_names_are_checked_and_listed(capsys):
         register_schedule(type("S", (Schedule,), {"name": "synchronous"}))
 
 
-def test_plugin_compressor_with_its_own_parameter():
+def test_plugin_compressor_with_its_own_parameter(capsys):
     """my_compressor.py: one file registers a compressor whose parameter (``format``) is
-    validated like gossipfl's own; CHOCO with it at γ = 1 is DFedAvg's gossip of the rounded
-    models, sending 2 bytes a value instead of 4."""
+    validated like gossipfl's own and shown by `gossipfl list`; CHOCO with it at γ = 1 is
+    DFedAvg's gossip of the rounded models, sending 2 bytes a value instead of 4."""
     from gossipfl.compression import COMPRESSORS, build_compressor
 
     plugin = str(Path(__file__).parents[1] / "examples" / "plugins" / "my_compressor.py")
     load([plugin])
     assert "half" in COMPRESSORS
+    assert main(["list", "--plugin", plugin]) == 0
+    assert "  half      format = bfloat16 (one of float16, bfloat16)" in \
+        capsys.readouterr().out.splitlines()
     q = build_compressor({"compressor": "half", "format": "float16"})
     x = torch.randn(3, 10, dtype=torch.float32) * 100
     assert torch.equal(q.compress(x), x.half().float())
