@@ -37,9 +37,10 @@ def builtin_algorithms() -> list[str]:
 
 def reads_k(topology: str) -> dict:
     """``{"k": 2}`` where the topology reads k (elsewhere k would warn that it is ignored)."""
-    from gossipfl.topology.graphs import READS
+    from gossipfl.topology import TOPOLOGY_KINDS
 
-    return {"k": 2} if "k" in READS.get(topology, ("k",)) else {}
+    kind = TOPOLOGY_KINDS.get(topology)  # none for "push", a matrix set below
+    return {"k": 2} if kind is not None and "k" in kind.rules else {}
 
 
 def config(algorithm: str, topology: str = "ring", backend: str = "single",

@@ -198,9 +198,10 @@ def test_plugin_server_optimizer_is_named_like_gossipfls_own():
         register_server_optimizer("adam")(ServerOptimizer)
 
 
-def one_peer_mh(m, t):
-    """The one-peer exponential graph of round t with Metropolis–Hastings weights, by hand."""
-    hop = 2 ** (t % int(np.ceil(np.log2(m))))
+def one_peer_mh(m, t, period=None):
+    """The one-peer exponential graph of round t with Metropolis–Hastings weights, by hand
+    (hops 2^(t mod period); period None: ⌈log₂ M⌉)."""
+    hop = 2 ** (t % (period or int(np.ceil(np.log2(m)))))
     A = np.zeros((m, m))
     for i in range(m):
         A[i, (i + hop) % m] = A[(i + hop) % m, i] = 1
@@ -225,6 +226,142 @@ def test_plugin_topology_mixes_with_its_round_matrices():
     # degree 2 (hops 1, 2), then 1 (hop 4 = −4): 4 bytes · P per message
     sent = [row["bytes_round"] for row in result.metrics]
     assert sent == [8 * 2 * 4 * 4, 8 * 2 * 4 * 4, 8 * 1 * 4 * 4, 8 * 2 * 4 * 4]
+
+
+def test_plugin_topology_with_its_own_parameter(capsys):
+    """my_topology.py: one file registers a topology whose parameter (``period``) a config
+    sets beside the section's keys: validated through the registry (good and bad values, a
+    parameter the topology does not take), built with it (hops 2^(t mod period)), set by
+    --set and a study's grid, shown by `gossipfl list`, and mixed with in a run."""
+    from gossipfl.sweep import expand, load_study
+    from gossipfl.topology import build_topology, topology_kind
+    from tests.helpers import TINY
+
+    plugin = str(PLUGINS / "my_topology.py")
+    base = {**TINY, "plugins": [plugin], "data": {**TINY["data"], "clients": 8}}
+    config = load_config({**base, "topology": {"name": "one_peer_exp", "period": 2}})
+    assert config.topology.options == {"period": 2}
+    assert config.to_dict()["topology"]["period"] == 2  # beside the keys, as given
+    assert load_config(yaml.safe_load(config.to_yaml())).topology.options == {"period": 2}
+    assert topology_kind("one_peer_exp").defaults == {"period": None}
+    topology = build_topology("one_peer_exp", 8, seed=config.seed,
+                              **config.topology.parameters())
+    assert topology.period == 2 and topology.params == {"period": 2}
+    for t in range(4):
+        assert np.allclose(topology.matrix(t), one_peer_mh(8, t, period=2))
+    default = build_topology("one_peer_exp", 8)  # period null: ⌈log₂ 8⌉ = 3
+    assert default.period == 3 and np.allclose(default.matrix(2), one_peer_mh(8, 2))
+
+    for topo, words in [
+        ({"name": "one_peer_exp", "period": 0},
+         "topology.period: must be an integer >= 1 or null, got 0."),
+        ({"name": "one_peer_exp", "period": "two"},
+         "topology.period: must be an integer >= 1 or null, got two."),
+        ({"name": "one_peer_exp", "perod": 2},
+         ("topology.perod: unknown parameter of topology 'one_peer_exp' (value 2) (did you "
+          "mean 'period'?); allowed: period.")),
+        ({"name": "ring", "period": 2},
+         "topology.period: unknown parameter of topology 'ring' (value 2); allowed: none."),
+        ({"name": "random_k", "mixng": "uniform"},
+         ("topology.mixng: unknown parameter of topology 'random_k' (value 'uniform') (did you "
+          "mean 'mixing'?); allowed: k.")),
+    ]:
+        with pytest.raises(GossipflError) as info:
+            load_config({**base, "topology": topo})
+        assert str(info.value) == words
+    with pytest.raises(GossipflError, match=r"^topology\.period: must be an integer >= 1"):
+        build_topology("one_peer_exp", 8, period=-1)
+    with pytest.warns(UserWarning, match=r"^topology\.name, topology\.period: ignored, "
+                                         r"because fedavg is a centralized algorithm"):
+        load_config({**base, "algorithm": {"name": "fedavg"},
+                     "topology": {"name": "one_peer_exp", "period": 2}})
+
+    # --set, a study's grid and the CLI's topology command set it as any key
+    overrides = ["topology.name=one_peer_exp", "topology.period=1"]
+    assert load_config(base, overrides).topology.options == {"period": 1}
+    with pytest.raises(GossipflError, match=r"^topology\.period: must be an integer"):
+        load_config(base, ["topology.name=one_peer_exp", "topology.period=0.5"])
+    variants = expand(load_study({"name": "s", "base": {**base, "topology": {
+        "name": "one_peer_exp"}}, "grid": {"topology.period": [1, 2]}}))
+    assert [v.config.topology.options for v in variants] == [{"period": 1}, {"period": 2}]
+    assert [v.label for v in variants] == ["period=1", "period=2"]
+    with pytest.raises(GossipflError, match=r"topology\.period: must be .*grid point"):
+        expand(load_study({"name": "s", "base": {**base, "topology": {"name": "one_peer_exp"}},
+                           "grid": {"topology.period": [0]}}))
+    assert main(["list", "--plugin", plugin]) == 0
+    assert "  one_peer_exp          period = null (an integer >= 1 or null)" in \
+        capsys.readouterr().out.splitlines()
+    assert main(["topology", "one_peer_exp", "--clients", "8", "--option", "period=2",
+                 "--plugin", plugin]) == 0
+    assert "period                  2 rounds" in capsys.readouterr().out
+
+    # a run mixes with W_t of the period's hops
+    p = Problem(clients=8)
+    run = p.config({"name": "dfedavg"}, rounds=3, steps=1,
+                   topology={"name": "one_peer_exp", "period": 1})  # hop 1 every round: a ring
+    run["plugins"] = [plugin]
+    X = p.x0.copy()
+    for t in range(3):
+        X = one_peer_mh(8, t, period=1) @ (X - lr_at(0.05, 0.9, t) * p.grads(X))
+    assert_close(gossipfl.run(run).params, X)
+
+
+def test_a_topology_registration_is_checked():
+    """register_topology refuses what a config could not use, in one sentence each."""
+    from gossipfl.topology import register_topology
+    from gossipfl.validation import COUNT
+
+    def builder(m, mixing, seed, params):
+        return None
+
+    cases = [
+        ({"rules": {"hops": 3}}, "the rule of 'hops' must be a gossipfl.validation.Rule"),
+        ({"rules": {"mixing": COUNT}}, "'mixing' is a key of every topology section"),
+        ({"rules": {"hops": COUNT}, "defaults": {"hop": 1}},
+         "a default for 'hop', which is not among its parameters (hops)"),
+        ({"rules": {"hops": COUNT}, "defaults": {"hops": 0}},
+         "the default of topology.hops: must be an integer >= 1, got 0."),
+        ({"rules": {"k": COUNT}, "defaults": {"k": 3}},
+         "'k' is a shared key whose default is 10 for every topology"),
+    ]
+    for options, words in cases:
+        with pytest.raises(GossipflError) as info:
+            register_topology("test_checked", **options)(builder)
+        assert words in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(GossipflError, match=r"must take \(num_clients, mixing, seed, params\) "):
+        register_topology("test_checked")(lambda m: None)
+
+
+def test_a_plugin_topology_reads_only_what_it_declares():
+    """A shared key (k) a plugin's topology does not declare is warned about, as for
+    gossipfl's own; one it declares reaches its builder with the config's default; a
+    parameter without a default must be given."""
+    from gossipfl.config import ignored_settings
+    from gossipfl.topology import build_topology, register_topology, topology_kind
+    from gossipfl.topology.graphs import TOPOLOGY_KINDS
+    from gossipfl.validation import COUNT
+
+    seen = []
+
+    def ring_of(m, mixing, seed, params):
+        seen.append(params)
+        A = np.roll(np.eye(m), 1, axis=1)
+        return gossipfl.topology.Topology("test_reads", m, mixing, lambda t: A + A.T)
+
+    try:
+        register_topology("test_reads", rules={"k": COUNT, "hops": COUNT})(ring_of)
+        assert topology_kind("test_reads").defaults == {"k": 10}
+        with pytest.raises(GossipflError, match=r"^topology\.hops: topology 'test_reads' "
+                                                r"needs this parameter \(an integer >= 1\)"):
+            load_config({"topology": {"name": "test_reads"}})
+        with pytest.warns(UserWarning, match=r"^topology\.p: ignored"):
+            config = load_config({"topology": {"name": "test_reads", "hops": 2, "p": 0.5}})
+        assert ignored_settings(config) == [
+            (["topology.p"], "topology.name is test_reads, which does not read it")]
+        build_topology("test_reads", 6, **config.topology.parameters())
+        assert seen == [{"k": 10, "hops": 2}]
+    finally:
+        TOPOLOGY_KINDS.pop("test_reads", None)
 
 
 def test_plugin_schedule_trains_half_the_clients():
@@ -291,15 +428,18 @@ def test_plugin_names_are_checked_and_listed(capsys):
         register_schedule(type("S", (Schedule,), {"name": "synchronous"}))
 
 
-def test_plugin_compressor_with_its_own_parameter():
+def test_plugin_compressor_with_its_own_parameter(capsys):
     """my_compressor.py: one file registers a compressor whose parameter (``format``) is
-    validated like gossipfl's own; CHOCO with it at γ = 1 is DFedAvg's gossip of the rounded
-    models, sending 2 bytes a value instead of 4."""
+    validated like gossipfl's own and shown by `gossipfl list`; CHOCO with it at γ = 1 is
+    DFedAvg's gossip of the rounded models, sending 2 bytes a value instead of 4."""
     from gossipfl.compression import COMPRESSORS, build_compressor
 
     plugin = str(Path(__file__).parents[1] / "examples" / "plugins" / "my_compressor.py")
     load([plugin])
     assert "half" in COMPRESSORS
+    assert main(["list", "--plugin", plugin]) == 0
+    assert "  half      format = bfloat16 (one of float16, bfloat16)" in \
+        capsys.readouterr().out.splitlines()
     q = build_compressor({"compressor": "half", "format": "float16"})
     x = torch.randn(3, 10, dtype=torch.float32) * 100
     assert torch.equal(q.compress(x), x.half().float())

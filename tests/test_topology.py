@@ -339,7 +339,9 @@ def test_custom_file_errors(tmp_path):
     (("erdos_renyi", 50), {"p": 0.001}, r"^topology\.p: erdos_renyi with p=0\.001"),
     (("erdos_renyi", 50), {"p": 1.5}, r"^topology\.p: .*got 1\.5\.$"),
     (("ring", 10, "custom"), {}, r"^topology\.mixing: custom needs topology\.name: custom"),
-    (("ring", 10), {"kk": 3}, r"^topology\.kk: unknown parameter \(did you mean 'k'\?\)"),
+    (("ring", 10), {"kk": 3},
+     r"^topology\.kk: unknown parameter of topology 'ring' \(value 3\) \(did you mean 'k'\?\)"),
+    (("random_k", 10), {"k": 0}, r"^topology\.k: must be an integer >= 1, got 0\.$"),
 ])
 def test_user_errors_are_one_sentence(args, params, pattern):
     with pytest.raises(GossipflError, match=pattern) as info:

@@ -16,19 +16,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gossipfl.results.reporting import Run, find_runs, report
-
-#: the topology keys each graph reads (the others hold defaults that would show in labels)
-READS = {"base_k": {"k"}, "k_regular": {"k"}, "random_k": {"k"}, "epidemic": {"s"},
-         "custom": {"path", "mixing"}}
+from gossipfl.topology import TOPOLOGY_KINDS
 
 
 def relevant(config: dict) -> dict:
-    """The config without the topology keys its graph does not read (labels then name
-    only what applies)."""
+    """The config without the topology keys its graph does not read (the parameters its
+    registration declares; the others hold defaults that would show in labels), so that
+    labels name only what applies."""
     topology = dict(config.get("topology", {}))
     name = topology.get("name")
+    kind = TOPOLOGY_KINDS.get(name)
     for key in ("k", "s", "p", "path"):
-        if key not in READS.get(name, set()):
+        if kind is None or key not in kind.rules:
             topology.pop(key, None)
     if name != "custom":
         topology.pop("mixing", None)

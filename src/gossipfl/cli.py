@@ -9,7 +9,7 @@
                        [--client I] [--every N] [--out DIR] [--device ...] [--quiet]
     gossipfl list
     gossipfl topology NAME --clients M [--mixing RULE] [--k K] [--p P] [--s S] [--path FILE]
-                      [--draw PNG]
+                      [--option KEY=VALUE ...] [--plugin FILE] [--draw PNG]
     gossipfl data DATASET --partition NAME --clients M [--alpha A] [--plot PNG]
     gossipfl fetch DATASET [--root DIR]
     gossipfl new algorithm|model|dataset NAME [--kind decentralized|centralized|personalized]
@@ -366,7 +366,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from gossipfl.algorithms import available_algorithms
     from gossipfl.data import PARTITIONERS, dataset_names
     from gossipfl.models import MODELS
-    from gossipfl.topology import MIXING_RULES, topology_names
+    from gossipfl.topology import MIXING_RULES, topology_kind, topology_names
 
     algorithms = available_algorithms()
     width = max(len(n) for n in algorithms)
@@ -375,13 +375,25 @@ def cmd_list(args: argparse.Namespace) -> int:
         kind = "centralized" if cls.centralized else "decentralized"
         print(f"  {name:<{width}}  {kind:<13}  {cls.paper}")
     for title, names in (("datasets", dataset_names()), ("partitions", (*PARTITIONERS, "natural")),
-                         ("models", MODELS), ("topologies", topology_names()),
-                         ("mixing rules", MIXING_RULES)):
+                         ("models", MODELS)):
         print(f"{title}: {', '.join(names)}")
     from gossipfl.compression import COMPRESSORS
+    from gossipfl.compression.compressors import compressor_defaults
     from gossipfl.trust import ATTACKS, RULES
+    from gossipfl.validation import describe_params
 
-    print(f"compressors (topology.compression.compressor): {', '.join(COMPRESSORS)}")
+    # the pieces a config names with their parameters beside the name ({name: x, param: v})
+    for title, params in (
+            ("topologies (topology.name; its parameters beside it)",
+             {name: topology_kind(name).describe() for name in topology_names()}),
+            ("compressors (topology.compression.compressor; its parameters beside it)",
+             {name: describe_params(cls.rules, compressor_defaults(cls))
+              for name, cls in COMPRESSORS.items()})):
+        print(f"{title}:")
+        width = max(len(n) for n in params)
+        for name, described in params.items():
+            print(f"  {name:<{width}}  {described}".rstrip())
+    print(f"mixing rules: {', '.join(MIXING_RULES)}")
     for title, pieces in (("robust rules (topology.robust.rule)", RULES),
                           ("attacks (byzantine.attack)", ATTACKS)):
         print(f"{title}:")
@@ -396,6 +408,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
     params = {k: v for k, v in (("k", args.k), ("p", args.p), ("s", args.s),
                                 ("path", args.path)) if v is not None}
+    params.update(_topology_option(item) for item in args.option)
     if args.round < 0:
         raise GossipflError(f"--round: must be a round number >= 0 (rounds count from 0), got "
                             f"{args.round}.")
@@ -424,6 +437,24 @@ def cmd_topology(args: argparse.Namespace) -> int:
         _draw_topology(topology, args.draw, args.round)
         print(f"drawing written to {args.draw}")
     return 0
+
+
+def _topology_option(item: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``gossipfl topology --option``: a parameter of the topology, the value
+    read as YAML (as ``--set`` reads it)."""
+    import yaml
+
+    from gossipfl.config import parse_yaml
+
+    key, equals, text = item.partition("=")
+    if not equals or not key.strip():
+        raise GossipflError(f"--option: expected KEY=VALUE (a parameter of the topology), got "
+                            f"'{item}'.")
+    try:
+        value = parse_yaml(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    return key.strip(), value
 
 
 def _draw_topology(topology: Any, path: str, round: int) -> None:
@@ -576,6 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument("--p", type=float)
     topo.add_argument("--s", type=int, help="epidemic: peers each client sends to per round")
     topo.add_argument("--path", help="matrix file for the custom topology")
+    topo.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                      help="a parameter of the topology, e.g. period=2 for a plugin's "
+                           "(repeatable; gossipfl list names them)")
     topo.add_argument("--seed", type=int, default=0)
     topo.add_argument("--round", type=int, default=0, help="round drawn (time-varying graphs)")
     topo.add_argument("--draw", metavar="PNG", help="write a drawing of the graph")
@@ -619,7 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gossipfl.analysis.command import add_parser as add_analyze  # gossipfl analyze
 
     add_analyze(sub)
-    for command in (run, sweep, rep, stab, sub.choices["list"], sub.choices["analyze"]):
+    for command in (run, sweep, rep, stab, sub.choices["list"], sub.choices["analyze"], topo):
         command.add_argument("--plugin", action="append", default=[], metavar="FILE|MODULE",
                              help="load your own algorithm, model or dataset module "
                                   "(repeatable; see docs/design.md)")

@@ -85,13 +85,32 @@ class ModelConfig:
     factory: Any = None  # API only: callable(input_shape, num_classes) -> nn.Module
 
 
+#: What ``topology.path`` and ``topology.matrix`` may hold (the custom topology checks the
+#: file or array itself when it builds).
+PATH = Rule(lambda v: v is None or isinstance(v, str | Path), "a file name or null",
+            quoted=True)
+MATRIX = Rule(lambda v: True, "an [M, M] array, from the Python API")
+
+#: The topology parameters every ``topology`` section holds, whatever the topology, with their
+#: rules (TopologyConfig's fields give their defaults): a topology reads one by declaring it at
+#: its registration (``gossipfl.topology.register_topology``), and one set for a topology that
+#: does not read it is warned about, not refused. A topology's other parameters are its own.
+SHARED_TOPOLOGY_PARAMS: dict[str, Rule] = {"k": COUNT, "p": FRACTION, "s": COUNT, "path": PATH,
+                                           "matrix": MATRIX}
+
+
 @dataclass
 class TopologyConfig:
-    """Communication graph and mixing rule (ignored by centralized algorithms)."""
+    """Communication graph and mixing rule (ignored by centralized algorithms).
+
+    ``k``, ``p``, ``s``, ``path`` (and the API's ``matrix``) are the shared parameters
+    (:data:`SHARED_TOPOLOGY_PARAMS`); a topology's own parameters (a plugin's ``hops``) sit
+    beside the keys in a config, and here in ``options``. Which of them a topology reads, and
+    what each must be, its registration says (``gossipfl.topology.topology_kind``)."""
 
     name: str = "ring"
     mixing: str = "metropolis_hastings"
-    k: int = 10  # random_k, k_regular
+    k: int = 10  # random_k, k_regular, authors_random, base_k
     p: float = 0.1  # erdos_renyi
     s: int = 7  # epidemic: peers each client sends to per round
     path: str | None = None  # custom graph or matrix file
@@ -106,19 +125,47 @@ class TopologyConfig:
     # a robust aggregation rule for every gossip: {rule: trimmed_mean, b: 1} (gossipfl.trust);
     # None: plain W X
     robust: Any = None
+    # the topology's own parameters, beside the keys in a config ({name: x, hops: 2})
+    options: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: Any, prefix: str = "topology.") -> TopologyConfig:
+        """The section from its flat mapping: the keys above are typed as fields, every other
+        key is one of the topology's own parameters (checked by :meth:`validate`, against the
+        topology's registration)."""
+        section = prefix.rstrip(".")
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise GossipflError(f"{section}: must be a mapping, got {raw!r}.")
+        keys = [f.name for f in dataclasses.fields(cls) if f.name != "options"]
+        options = {k: v for k, v in raw.items() if k not in keys}
+        for key, value in options.items():
+            check_finite(f"{prefix}{key}", value)
+        topology = _build(cls, {k: v for k, v in raw.items() if k in keys}, prefix)
+        topology.options = options
+        return topology
+
+    def parameters(self) -> dict[str, Any]:
+        """The parameters given to ``build_topology``: the shared ones, then the topology's
+        own (``build_topology`` keeps those the topology reads)."""
+        return {**{key: getattr(self, key) for key in SHARED_TOPOLOGY_PARAMS}, **self.options}
 
     def validate(self) -> None:
         """Every key, also where the algorithm ignores the graph (centralized)."""
         from gossipfl.compression.gossip import build_choco
         from gossipfl.schedules import get_schedule
-        from gossipfl.topology.graphs import topology_names  # with the plugins' topologies
+        from gossipfl.topology.graphs import topology_kind, topology_names  # with plugins'
         from gossipfl.topology.mixer import SPARSE_MODES
         from gossipfl.topology.mixing import MIXING_RULES
 
         get_schedule(self.order)  # its registry's names
         _check_section("topology", self, {
             "name": one_of(*topology_names()), "mixing": one_of(*MIXING_RULES),
-            "sparse": one_of(*SPARSE_MODES), "p": FRACTION, "k": COUNT, "s": COUNT})
+            "sparse": one_of(*SPARSE_MODES), **SHARED_TOPOLOGY_PARAMS})
+        kind = topology_kind(self.name)
+        kind.check({**{key: getattr(self, key) for key in kind.rules
+                       if key in SHARED_TOPOLOGY_PARAMS}, **self.options})
         build_choco(self.compression)  # one sentence on a bad compressor or gamma
         from gossipfl.trust.rules import build_rule
 
@@ -359,6 +406,7 @@ class Config:
     def to_dict(self, *, api_values: bool = False) -> dict:
         """Plain nested dict (YAML-safe unless ``api_values``)."""
         out = _dataclass_to_dict(self, api_values)
+        out["topology"].update(out["topology"].pop("options"))  # beside the keys, as given
         if self.systems is None:
             del out["systems"]  # absent, as before the section existed
         if self.privacy is None:
@@ -641,6 +689,8 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
         hint = _optional_dataclass(hints[key])
         if value is None and hint is not hints[key]:
             kwargs[key] = None  # an optional section left out (systems: null)
+        elif hint is TopologyConfig:  # the topology's own parameters beside its keys
+            kwargs[key] = TopologyConfig.parse(value, f"{prefix}{key}.")
         elif dataclasses.is_dataclass(hint):
             kwargs[key] = _build(hint, value, f"{prefix}{key}.")
         else:
@@ -716,7 +766,7 @@ def _warn_ignored(config: Config) -> None:
 def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
     """``(settings, reason)`` for every group of set keys no component of ``config`` reads."""
     from gossipfl.algorithms import get_algorithm
-    from gossipfl.topology.graphs import READS
+    from gossipfl.topology.graphs import topology_kind
 
     name = config.algorithm.name
     centralized = get_algorithm(name).centralized
@@ -732,7 +782,7 @@ def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
     availability = (systems.availability if systems is not None else None) or {}
     links = availability.get("links") if isinstance(availability, dict) else None
     if centralized:
-        graph = changed(GRAPH_KEYS)
+        graph = changed(GRAPH_KEYS) + [f"topology.{key}" for key in topology.options]
         if graph:
             reason = f"{name} is a centralized algorithm and has no communication graph"
             out.append((graph, reason))
@@ -741,9 +791,8 @@ def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
                       f"server, so there are no links between clients to fail")
             out.append((["systems.availability.links.fail"], reason))
         return out
-    unread = [key for key in ("k", "p", "s", "path", "matrix")
-              if topology.name in READS and key not in READS[topology.name]]
-    params = changed(unread)
+    reads = topology_kind(topology.name).rules  # the parameters its registration declares
+    params = changed([key for key in SHARED_TOPOLOGY_PARAMS if key not in reads])
     if params:
         reason = (f"topology.name is {topology.name}, which does not read "
                   f"{'it' if len(params) == 1 else 'them'}")

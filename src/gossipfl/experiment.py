@@ -277,10 +277,8 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     topology = mixer = None
     if not algo_cls.centralized:
         topo = config.topology
-        options = {"k": topo.k, "p": topo.p, "s": topo.s, "path": topo.path,
-                   "array": topo.matrix}
         topology = build_topology(topo.name, m, mixing=topo.mixing, seed=config.seed,
-                                  **options)
+                                  **topo.parameters())
         mixer = Mixer(mixing_topology(topology, draws), device=device, sparse=topo.sparse)
     sizes = torch.as_tensor([len(p) for p in parts], dtype=torch.float32, device=device)
     personal = config.model.personal

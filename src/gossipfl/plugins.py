@@ -192,9 +192,10 @@ def origin(thing: object) -> str:
     return f"{name} in {source}" if source else str(name)
 
 
-def check_signature(function: object, positional: tuple[str, ...], what: str) -> None:
-    """A builder or loader ``function`` must take ``positional`` arguments first (then its
-    options as keywords); one sentence naming ``what`` it is, else."""
+def check_signature(function: object, positional: tuple[str, ...], what: str,
+                    options: bool = True) -> None:
+    """A builder or loader ``function`` must take ``positional`` arguments first (then, with
+    ``options``, its options as keywords); one sentence naming ``what`` it is, else."""
     if not callable(function):
         raise GossipflError(f"{what} must be a function, got {type(function).__name__} "
                             f"{function!r:.60}.")
@@ -206,8 +207,9 @@ def check_signature(function: object, positional: tuple[str, ...], what: str) ->
         signature.bind(*positional)
     except TypeError:
         raise GossipflError(
-            f"{what} ({origin(function)}) must take ({', '.join(positional)}, **options) "
-            f"as its arguments; its signature is {signature}.") from None
+            f"{what} ({origin(function)}) must take ({', '.join(positional)}"
+            f"{', **options' if options else ''}) as its arguments; its signature is "
+            f"{signature}.") from None
 
 
 def option_hints(function: object) -> dict[str, object]:

@@ -342,7 +342,7 @@ def check_buildable(config: Config) -> None:
     if algorithm.centralized or topo.matrix is not None:
         return
     build_topology(topo.name, config.data.clients, mixing=topo.mixing, seed=config.seed,
-                   k=topo.k, p=topo.p, s=topo.s, path=topo.path)
+                   **topo.parameters())
 
 
 def check_analysis_fits(analysis: dict, variants: list[Variant]) -> None:

@@ -75,18 +75,35 @@ def one_of(*choices: str) -> Rule:
 
 
 def check_piece_params(key: str, kind: str, name: str, params: dict[str, Any],
-                       rules: dict[str, Rule], also: Sequence[str] = ()) -> None:
+                       rules: dict[str, Rule], also: Sequence[str] = (),
+                       near: Sequence[str] = ()) -> None:
     """The parameters a config gives a registered piece (``kind`` ``name``: a compressor, a
-    robust rule, an attack): each one it takes (``rules``; ``also``: the other keys the
-    mapping may hold), with a valid value; otherwise one sentence naming ``key.param``, the
-    allowed keys and the closest one."""
+    robust rule, an attack, a topology): each one it takes (``rules``; ``also``: the other
+    keys the mapping may hold), with a valid value; otherwise one sentence naming
+    ``key.param``, the allowed keys and the closest one (among them and ``near``, keys of the
+    section not listed, such as a topology's shared ones)."""
     for p, v in params.items():
         if p not in rules:
             keys = [*sorted(rules), *also]
             raise GossipflError(f"{key}.{p}: unknown parameter of {kind} '{name}' (value "
-                                f"{v!r}){did_you_mean(p, keys)}; allowed: "
+                                f"{v!r}){did_you_mean(p, [*keys, *near])}; allowed: "
                                 f"{', '.join(keys) or 'none'}.")
         rules[p].check(f"{key}.{p}", v)
+
+
+def describe_params(rules: dict[str, Rule], defaults: dict[str, Any]) -> str:
+    """A piece's parameters for ``gossipfl list``: ``k = 10 (an integer >= 1), p (in (0,
+    1])``, each with its default where it has one; '' for none."""
+    def shown(value: Any) -> str:
+        if value is None or isinstance(value, bool):
+            return {None: "null", True: "true", False: "false"}[value]
+        return str(value)
+
+    def words(rule: Rule) -> str:
+        return rule.words or f"one of {', '.join(rule.choices)}"
+
+    return ", ".join(f"{key} = {shown(defaults[key])} ({words(rule)})" if key in defaults
+                     else f"{key} ({words(rule)})" for key, rule in rules.items())
 
 
 def check_all(prefix: str, values: dict[str, Any], rules: dict[str, Rule]) -> None:

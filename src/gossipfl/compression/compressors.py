@@ -102,6 +102,16 @@ def register_compressor(cls: type[Compressor]) -> type[Compressor]:
     return register_piece(COMPRESSORS, cls, "compressor")
 
 
+def compressor_defaults(cls: type[Compressor]) -> dict[str, Any]:
+    """The defaults of a compressor's parameters (its ``__init__``'s, None left out: a
+    parameter that may be absent, as top_k's k beside fraction)."""
+    import inspect
+
+    parameters = inspect.signature(cls.__init__).parameters
+    return {key: parameters[key].default for key in cls.rules
+            if key in parameters and parameters[key].default not in (None, inspect.Parameter.empty)}
+
+
 class Compressor(ABC):
     """A message compressor Q (see the module docstring for the contract)."""
 

@@ -7,11 +7,14 @@ and validated float64 mixing matrix W); ``Mixer(topology, device, dtype)`` appli
 
 from gossipfl.topology.graphs import (
     TOPOLOGIES,
+    TOPOLOGY_KINDS,
     Topology,
+    TopologyKind,
     build_topology,
     load_matrix,
     random_k_neighbours,
     register_topology,
+    topology_kind,
     topology_names,
 )
 from gossipfl.topology.mixer import Mixer
@@ -29,8 +32,10 @@ from gossipfl.topology.mixing import (
 __all__ = [
     "MIXING_RULES",
     "TOPOLOGIES",
+    "TOPOLOGY_KINDS",
     "Mixer",
     "Topology",
+    "TopologyKind",
     "build_topology",
     "check_connected",
     "count_messages",
@@ -41,6 +46,7 @@ __all__ = [
     "random_k_neighbours",
     "register_topology",
     "spectral_gap",
+    "topology_kind",
     "topology_names",
     "validate_mixing",
 ]

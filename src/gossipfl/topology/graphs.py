@@ -33,9 +33,17 @@ Topologies (M clients):
   to s random others, each averages what it received and its own uniformly: row-stochastic only.
 - ``random_matching`` (time-varying): a random perfect (M even) or maximal (M odd) matching per
   round; pairs average (1/2, 1/2), an unmatched client keeps its model.
-- ``custom``: ``path`` to a .npy / .csv / .txt file or ``array`` / ``matrix`` (API) holding an
-  adjacency (0/1) matrix, or a mixing matrix when ``mixing="custom"``: row-stochastic, or
-  column-stochastic only (a push-sum matrix for ``sgp``).
+- ``custom``: ``path`` to a .npy / .csv / .txt file or ``matrix`` (API; ``array`` in
+  :func:`build_topology`) holding an adjacency (0/1) matrix, or a mixing matrix when
+  ``mixing="custom"``: row-stochastic, or column-stochastic only (a push-sum matrix for
+  ``sgp``).
+
+Each topology is registered with the parameters it reads (:func:`register_topology`: each
+one's rule and default; :data:`TOPOLOGY_KINDS`), which the config checks before training and
+``gossipfl list`` shows. ``k``, ``p``, ``s``, ``path`` and ``matrix`` are shared keys of every
+``topology`` section (the built-in graphs' parameters; one set for a graph that does not
+read it is warned about); a plugin's topology may declare parameters of its own, which a
+config sets beside the section's keys.
 
 The first three carry their paper's weights (``topology.mixing`` is not used; their ``mixing``
 reads ``uniform`` or ``base_k``); their definitions are in :mod:`gossipfl.topology.dynamic`.
@@ -53,14 +61,17 @@ W (:meth:`Topology.matrix`) refuses in one sentence. The other graphs stay dense
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gossipfl.config import SHARED_TOPOLOGY_PARAMS, TopologyConfig
 from gossipfl.engine.memory import require_memory
-from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
+from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.topology import dynamic
 from gossipfl.topology.mixing import (
@@ -83,6 +94,7 @@ from gossipfl.topology.sparse import (
     refuse_dense,
     validate_edges,
 )
+from gossipfl.validation import Rule, check_piece_params, describe_params
 
 if TYPE_CHECKING:  # networkx is imported where a graph is built (a faster start-up)
     import networkx as nx
@@ -90,13 +102,9 @@ if TYPE_CHECKING:  # networkx is imported where a graph is built (a faster start
 TOPOLOGIES = ("ring", "grid", "exponential", "full", "star", "erdos_renyi", "k_regular",
               "random_k", "authors_random", "one_peer_exponential", "base_k", "epidemic",
               "random_matching", "custom")
-PARAMS = ("k", "p", "s", "path", "array", "matrix")
-#: The ``topology`` keys each built-in topology reads (the others it is given are not used;
-#: gossipfl.config warns about those a config sets).
-READS = {"ring": (), "grid": (), "exponential": (), "full": (), "star": (),
-         "erdos_renyi": ("p",), "k_regular": ("k",), "random_k": ("k",),
-         "authors_random": ("k",), "one_peer_exponential": (), "base_k": ("k",),
-         "epidemic": ("s",), "random_matching": (), "custom": ("path", "matrix")}
+#: The keys of the ``topology`` section besides a topology's parameters: no topology may
+#: declare a parameter of these names (the shared ones, k, p, s, path and matrix, excepted).
+SECTION_KEYS = tuple(f.name for f in dataclasses.fields(TopologyConfig) if f.name != "options")
 STOCHASTIC = ("doubly", "row", "column")  # what every round's W is (Topology.stochastic)
 MAX_DRAWS = 100  # random graphs are redrawn this many times at most to get a connected one
 CONNECTIVITY_WINDOW = 10  # rounds whose union must be connected for a time-varying topology
@@ -286,6 +294,125 @@ class Topology:
 
 
 # --------------------------------------------------------------------------------------------
+# The registry: every topology with the parameters it reads
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TopologyKind:
+    """A registered topology: its builder and the parameters it reads.
+
+    ``build(num_clients, mixing, seed, params) -> Topology`` gets in ``params`` exactly the
+    parameters of ``rules``, each the value given or its default. ``rules``: what each must be
+    (:class:`gossipfl.validation.Rule`, checked before training); ``defaults``: the value of
+    each one a config leaves out (one without a default must be given). A shared parameter
+    (k, p, s, path, matrix: :data:`gossipfl.config.SHARED_TOPOLOGY_PARAMS`) has
+    ``TopologyConfig``'s default for every topology that reads it."""
+
+    name: str
+    build: Callable[[int, str, int, dict], Topology]
+    rules: Mapping[str, Rule]
+    defaults: Mapping[str, Any]
+
+    def check(self, params: dict[str, Any]) -> None:
+        """One sentence naming ``topology.<param>`` and its value for a parameter the
+        topology does not take (listing those it takes) or a value its rule refuses, or naming
+        a parameter it needs that ``params`` lacks."""
+        check_piece_params("topology", "topology", self.name, params, dict(self.rules),
+                           near=SECTION_KEYS)
+        for key, rule in self.rules.items():
+            if key not in params and key not in self.defaults:
+                raise GossipflError(f"topology.{key}: topology '{self.name}' needs this "
+                                    f"parameter ({rule.words}); set it.")
+
+    def parameters(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The builder's ``params`` from those ``given`` (a shared one it does not read is
+        left out; any other it does not take is refused by :meth:`check`), defaults filled
+        in, in the order of ``rules``."""
+        given = {key: value for key, value in given.items()
+                 if key in self.rules or key not in SHARED_TOPOLOGY_PARAMS}
+        self.check(given)
+        return {key: given[key] if key in given else self.defaults[key] for key in self.rules}
+
+    def describe(self) -> str:
+        """Its parameters for ``gossipfl list``: ``k = 10 (an integer >= 1)``, ... (one
+        without a default is required); '' when it has none."""
+        return describe_params(dict(self.rules), dict(self.defaults))
+
+
+#: name -> its registration; :func:`register_topology` adds to it (gossipfl's and plugins').
+TOPOLOGY_KINDS: dict[str, TopologyKind] = {}
+
+
+def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
+                      defaults: Mapping[str, Any] | None = None) -> Callable:
+    """Decorator: make ``builder(num_clients, mixing, seed, params) -> Topology`` available as
+    ``topology.name: name``, reading the parameters of ``rules`` (each with its
+    :class:`~gossipfl.validation.Rule`; ``defaults``: their values when a config leaves them
+    out). A config sets them beside the section's keys (``topology: {name: name, hops: 2}``),
+    each checked before training; ``params`` holds exactly them. Of the shared keys (k, p, s,
+    path, matrix) it reads those it declares, with TopologyConfig's defaults.
+    :func:`build_topology` validates what the builder returns as every topology's: each
+    round's W by its mixing rule, and connectivity."""
+    rules, defaults = dict(rules or {}), dict(defaults or {})
+    where = f"register_topology({name!r})"
+    for key, rule in rules.items():
+        if not isinstance(rule, Rule):
+            raise GossipflError(f"{where}: the rule of '{key}' must be a gossipfl.validation."
+                                f"Rule, got {type(rule).__name__} {rule!r:.60}.")
+        if key in SECTION_KEYS and key not in SHARED_TOPOLOGY_PARAMS or key == "options":
+            raise GossipflError(f"{where}: '{key}' is a key of every topology section; name "
+                                "the parameter otherwise.")
+    shared = TopologyConfig()
+    for key, value in defaults.items():
+        if key not in rules:
+            raise GossipflError(f"{where}: a default for '{key}', which is not among its "
+                                f"parameters ({', '.join(rules) or 'none'}); add its rule.")
+        if key in SHARED_TOPOLOGY_PARAMS and not _same(value, getattr(shared, key)):
+            raise GossipflError(f"{where}: '{key}' is a shared key whose default is "
+                                f"{getattr(shared, key)!r} for every topology; leave it out "
+                                "of defaults.")
+        rules[key].check(f"{where}: the default of topology.{key}", value)
+    defaults.update((key, getattr(shared, key)) for key in rules
+                    if key in SHARED_TOPOLOGY_PARAMS)
+    defaults = {key: defaults[key] for key in rules if key in defaults}
+
+    def decorate(builder: Callable[[int, str, int, dict], Topology]) -> Callable:
+        from gossipfl.plugins import check_signature, replaceable
+
+        check_signature(builder, ("num_clients", "mixing", "seed", "params"),
+                        f"the builder of topology {name!r}", options=False)
+        existing = TOPOLOGY_KINDS.get(name)
+        if existing is not None and not replaceable(existing.build):
+            raise GossipflError(f"topology name {name!r} is gossipfl's own; choose another.")
+        TOPOLOGY_KINDS[name] = TopologyKind(name, builder, rules, defaults)
+        return builder
+    return decorate
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an array: not the default None
+        return False
+
+
+def topology_kind(name: str) -> TopologyKind:
+    """The registration of topology ``name``; one sentence listing the names otherwise."""
+    if name not in TOPOLOGY_KINDS:
+        raise unknown_choice("topology.name", name, topology_names())
+    return TOPOLOGY_KINDS[name]
+
+
+def topology_names() -> tuple[str, ...]:
+    """Every topology name: the built-in ones, then the plugins'."""
+    return (*TOPOLOGIES, *(n for n in TOPOLOGY_KINDS if n not in TOPOLOGIES))
+
+
+def _shared(*keys: str) -> dict[str, Rule]:
+    """The rules of shared keys a built-in topology reads."""
+    return {key: SHARED_TOPOLOGY_PARAMS[key] for key in keys}
+
+
+# --------------------------------------------------------------------------------------------
 # Building
 # --------------------------------------------------------------------------------------------
 def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastings",
@@ -293,18 +420,18 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
                    **params: Any) -> Topology:
     """Build and validate a topology by name (see the module docstring for names/params).
 
-    Parameters a topology does not use are ignored (the config passes k and p always); a
-    time-varying topology must be connected over the union of rounds 0..window−1 (or over
-    one period, when that is longer).
+    ``params``: the parameters its registration declares (:func:`topology_kind`), each
+    checked by its rule, the others at their defaults; a shared one it does not read (k, p,
+    s, path, matrix; ``array`` is the API's name of matrix) is ignored, as the config passes
+    them always, any other is refused. A time-varying topology must be connected over the
+    union of rounds 0..window−1 (or over one period, when that is longer).
     """
-    if name not in _BUILDERS:
-        raise unknown_choice("topology.name", name, topology_names())
+    kind = topology_kind(name)
     if mixing not in MIXING_RULES:
         raise unknown_choice("topology.mixing", mixing, MIXING_RULES)
-    for key in params:
-        if key not in PARAMS:
-            raise GossipflError(f"topology.{key}: unknown parameter{did_you_mean(key, PARAMS)};"
-                                f" known: {', '.join(PARAMS)}.")
+    if "array" in params:
+        params["matrix"] = params.pop("array")
+    params = kind.parameters(params)
     num_clients = _check_clients(name, num_clients)
     if num_clients > DENSE_MAX_CLIENTS and (name in SPARSE_TOPOLOGIES or (
             name == "custom" and is_edge_file(params.get("path")))):
@@ -319,7 +446,7 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             f"topology.mixing: custom needs topology.name: custom (a matrix from topology.path "
             f"or topology.matrix), got topology.name: {name}."
         )
-    topology = _BUILDERS[name](num_clients, mixing, seed, params)
+    topology = kind.build(num_clients, mixing, seed, params)
     if topology.time_varying and not topology.sparse:  # the rounds kept, the connectivity
         # check's union and one draw
         require_memory((16 * _CACHE_ROUNDS + 1 + 16) * num_clients ** 2,
@@ -397,6 +524,7 @@ def _static_edges(name: str, m: int, mixing: str, rows: np.ndarray, cols: np.nda
     return Topology(name, m, mixing, lambda _round: A, params=params, sparse=True)
 
 
+@register_topology("ring")
 def _ring(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
@@ -406,6 +534,7 @@ def _ring(m: int, mixing: str, seed: int, params: dict) -> Topology:
     return _static("ring", m, mixing, nx.cycle_graph(m))
 
 
+@register_topology("grid")
 def _grid(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
@@ -438,6 +567,7 @@ def _nearest_composites(m: int) -> str:
     return f"the nearest that work are {below} and {above}"
 
 
+@register_topology("exponential")
 def _exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
@@ -449,12 +579,14 @@ def _exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
     return _static("exponential", m, mixing, nx.circulant_graph(m, offsets))
 
 
+@register_topology("full")
 def _full(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
     return _static("full", m, mixing, nx.complete_graph(m))
 
 
+@register_topology("star")
 def _star(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
@@ -480,6 +612,7 @@ def _connected_draw(draw: Callable[[int], Any], key: str, failure: str,
                         "use a denser graph.")
 
 
+@register_topology("erdos_renyi", rules=_shared("p"))
 def _erdos_renyi(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
@@ -531,6 +664,7 @@ def _pairs_connected(m: int) -> Callable[[tuple[np.ndarray, np.ndarray]], bool]:
     return lambda pair: bool((components(m, *pair) == 0).all())
 
 
+@register_topology("k_regular", rules=_shared("k"))
 def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
@@ -562,6 +696,7 @@ def random_k_neighbours(m: int, k: int, seed: int, round: int) -> np.ndarray:
     return np.argpartition(keys, k - 1, axis=1)[:, :k]
 
 
+@register_topology("random_k", rules=_shared("k"))
 def _random_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = _check_k(params.get("k"), m, "random_k")
     symmetrize = mixing in SYMMETRIC_RULES
@@ -597,6 +732,7 @@ def authors_random_adjacency(m: int, k: int, seed: int, round: int) -> np.ndarra
     return upper + upper.T
 
 
+@register_topology("authors_random", rules=_shared("k"))
 def _authors_random(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = params.get("k")
     if not _is_int(k) or not 2 <= k <= m:
@@ -649,7 +785,7 @@ def load_matrix(path: str | Path, key: str = "topology.path") -> np.ndarray:
 def _custom_source(m: int, params: dict) -> tuple[np.ndarray, str]:
     """The user's matrix (float64, checked [M, M]) and the config key it came from."""
     path = params.get("path")
-    array = params.get("array", params.get("matrix"))
+    array = params.get("matrix")
     if (path is None) == (array is None):
         raise GossipflError(
             "topology.path: the custom topology needs exactly one of topology.path (a .npy, "
@@ -783,6 +919,7 @@ def _custom_edges(m: int, mixing: str, params: dict) -> Topology:
     return Topology("custom", m, mixing, lambda _round: A, directed=i >= 0, sparse=True)
 
 
+@register_topology("custom", rules=_shared("path", "matrix"))
 def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if is_edge_file(params.get("path")):
         if _large(m):
@@ -790,7 +927,7 @@ def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:
         rows, cols, weights = load_edges(params["path"], m)  # small: the dense matrix
         matrix = np.zeros((m, m))
         matrix[rows, cols] = 1.0 if weights is None else weights
-        params = {**params, "path": None, "array": matrix}
+        params = {**params, "path": None, "matrix": matrix}
     matrix, key = _custom_source(m, params)
     if mixing == "custom":
         columns = column_stochastic_only(matrix)  # push-sum (sgp): else the rows sum to 1
@@ -829,6 +966,7 @@ def _adjacency_from(matrix: np.ndarray, key: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # Time-varying graphs of the papers (gossipfl.topology.dynamic holds their definitions)
 # --------------------------------------------------------------------------------------------
+@register_topology("one_peer_exponential")
 def _one_peer_exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
     period = dynamic.one_peer_period(m)
     if _large(m):
@@ -848,6 +986,7 @@ def _one_peer_exponential(m: int, mixing: str, seed: int, params: dict) -> Topol
                     stochastic="doubly", period=period, params={"period": period})
 
 
+@register_topology("base_k", rules=_shared("k"))
 def _base_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = _check_k(params.get("k"), m, "base_k")
     sequence = dynamic.base_k_sequence(m, k)
@@ -872,6 +1011,7 @@ def _base_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
                     stochastic="doubly", period=period, params={"k": k, "period": period})
 
 
+@register_topology("epidemic", rules=_shared("s"))
 def _epidemic(m: int, mixing: str, seed: int, params: dict) -> Topology:
     s = params.get("s")
     if not _is_int(s) or not 1 <= s <= m - 1:
@@ -888,6 +1028,7 @@ def _epidemic(m: int, mixing: str, seed: int, params: dict) -> Topology:
                     params={"s": int(s), "seed": seed})
 
 
+@register_topology("random_matching")
 def _random_matching(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if _large(m):
         return Topology("random_matching", m, mixing,
@@ -903,40 +1044,3 @@ def _random_matching(m: int, mixing: str, seed: int, params: dict) -> Topology:
 SPARSE_TOPOLOGIES = frozenset({"ring", "grid", "star", "exponential", "k_regular", "random_k",
                                "authors_random", "base_k", "one_peer_exponential",
                                "epidemic", "random_matching", "erdos_renyi"})
-
-_BUILDERS: dict[str, Callable[[int, str, int, dict], Topology]] = {
-    "ring": _ring,
-    "grid": _grid,
-    "exponential": _exponential,
-    "full": _full,
-    "star": _star,
-    "erdos_renyi": _erdos_renyi,
-    "k_regular": _k_regular,
-    "random_k": _random_k,
-    "authors_random": _authors_random,
-    "one_peer_exponential": _one_peer_exponential,
-    "base_k": _base_k,
-    "epidemic": _epidemic,
-    "random_matching": _random_matching,
-    "custom": _custom,
-}
-
-
-def register_topology(name: str) -> Callable:
-    """Decorator: make ``builder(num_clients, mixing, seed, params) -> Topology`` available as
-    ``topology.name: name`` (``params``: ``k``, ``p``, ``path``, ``array`` of the ``topology``
-    section). :func:`build_topology` validates what it returns as every topology's: each
-    round's W by its mixing rule, and connectivity."""
-    def decorate(builder: Callable[[int, str, int, dict], Topology]) -> Callable:
-        from gossipfl.plugins import replaceable
-
-        if not replaceable(_BUILDERS.get(name, builder)):
-            raise ValueError(f"topology name {name!r} is gossipfl's own; choose another")
-        _BUILDERS[name] = builder
-        return builder
-    return decorate
-
-
-def topology_names() -> tuple[str, ...]:
-    """Every topology name: the built-in ones, then the plugins'."""
-    return (*TOPOLOGIES, *(n for n in _BUILDERS if n not in TOPOLOGIES))
