@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from gossipfl.algorithms.base import Batch, Context, Work
+from gossipfl.engine.fused_update import sgd_update
 
 Term = Callable[[Context, Work, Tensor], Tensor]
 Source = Callable[[Context, Work, Batch], tuple[Tensor, Tensor]]
@@ -97,11 +98,14 @@ def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
     """The step of a :func:`_fusable` phase with the update fused into the (last) gradient
     (:meth:`~gossipfl.clients.ClientEnv.fused_step`): d = g + wd y, then the local
     optimizer's update of y (and v), parameter by parameter; the same numbers, no gradient
-    stack."""
+    stack. On the CPU a decayed or momentum update is one pass
+    (:func:`gossipfl.engine.fused_update.sgd_update`, the same bits as the torch ops)."""
     phase, optimizer, decay = ctx.phase, ctx.optimizer, ctx.env.train.weight_decay
 
     def update(grad: Tensor, y: Tensor, *velocity: Tensor) -> None:  # grad is ours to overwrite
-        optimizer.update(_decayed(grad, y, decay, inplace=True), y, *velocity)
+        if not sgd_update(grad, y, velocity[0] if velocity else None, decay, optimizer.lr,
+                          optimizer.momentum):  # one pass on the CPU, the same bits
+            optimizer.update(_decayed(grad, y, decay, inplace=True), y, *velocity)
 
     state = optimizer.state(work)
     if not phase.rho:
