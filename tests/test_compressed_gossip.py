@@ -21,7 +21,7 @@ from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.runner import Runner
 from tests.distributed_cases import config as case_config
-from tests.helpers import stopped_and_resumed
+from tests.helpers import stopped_and_resumed, without_timing
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 from tests.test_tracking import DECAY, LR, WD, eta, run_direct
 
@@ -302,23 +302,42 @@ def test_a_bad_algorithm_compressor_is_one_sentence():
 
 
 # -- resumption ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("setting", ["topology", "choco", "beer"])
+#: compressed gossip beside the other owners of state: the clients' clocks and DP-SGD's counts
+SYSTEMS_AND_PRIVACY = {
+    "systems": {"compute": {"distribution": "lognormal", "mean": 0.1, "sigma": 0.5,
+                            "vary": True},
+                "network": {"latency": {"distribution": "lognormal", "mean": 0.01,
+                                        "sigma": 0.3}, "bandwidth": 1e4}},
+    "privacy": {"clip": 0.5, "noise_multiplier": 1.0, "delta": 1e-3},
+}
+
+
+@pytest.mark.parametrize("setting", ["topology", "choco", "beer", "topology+systems+privacy"])
 def test_resuming_repeats_the_run_exactly(setting):
-    """A checkpoint after round 2 (public copies, error memories, trackers) resumes to the
-    straight run's numbers bit for bit, with a randomized compressor whose keys must agree."""
+    """A checkpoint after round 2 (public copies, error memories, trackers; the clocks and the
+    private-gradient counts beside them) resumes to the straight run's numbers bit for bit —
+    models, metrics and every namespace of the run's state — with a randomized compressor
+    whose keys must agree."""
     p = Problem(clients=5, dim=8)
     spec = {"compressor": "rand_k", "k": 3}
-    if setting == "topology":
+    if setting.startswith("topology"):
         config = p.config({"name": "dfedavg"}, W=ring_mh(5), rounds=5, steps=2)
         config["topology"]["compression"] = {**spec, "gamma": 0.5}
     else:
         config = p.config({"name": setting, **spec, "gamma": 0.5}, W=ring_mh(5), rounds=5)
+    if setting.endswith("privacy"):
+        config.update(SYSTEMS_AND_PRIVACY)
+        config["eval"] = {"every": 1}  # the average model's metrics, sim_time and ε each round
     whole = Runner(load_config(config))
     whole.run()
-    _, resumed = stopped_and_resumed(config)
+    saved, resumed = stopped_and_resumed(config)
     assert torch.equal(whole.client_models(), resumed.client_models())
     assert whole.bytes_total == resumed.bytes_total
-    for part in ("algorithm", "gossip"):
+    np.testing.assert_equal(without_timing(resumed.rows), without_timing(whole.rows)[2:])
+    names = ("algorithm", "gossip", "systems", "privacy")
+    if setting.endswith("privacy"):
+        assert set(names) <= set(saved) and resumed.rows[-1]["sim_time"] > 0
+    for part in names:
         for key, value in whole.state_dict().get(part, {}).items():
             assert torch.equal(value, resumed.state_dict()[part][key]), (part, key)
 

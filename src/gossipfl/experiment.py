@@ -1,7 +1,8 @@
 """Building an experiment from a config: the data and its partition, the model and its
 parameter layout, the oracle, the topology, what the clients have (:class:`ClientEnv`), what
-crosses them (:class:`Federation`) and the algorithm. Data flows one way (docs/design.md):
-config → data + partition → model + parameter stack → algorithm."""
+crosses them (:class:`Federation`), the algorithm, and the run's state (:class:`RunState`,
+made first, each stateful component handed its namespace). Data flows one way
+(docs/design.md): config → data + partition → model + parameter stack → algorithm."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from gossipfl.federation import Federation
 from gossipfl.models import build_model, check_model_fits, head_names
 from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.schedules import get_schedule
+from gossipfl.state import RunState
 from gossipfl.systems import Systems, build_systems, mixing_topology, systems_model
 from gossipfl.topology import Mixer, Topology, build_topology
 from gossipfl.trust.attacks import ATTACKS
@@ -75,6 +77,8 @@ class Experiment:
     members: tuple | None = None  # eval.membership: (members [M, N], mask, non-members)
     privacy: Privacy | None = None  # DP-SGD and its accountant (privacy section)
     info: dict = field(default_factory=dict)
+    #: the run's state, one namespace per owner (gossipfl.state); the runner holds it
+    state: RunState = field(default_factory=RunState)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -250,6 +254,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     sampling are those of the unperturbed run)."""
     processes = start_processes(config)  # torchrun's ranks when distributed, else one
     device = processes.place(resolve_device(config.device))
+    state = RunState.for_config(config, device)  # each stateful piece gets its namespace
     dataset, parts = build_data(config)
     if perturb is not None:
         dataset = perturb(dataset, parts)
@@ -283,7 +288,10 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     sizes = torch.as_tensor([len(p) for p in parts], dtype=torch.float32, device=device)
     personal = config.model.personal
     groups = ParamGroups.build(layout, head_names(model) if personal is None else personal)
-    fed = processes.federation(m, groups, sizes, seed=config.seed, mixer=mixer)
+    choco = build_choco(config.topology.compression)  # checked when the config was read
+    channels = None if choco is None else Channels(choco, state.gossip)
+    fed = processes.federation(m, groups, sizes, seed=config.seed, mixer=mixer,
+                               compression=channels)
     local = LocalTraining(weight_decay=train.weight_decay, momentum=train.momentum,
                           clip_norm=train.clip_norm)
     counts = label_counts(dataset, parts)
@@ -291,6 +299,8 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                     seed=config.seed, train=local,
                     label_counts=None if counts is None else fed.block(counts))
     algorithm = algo_cls(config.algorithm.params, env, fed)
+    state.algorithm.declare(f"algorithm {algorithm.name}", rows=algorithm.client_state,
+                            kept=(*algorithm.client_state, *algorithm.global_state))
     groups.check_used(algorithm)  # a personalized split needs a shared and a personal part
     order = get_schedule(config.topology.order)
     refusal = order.refusal(algorithm, processes.world if processes.distributed else None)
@@ -302,20 +312,18 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     refusal = algorithm.refusal(config, topology)
     if refusal:
         raise GossipflError(refusal)
-    choco = build_choco(config.topology.compression)
     if choco is not None:
         refusal = compression_refusal(algorithm, topology, config.topology.order)
         if refusal:
             raise GossipflError(refusal)
-        fed.compression = Channels(choco)
     trust = build_trust(config, algorithm, topology, processes.distributed)
     if trust is not None:
         fed.robust = trust.gossip
     privacy = build_privacy(config, algorithm, model, np.array([len(p) for p in parts]),
-                            processes.distributed, device)
+                            processes.distributed, device, state.privacy)
     if privacy is not None:
         env.privacy = privacy.gradient
-    systems = build_systems(config, draws, fed, algorithm, layout.P)
+    systems = build_systems(config, draws, fed, algorithm, layout.P, state.systems)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
     x0 = fed.block(initial_stack(config, layout, model, device))
@@ -325,7 +333,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                      sampler=sampler, model=model, layout=layout, oracle=oracle,
                      topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
                      systems=systems, honest=None if trust is None else trust.honest,
-                     privacy=privacy)
+                     privacy=privacy, state=state)
     n_test = len(dataset.test_y)
     subset = config.eval.local_subset
     if n_test and subset is not None and subset < n_test:

@@ -47,6 +47,7 @@ from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.rng import client_keys, numpy_generator, vectorized_keys
 
 if TYPE_CHECKING:  # annotations only
+    from gossipfl.compression.gossip import Channels
     from gossipfl.topology.sparse import Edges
 
 FLOAT_BYTES = 4
@@ -105,10 +106,14 @@ class Federation:
     """The only operations that cross the client dimension, the bytes they send, and where
     the rows live. ``groups`` name the column sets a message may carry (``all``, ``shared``,
     ``personal``); ``sample_sizes`` ``[M]`` are the n_i a server weights by; ``seed`` draws
-    the server's client samples; ``mixer`` holds the topology (None for centralized runs)."""
+    the server's client samples; ``mixer`` holds the topology (None for centralized runs);
+    ``compression``: CHOCO-Gossip's channels with ``topology.compression`` (None: exact
+    gossip; their public copies are the run's gossip namespace, gossipfl.state). Of the
+    run's state it keeps only the byte count of the round in progress (``traffic``, taken by
+    the runner every round); the rest is caches of the round's W."""
 
     def __init__(self, num_clients: int, groups: ParamGroups, sample_sizes: Tensor, seed: int,
-                 mixer=None):
+                 mixer=None, compression: Channels | None = None):
         self.num_clients = num_clients
         self._groups = groups
         self.sample_sizes = sample_sizes  # [M] float, n_i
@@ -116,7 +121,7 @@ class Federation:
         self.mixer = mixer  # gossipfl.topology.Mixer; None for centralized algorithms
         self.traffic = Traffic(num_clients)
         self._degree: tuple[int | None, np.ndarray] | None = None  # (round or None, degrees)
-        self.compression = None  # gossipfl.compression.gossip.Channels: topology.compression
+        self.compression = compression  # their public copies: the run's gossip namespace
         # gossipfl.trust.gossip.RobustGossip: topology.robust and byzantine; None: W z
         self.robust = None
         self._nonzeros: tuple | None = None  # (key, (i, j, w_ij)) of W's entries

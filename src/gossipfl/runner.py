@@ -1,9 +1,11 @@
 """The round loop: step rounds, stop on divergence, checkpoint.
 
 The runner owns no algorithm logic and no order of events: it builds the experiment
-(:mod:`gossipfl.experiment`), holds the algorithm's state, asks the schedule
-(:mod:`gossipfl.schedules`, ``topology.order``) to run each round, and has the
-:class:`~gossipfl.evaluation.Evaluator` measure the models when due.
+(:mod:`gossipfl.experiment`), holds the run's state (:class:`~gossipfl.state.RunState`: the
+algorithm's, and the namespaces of the compressed gossip, the clocks and the privacy counts,
+whose owners write them), asks the schedule (:mod:`gossipfl.schedules`, ``topology.order``)
+to run each round, and has the :class:`~gossipfl.evaluation.Evaluator` measure the models when
+due. A checkpoint is that state (:meth:`Runner.state_dict`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from gossipfl.algorithms.base import NO_PLAN, Context
+from gossipfl.algorithms.base import NO_PLAN, Context, State
 from gossipfl.config import Config
 from gossipfl.engine.precision import apply_precision
 from gossipfl.errors import Diverged
@@ -30,6 +32,7 @@ from gossipfl.experiment import (  # noqa: F401  (the builders, importable from 
 )
 from gossipfl.result import Result
 from gossipfl.schedules import Schedule, get_schedule
+from gossipfl.state import RunState
 from gossipfl.systems.rounds import idle_outcome, offline_rows_kept
 from gossipfl.training import LocalTrainer
 
@@ -77,7 +80,22 @@ class Runner:
                                    self.trainer, exp.eval_subset, exp.local_test_parts,
                                    exp.honest, eval_clients=exp.eval_clients,
                                    members=exp.members)
+        self.run_state: RunState = exp.state
         self.state = exp.algorithm.init(exp.x0)
+
+    @property
+    def state(self) -> State:
+        """The algorithm's state: the RunState's algorithm namespace (what the schedule and
+        the evaluator are handed)."""
+        return self.run_state.algorithm
+
+    @state.setter
+    def state(self, entries: State) -> None:
+        """Make ``entries`` the algorithm's state, in place (the namespace object stays)."""
+        space = self.run_state.algorithm
+        if entries is not space:
+            space.clear()
+            space.update(entries)
 
     # -- one round -----------------------------------------------------------------------
     def lr(self, t: int) -> float:
@@ -210,39 +228,21 @@ class Runner:
 
     # -- checkpointing ------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """The run's state; per-client state with all M rows, however many processes hold
-        them (so any number of processes can resume it), on the process that writes the run
-        (the others' per-client entries are empty: a collective that only gives them)."""
-        algo, fed = self.exp.algorithm, self.exp.fed
-        state = {k: (fed.gather_to_writer(v) if k in algo.client_state else v).cpu()
-                 for k, v in algo.checkpoint(self.state).items()}
-        out = {"round": self.round, "rows": list(self.rows), "bytes_total": self.bytes_total,
-               "train_seconds": self.train_seconds, "algorithm": state}
-        if fed.compression is not None:  # CHOCO-Gossip's public copies, one row per client
-            out["gossip"] = {k: fed.gather_to_writer(v).cpu()
-                             for k, v in fed.compression.state.items()}
-        if self.exp.systems is not None:  # the clients' clocks
-            out["systems"] = self.exp.systems.state_dict()
-        if self.exp.privacy is not None:  # the accountant's counts (and noise counters)
-            out["privacy"] = self.exp.privacy.state_dict()
-        return out
+        """The run's state: the runner's counts and every namespace of the RunState under
+        its name (``algorithm``, and ``gossip``, ``systems``, ``privacy`` where the run has
+        them); per-client rows with all M rows, however many processes hold them (so any
+        number of processes can resume it), on the process that writes the run (the others'
+        rows are empty: a collective that only gives them)."""
+        return {"round": self.round, "rows": list(self.rows), "bytes_total": self.bytes_total,
+                "train_seconds": self.train_seconds,
+                **self.run_state.checkpoint(self.exp.fed)}
 
     def load_state_dict(self, state: dict) -> None:
         self.round = int(state["round"])
         self.rows = list(state["rows"])
         self.bytes_total = int(state["bytes_total"])
         self.train_seconds = float(state["train_seconds"])
-        algo, fed = self.exp.algorithm, self.exp.fed
-        self.state = algo.restore(self.state, {k: fed.block(v) if k in algo.client_state else v
-                                               for k, v in state["algorithm"].items()})
-        if fed.compression is not None:
-            device = self.exp.x0.device
-            fed.compression.state = {k: fed.block(v).to(device)
-                                     for k, v in state.get("gossip", {}).items()}
-        if self.exp.systems is not None and "systems" in state:
-            self.exp.systems.load_state_dict(state["systems"])
-        if self.exp.privacy is not None and "privacy" in state:
-            self.exp.privacy.load_state_dict(state["privacy"])
+        self.run_state.load(state, self.exp.fed)
 
 
 def has_nonfinite(x: torch.Tensor) -> bool:

@@ -8,9 +8,11 @@ every hook of a round receives it. The state is a dict of tensors of two declare
 - **global** state (``global_state``: the server model, a control variate, optimizer moments),
 
 and whatever a round needs only within itself is **scratch**, carried by the :class:`Work`.
-A :mod:`schedule <gossipfl.schedules>` owns the state and decides who trains and mixes when:
-it calls ``begin_round(ctx, state)`` for the working rows (all clients, the sampled ones, or
-one wave of the sequential order, whose state rows it hands over), runs the local
+The runner holds the state (the algorithm's namespace of :class:`gossipfl.state.RunState`,
+checkpointed from these declarations); a :mod:`schedule <gossipfl.schedules>` is handed it
+and decides who trains and mixes when: it calls ``begin_round(ctx, state)`` for the working
+rows (all clients, the sampled ones, or one wave of the sequential order, whose state rows
+it hands over), runs the local
 :class:`Phase` s on them, and calls ``keep`` / ``end_round`` to communicate through the
 :class:`~gossipfl.federation.Federation` (which counts the bytes). The algorithm sees what a
 client has through its :class:`~gossipfl.clients.ClientEnv`.
@@ -29,7 +31,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from gossipfl.clients import Batch, ClientEnv
-from gossipfl.errors import GossipflError
 from gossipfl.validation import (  # noqa: F401  (the vocabulary algorithms import from here)
     AT_LEAST_ONE,
     BOOLEAN,
@@ -210,7 +211,8 @@ class Algorithm:
     """Base class. Subclasses set ``name``, ``paper``, ``Params`` and override the hooks.
 
     Declarations read by the schedule and the runner: ``centralized`` (a server model
-    instead of a topology), ``client_state`` / ``global_state`` (what a checkpoint keeps),
+    instead of a topology), ``client_state`` / ``global_state`` (what a checkpoint keeps:
+    per-client rows and the rest, :mod:`gossipfl.state`),
     ``evaluations`` (which models the evaluation protocols measure: ``average``, ``local``;
     ``personalized``: the algorithm trains personal models, measured on each client's local
     test split by default and reported first in tables), ``orders`` (the gossip orders
@@ -359,17 +361,3 @@ class Algorithm:
 
     def server_model(self, state: State) -> torch.Tensor | None:
         return None
-
-    # -- checkpointing: per-client and global state only --------------------------------------
-    def checkpoint(self, state: State) -> State:
-        return {k: state[k].clone() for k in (*self.client_state, *self.global_state)}
-
-    def restore(self, state: State, saved: State) -> State:
-        """``state`` (from :meth:`init`) with the checkpointed entries of ``saved``."""
-        missing = set(self.client_state) | set(self.global_state)
-        missing -= set(saved)
-        if missing:
-            raise GossipflError(f"checkpoint: algorithm {self.name} state lacks {sorted(missing)}.")
-        for key in (*self.client_state, *self.global_state):
-            state[key] = saved[key].to(state[key].device)
-        return state

@@ -43,6 +43,7 @@ from torch import Tensor
 
 from gossipfl.compression.compressors import Compressor, build_compressor
 from gossipfl.errors import GossipflError
+from gossipfl.state import Namespace, gossip_namespace
 from gossipfl.validation import BOOLEAN, FRACTION
 
 #: keys of ``topology.compression`` besides the compressor's own
@@ -107,12 +108,16 @@ def compression_refusal(algorithm: Any, topology: Any, order: str) -> str | None
 
 
 class Channels:
-    """The public copies (x̂, s) of each gossip call of a round, held by the Federation for
-    ``topology.compression``: the k-th ``gossip`` call of round t uses channel k."""
+    """The public copies (x̂, s) of each gossip call of a round, for ``topology.compression``
+    (held by the Federation, given to its constructor): the k-th ``gossip`` call of round t
+    uses channel k. The copies live in the run's gossip namespace ``state``
+    (:func:`gossipfl.state.gossip_namespace`; a fresh one when none is given):
+    ``"k.hat"`` / ``"k.mixed"``, this process's rows ``[M, n]``, made at the channel's first
+    use; which call of the round comes next is scratch, counted afresh every round."""
 
-    def __init__(self, choco: ChocoGossip):
+    def __init__(self, choco: ChocoGossip, state: Namespace | None = None):
         self.choco = choco
-        self.state: dict[str, Tensor] = {}  # "k.hat" / "k.mixed" -> rows [M, n]
+        self.state = gossip_namespace() if state is None else state
         self._round: int | None = None
         self._calls = 0
 

@@ -294,7 +294,7 @@ class Pack:
         measured = []
         for r, runner in enumerate(self.runners):
             block = slice(r * m, (r + 1) * m)
-            runner.state = {k: v[block].clone() for k, v in self.state.items()}
+            runner.state.update({k: v[block].clone() for k, v in self.state.items()})
             trained = None if outcome.trained is None else outcome.trained[block]
             own = RoundOutcome(self.tally.sums[r], self.tally.counts[r], dict(outcome.extra),
                                trained=trained)

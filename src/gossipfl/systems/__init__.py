@@ -13,8 +13,9 @@ and failed links.
 :func:`mixing_topology` is the mixer's topology under failures); before each round the runner asks
 for the round's plan (:meth:`Systems.plan`: who is offline, who may report, the speeds and
 clocks) and passes it to the schedule in ``ctx.plan``; after it, it advances the clocks
-(:meth:`Systems.advance`, with the plan and the schedule's own clocks if it kept event time)
-and checkpoints them. Without a ``systems`` section none of this exists and nothing changes.
+(:meth:`Systems.advance`, with the plan and the schedule's own clocks if it kept event time).
+The clocks live in the run's systems namespace (:mod:`gossipfl.state`), which the runner
+checkpoints. Without a ``systems`` section none of this exists and nothing changes.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # annotations only
     from gossipfl.algorithms.base import Algorithm
     from gossipfl.config import Config
     from gossipfl.federation import Federation
+    from gossipfl.state import Namespace
     from gossipfl.topology import Topology
 
 
@@ -43,12 +45,12 @@ class Systems:
     """One run's systems model, clocks and failures."""
 
     def __init__(self, model: SystemsModel, fed: Federation, algorithm: Algorithm, train,
-                 num_params: int):
+                 num_params: int, state: Namespace | None = None):
         self.model = model
         self.fed = fed
         self.algorithm = algorithm
         self.train = train
-        self.clock = Clock(model.num_clients)
+        self.clock = Clock(model.num_clients, state)  # its clocks: the systems namespace
         self.sizes = fed.sample_sizes.detach().cpu().numpy()
         self.model_bytes = message_bytes(num_params)
 
@@ -111,12 +113,6 @@ class Systems:
             self.clock.decentralized_round(W, model.offline(t), busy, message)
         return self.clock.metrics()
 
-    def state_dict(self) -> dict:
-        return self.clock.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.clock.load_state_dict(state)
-
 
 def systems_model(config: Config, num_clients: int, distributed: bool) -> SystemsModel | None:
     """The run's draws (None without a ``systems`` section)."""
@@ -138,8 +134,10 @@ def mixing_topology(topology: Topology, model: SystemsModel | None) -> Topology:
 
 
 def build_systems(config: Config, model: SystemsModel | None, fed: Federation,
-                  algorithm: Algorithm, num_params: int) -> Systems | None:
-    """The run's :class:`Systems` (None without a ``systems`` section)."""
+                  algorithm: Algorithm, num_params: int,
+                  state: Namespace | None = None) -> Systems | None:
+    """The run's :class:`Systems` (None without a ``systems`` section); ``state``: the run's
+    systems namespace, where its clocks live."""
     if model is None:
         return None
     if not algorithm.centralized and model.has_failures and (
@@ -151,7 +149,7 @@ def build_systems(config: Config, model: SystemsModel | None, fed: Federation,
     refusal = get_schedule(config.topology.order).systems_refusal(model)
     if refusal:
         raise GossipflError(refusal)
-    return Systems(model, fed, algorithm, config.train, num_params)
+    return Systems(model, fed, algorithm, config.train, num_params, state)
 
 
 __all__ = ["Clock", "FailingTopology", "Systems", "SystemsModel", "build_systems",

@@ -40,9 +40,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from gossipfl.algorithms.base import Phase
+from gossipfl.state import Namespace, systems_namespace
 from gossipfl.topology.sparse import Edges
 
 
@@ -74,10 +74,22 @@ def message_seconds(sent: np.ndarray, degree: np.ndarray, latency: np.ndarray,
 
 
 class Clock:
-    """The M clients' clocks T_i (float64 seconds)."""
+    """The M clients' clocks T_i (float64 seconds), kept in the run's systems namespace
+    ``state`` (``"clocks"``, :func:`gossipfl.state.systems_namespace`; a fresh one when none
+    is given)."""
 
-    def __init__(self, num_clients: int):
+    def __init__(self, num_clients: int, state: Namespace | None = None):
+        self.state = systems_namespace() if state is None else state
         self.T = np.zeros(num_clients, dtype=np.float64)
+
+    @property
+    def T(self) -> np.ndarray:
+        """``[M]`` T_i: the namespace's ``"clocks"``."""
+        return self.state["clocks"]
+
+    @T.setter
+    def T(self, clocks: np.ndarray) -> None:
+        self.state["clocks"] = clocks
 
     def decentralized_round(self, W: Edges, offline: np.ndarray, busy: np.ndarray,
                             message: np.ndarray) -> None:
@@ -96,9 +108,3 @@ class Clock:
 
     def metrics(self) -> dict:
         return {"sim_time": float(self.T.max()), "sim_time_mean": float(self.T.mean())}
-
-    def state_dict(self) -> dict:
-        return {"clocks": torch.as_tensor(self.T.copy())}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.T = np.asarray(state["clocks"], dtype=np.float64).copy()

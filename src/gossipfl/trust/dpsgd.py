@@ -25,8 +25,8 @@ per-sample gradient and are refused before training.
 
 **Noise** comes from counter-based streams (:func:`gossipfl.rng.counter_normal`): the noise
 of client i's k-th private gradient evaluation is a function of (seed, i, k) alone, and k is
-the evaluation count the accountant keeps (:attr:`PrivateGradient.steps`, saved in
-checkpoints), so a resumed run draws what the uninterrupted one drew, whatever the order,
+the evaluation count the accountant keeps (:attr:`PrivateGradient.steps`, in the run's
+privacy namespace, so in checkpoints), so a resumed run draws what the uninterrupted one drew, whatever the order,
 the blocks or the other clients. With σ = 0 no noise is drawn: the step is per-sample
 clipping alone, bit for bit. With C = ∞ (allowed only with σ = 0) nothing is clipped and
 g̃_i = Σ_b ∇ℓ_b / B_i, the non-private minibatch gradient for a full batch (to float
@@ -39,6 +39,7 @@ import torch
 from torch import Tensor
 
 from gossipfl.rng import client_keys, counter_bits, counter_normal, vectorized_keys
+from gossipfl.state import Namespace, privacy_namespace
 from gossipfl.trust import ghost
 
 
@@ -46,18 +47,26 @@ class PrivateGradient:
     """The DP-SGD gradient of any rows (see the module docstring): ``clip`` C, ``sigma`` σ,
     ``batch_sizes`` ``[M]`` the nominal B_i, ``seed`` the run's seed, ``budget`` the bytes
     of per-sample gradients one block may hold. ``steps`` ``[M]`` int64 counts each client's
-    private gradient evaluations (the accountant's state and the noise counter)."""
+    private gradient evaluations (the accountant's state and the noise counter), kept in the
+    run's privacy namespace ``state`` (:func:`gossipfl.state.privacy_namespace`; a fresh one
+    when none is given)."""
 
     def __init__(self, clip: float, sigma: float, batch_sizes: Tensor, seed: int,
-                 budget: int = 256 * 2**20):
+                 budget: int = 256 * 2**20, state: Namespace | None = None):
         self.clip, self.sigma = float(clip), float(sigma)
         self.batch_sizes = batch_sizes.clamp_min(1)  # an empty client never divides
         self.budget = budget
         m, device = len(batch_sizes), batch_sizes.device
-        self.steps = torch.zeros(m, dtype=torch.int64, device=device)
+        self.state = privacy_namespace() if state is None else state
+        self.state["steps"] = torch.zeros(m, dtype=torch.int64, device=device)
         self._keys = client_keys(seed, torch.arange(m), "privacy", device=device,  # one each,
                                  vectorized=vectorized_keys(m))  # derived as the run's others
         self._ghost: bool | None = None  # False: always materialize (gossipfl.trust.ghost)
+
+    @property
+    def steps(self) -> Tensor:
+        """``[M]`` each client's private gradient evaluations: the namespace's ``"steps"``."""
+        return self.state["steps"]
 
     def gradient(self, oracle, y: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
                  clients: Tensor, wrt, columns: Tensor | None = None
@@ -91,7 +100,8 @@ class PrivateGradient:
             if not bool(active.all()):  # a row without samples touches no data
                 noise.mul_(active[:, None])
             grad.add_(noise, alpha=self.sigma * self.clip)
-        self.steps[ids[active]] += 1
+        steps = self.steps
+        steps[ids[active]] += 1
         sizes = self.batch_sizes[ids].to(y.dtype)
         return loss, grad.div_(sizes[:, None])
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from gossipfl.errors import GossipflError
+from gossipfl.state import Namespace
 from gossipfl.trust.accountant import Accountant
 from gossipfl.trust.dpsgd import PrivateGradient
 from gossipfl.validation import NON_NEGATIVE, POSITIVE, Rule, check_all
@@ -32,7 +33,8 @@ def check_privacy(section: Any) -> None:
 
 class Privacy:
     """A private run's mechanism (``gradient``, which every client's gradient goes through)
-    and accountant; its state is the evaluation counts."""
+    and accountant; its state is the evaluation counts (``gradient.steps``, in the run's
+    privacy namespace)."""
 
     def __init__(self, gradient: PrivateGradient, accountant: Accountant):
         self.gradient = gradient
@@ -42,13 +44,6 @@ class Privacy:
         """``epsilon`` (max over the clients) and ``epsilon_mean`` now."""
         return self.accountant.columns(self.gradient.steps.cpu().numpy())
 
-    def state_dict(self) -> dict:
-        return {"steps": self.gradient.steps.cpu().clone()}
-
-    def load_state_dict(self, state: dict) -> None:
-        steps = self.gradient.steps
-        steps.copy_(state["steps"].to(device=steps.device, dtype=steps.dtype))
-
 
 def nominal_batch_sizes(sizes: np.ndarray, batch_size: int | None) -> np.ndarray:
     """B_i: n_i with full batches (``batch_size`` None), else min(B, n_i)."""
@@ -57,9 +52,11 @@ def nominal_batch_sizes(sizes: np.ndarray, batch_size: int | None) -> np.ndarray
 
 
 def build_privacy(config: Any, algorithm: Any, model: torch.nn.Module, sizes: np.ndarray,
-                  distributed: bool, device: torch.device) -> Privacy | None:
+                  distributed: bool, device: torch.device,
+                  state: Namespace | None = None) -> Privacy | None:
     """The run's :class:`Privacy` (None without a ``privacy`` section), after the refusals of
-    the module docstring. ``sizes`` ``[M]``: the clients' sample counts n_i."""
+    the module docstring. ``sizes`` ``[M]``: the clients' sample counts n_i; ``state``: the
+    run's privacy namespace, where the counts live."""
     section = config.privacy
     if section is None:
         return None
@@ -95,7 +92,7 @@ def build_privacy(config: Any, algorithm: Any, model: torch.nn.Module, sizes: np
     rates = np.where(sizes > 0, nominal / np.maximum(sizes, 1), 1.0)
     gradient = PrivateGradient(section.clip, section.noise_multiplier,
                                torch.as_tensor(nominal, dtype=torch.float32, device=device),
-                               config.seed)
+                               config.seed, state=state)
     return Privacy(gradient, Accountant(section.noise_multiplier, section.delta, rates))
 
 
