@@ -290,14 +290,21 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     groups = ParamGroups.build(layout, head_names(model) if personal is None else personal)
     choco = build_choco(config.topology.compression)  # checked when the config was read
     channels = None if choco is None else Channels(choco, state.gossip)
+    # the robust rule and the attack (byzantine, topology.robust) and DP-SGD (privacy): each
+    # refuses in one sentence what it cannot run (the algorithm's class declares what it does)
+    trust = build_trust(config, algo_cls, topology, processes.distributed)
+    privacy = build_privacy(config, algo_cls, model, np.array([len(p) for p in parts]),
+                            processes.distributed, device, state.privacy)
     fed = processes.federation(m, groups, sizes, seed=config.seed, mixer=mixer,
-                               compression=channels)
+                               compression=channels,
+                               robust=None if trust is None else trust.gossip)
     local = LocalTraining(weight_decay=train.weight_decay, momentum=train.momentum,
                           clip_norm=train.clip_norm)
     counts = label_counts(dataset, parts)
     env = ClientEnv(oracle=oracle, layout=layout, groups=groups, sample_sizes=sizes,
                     seed=config.seed, train=local,
-                    label_counts=None if counts is None else fed.block(counts))
+                    label_counts=None if counts is None else fed.block(counts),
+                    privacy=None if privacy is None else privacy.gradient)
     algorithm = algo_cls(config.algorithm.params, env, fed)
     state.algorithm.declare(f"algorithm {algorithm.name}", rows=algorithm.client_state,
                             kept=(*algorithm.client_state, *algorithm.global_state))
@@ -316,37 +323,40 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
         refusal = compression_refusal(algorithm, topology, config.topology.order)
         if refusal:
             raise GossipflError(refusal)
-    trust = build_trust(config, algorithm, topology, processes.distributed)
-    if trust is not None:
-        fed.robust = trust.gossip
-    privacy = build_privacy(config, algorithm, model, np.array([len(p) for p in parts]),
-                            processes.distributed, device, state.privacy)
-    if privacy is not None:
-        env.privacy = privacy.gradient
     systems = build_systems(config, draws, fed, algorithm, layout.P, state.systems)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
     x0 = fed.block(initial_stack(config, layout, model, device))
     if x0.stride(0) != 0:  # the same model on every client stays a [P] view (issue 42: one
         x0 = x0.clone()    # [M, P] copy less for the whole run; algorithm.init copies it)
-    exp = Experiment(config=config, device=device, dataset=dataset, parts=parts,
-                     sampler=sampler, model=model, layout=layout, oracle=oracle,
-                     topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
-                     systems=systems, honest=None if trust is None else trust.honest,
-                     privacy=privacy, state=state)
+    evaluation = _evaluation_inputs(config, dataset, parts, m, algo_cls, processes, device)
+    evaluation["info"]["P"] = layout.P
+    return Experiment(config=config, device=device, dataset=dataset, parts=parts,
+                      sampler=sampler, model=model, layout=layout, oracle=oracle,
+                      topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
+                      systems=systems, honest=None if trust is None else trust.honest,
+                      privacy=privacy, state=state, **evaluation)
+
+
+def _evaluation_inputs(config: Config, dataset, parts, m: int, algo_cls, processes,
+                       device) -> dict:
+    """The Experiment's evaluation fields: the test subset of the local models, the
+    membership-inference samples, the evaluated clients, the label-matched local test
+    splits, and what the run summary says of them and of the partition."""
+    out: dict = {"info": {}}
     n_test = len(dataset.test_y)
     subset = config.eval.local_subset
     if n_test and subset is not None and subset < n_test:
         pick = np.sort(numpy_generator(config.seed, "eval_subset").choice(
             n_test, size=subset, replace=False))
-        exp.eval_subset = torch.as_tensor(pick, device=device)
+        out["eval_subset"] = torch.as_tensor(pick, device=device)
     if config.eval.membership is not None and n_test:
         from gossipfl.trust.membership import membership_samples
 
-        exp.members = membership_samples(parts, n_test, config.eval.membership, config.seed)
-    exp.eval_clients = evaluated_clients(config, m, processes.distributed, device)
-    if exp.eval_clients is not None:
-        exp.info["eval_clients"] = len(exp.eval_clients)
+        out["members"] = membership_samples(parts, n_test, config.eval.membership, config.seed)
+    out["eval_clients"] = evaluated_clients(config, m, processes.distributed, device)
+    if out["eval_clients"] is not None:
+        out["info"]["eval_clients"] = len(out["eval_clients"])
     declared = "personalized" in algo_cls.evaluations and not dataset.train_y.is_floating_point()
     if (config.eval.personalized or declared) and n_test:
         size = config.data.local_test_size
@@ -354,15 +364,14 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
             # splits and their padded [M, size] copy, and one client's draw being sorted
             require_memory(8 * (2 * m + 4) * size, f"local test splits of {size} samples for "
                            f"each of {m} clients", "data.local_test_size")
-        exp.local_test_parts = local_test_split(
+        out["local_test_parts"] = local_test_split(
             parts, dataset.train_y.cpu().numpy(), dataset.test_y.cpu().numpy(),
             dataset.num_classes, numpy_generator(config.seed, "local_test"),
             size=config.data.local_test_size)
     if dataset.num_classes and dataset.train_y.dtype == torch.int64:
-        exp.info["partition"] = summarize_partition(parts, dataset.train_y.cpu().numpy(),
-                                                    dataset.num_classes)
-    exp.info["P"] = layout.P
-    return exp
+        out["info"]["partition"] = summarize_partition(parts, dataset.train_y.cpu().numpy(),
+                                                       dataset.num_classes)
+    return out
 
 
 #: engine.keep_freed_memory applies while one [M, P] float32 stack is at most this large:

@@ -113,7 +113,7 @@ class Federation:
     the runner every round); the rest is caches of the round's W."""
 
     def __init__(self, num_clients: int, groups: ParamGroups, sample_sizes: Tensor, seed: int,
-                 mixer=None, compression: Channels | None = None):
+                 mixer=None, compression: Channels | None = None, robust=None):
         self.num_clients = num_clients
         self._groups = groups
         self.sample_sizes = sample_sizes  # [M] float, n_i
@@ -123,7 +123,7 @@ class Federation:
         self._degree: tuple[int | None, np.ndarray] | None = None  # (round or None, degrees)
         self.compression = compression  # their public copies: the run's gossip namespace
         # gossipfl.trust.gossip.RobustGossip: topology.robust and byzantine; None: W z
-        self.robust = None
+        self.robust = robust
         self._nonzeros: tuple | None = None  # (key, (i, j, w_ij)) of W's entries
 
     # -- decentralized ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from gossipfl.algorithms.base import NO_PLAN, Context, State
+from gossipfl.algorithms.terms import local_step
 from gossipfl.config import Config
 from gossipfl.engine.precision import apply_precision
 from gossipfl.errors import Diverged
@@ -70,10 +71,10 @@ class Runner:
         augment = config.data.augment
         self.trainer = LocalTrainer(config.train, exp.env, exp.fed, exp.sampler, exp.dataset,
                                     augment if augment is not None else exp.dataset.augment,
-                                    config.seed)
-        self.trainer.block_clients = config.engine.block_clients
-        self.trainer.local_step = apply_precision(config.engine.precision, exp.device,
-                                                  self.trainer.local_step)
+                                    config.seed,
+                                    step=apply_precision(config.engine.precision, exp.device,
+                                                         local_step),
+                                    block_clients=config.engine.block_clients)
         self.schedule: Schedule = get_schedule(config.topology.order)(
             exp.algorithm, self.trainer, exp.fed)
         self.evaluator = Evaluator(config, exp.algorithm, exp.fed, exp.oracle, exp.dataset,

@@ -11,7 +11,7 @@ clients come out as they would with all the others.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -31,7 +31,8 @@ class LocalTrainer:
     section (lr, lr_decay, local_steps / local_epochs, full_batch, rounds)."""
 
     def __init__(self, train: Any, env: ClientEnv, fed: Federation,
-                 sampler: ClientSampler, dataset: Dataset, augment: bool, seed: int):
+                 sampler: ClientSampler, dataset: Dataset, augment: bool, seed: int,
+                 step: Callable = local_step, block_clients: int | None = None):
         self.train_config = train
         self.env = env
         self.fed = fed
@@ -39,8 +40,9 @@ class LocalTrainer:
         self.dataset = dataset
         self.augment = augment
         self.seed = seed
-        self.local_step = local_step  # one phase step (an attribute: a profiler may wrap it)
-        self.block_clients: int | None = None  # block-major order: clients per block
+        # one phase step (terms.local_step, or it wrapped: precision, a profiler, packing)
+        self.local_step = step
+        self.block_clients = block_clients  # block-major order: clients per block
 
     def lr(self, t: int) -> float:
         train = self.train_config

@@ -268,11 +268,11 @@ class Pack:
         config = first.config
         self.algorithm = type(exps[0].algorithm)(config.algorithm.params, self.env, self.fed)
         trainers = [r.trainer for r in self.runners]
+        self.tally = LossTally(first.trainer.local_step, m, runs, exps[0].device)
         self.trainer = PackedTrainer(trainers, m, config.train, self.env, self.fed,
                                      PackedSampler([e.sampler for e in exps], m),
-                                     first.trainer.dataset, first.trainer.augment, config.seed)
-        self.tally = LossTally(first.trainer.local_step, m, runs, exps[0].device)
-        self.trainer.local_step = self.tally
+                                     first.trainer.dataset, first.trainer.augment, config.seed,
+                                     self.tally)
         self.schedule = get_schedule(config.topology.order)(self.algorithm, self.trainer,
                                                             self.fed)
         keys = self.algorithm.client_state
