@@ -461,3 +461,23 @@ def test_plugin_compressor_with_its_own_parameter(capsys):
     assert 0 < np.abs(half.params - exact.params).max() < 1e-2 * np.abs(exact.params).max()
     assert [r["bytes_round"] * 2 for r in half.metrics] == [r["bytes_round"]
                                                             for r in exact.metrics]
+
+
+def test_the_topology_section_keys_are_the_config_s():
+    """gossipfl.sections (what the topology registry checks against) and TopologyConfig (what
+    a config holds) name the same keys and the same shared defaults."""
+    import dataclasses
+
+    from gossipfl.config import TopologyConfig
+    from gossipfl.sections import (
+        SHARED_TOPOLOGY_DEFAULTS,
+        SHARED_TOPOLOGY_PARAMS,
+        TOPOLOGY_SECTION_KEYS,
+    )
+
+    fields = [f.name for f in dataclasses.fields(TopologyConfig) if f.name != "options"]
+    assert tuple(fields) == TOPOLOGY_SECTION_KEYS
+    assert set(SHARED_TOPOLOGY_PARAMS) == set(SHARED_TOPOLOGY_DEFAULTS)
+    default = TopologyConfig()
+    assert {key: getattr(default, key) for key in SHARED_TOPOLOGY_DEFAULTS} == \
+        SHARED_TOPOLOGY_DEFAULTS

@@ -26,6 +26,11 @@ import yaml
 from gossipfl import plugins
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import read_text
+from gossipfl.sections import (  # noqa: F401  (re-exported)
+    PATH,
+    SHARED_TOPOLOGY_DEFAULTS,
+    SHARED_TOPOLOGY_PARAMS,
+)
 from gossipfl.validation import (  # noqa: F401  (check_finite and coerce re-exported)
     BOOLEAN,
     COUNT,
@@ -85,19 +90,6 @@ class ModelConfig:
     factory: Any = None  # API only: callable(input_shape, num_classes) -> nn.Module
 
 
-#: What ``topology.path`` and ``topology.matrix`` may hold (the custom topology checks the
-#: file or array itself when it builds).
-PATH = Rule(lambda v: v is None or isinstance(v, str | Path), "a file name or null",
-            quoted=True)
-MATRIX = Rule(lambda v: True, "an [M, M] array, from the Python API")
-
-#: The topology parameters every ``topology`` section holds, whatever the topology, with their
-#: rules (TopologyConfig's fields give their defaults): a topology reads one by declaring it at
-#: its registration (``gossipfl.topology.register_topology``), and one set for a topology that
-#: does not read it is warned about, not refused. A topology's other parameters are its own.
-SHARED_TOPOLOGY_PARAMS: dict[str, Rule] = {"k": COUNT, "p": FRACTION, "s": COUNT, "path": PATH,
-                                           "matrix": MATRIX}
-
 
 @dataclass
 class TopologyConfig:
@@ -110,10 +102,10 @@ class TopologyConfig:
 
     name: str = "ring"
     mixing: str = "metropolis_hastings"
-    k: int = 10  # random_k, k_regular, authors_random, base_k
-    p: float = 0.1  # erdos_renyi
-    s: int = 7  # epidemic: peers each client sends to per round
-    path: str | None = None  # custom graph or matrix file
+    k: int = SHARED_TOPOLOGY_DEFAULTS["k"]  # random_k, k_regular, authors_random, base_k
+    p: float = SHARED_TOPOLOGY_DEFAULTS["p"]  # erdos_renyi
+    s: int = SHARED_TOPOLOGY_DEFAULTS["s"]  # epidemic: peers each client sends to per round
+    path: str | None = SHARED_TOPOLOGY_DEFAULTS["path"]  # custom graph or matrix file
     sparse: str = "auto"  # dense | sparse | auto
     matrix: Any = None  # API only: explicit mixing matrix [M, M]
     # synchronous: every client mixes the same snapshot (the papers' algorithm boxes);

@@ -61,7 +61,6 @@ W (:meth:`Topology.matrix`) refuses in one sentence. The other graphs stay dense
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,10 +68,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gossipfl.config import SHARED_TOPOLOGY_PARAMS, TopologyConfig
 from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.rng import derive_seed, numpy_generator
+from gossipfl.sections import (
+    SHARED_TOPOLOGY_DEFAULTS,
+    SHARED_TOPOLOGY_PARAMS,
+    TOPOLOGY_SECTION_KEYS,
+)
 from gossipfl.topology import dynamic
 from gossipfl.topology.mixing import (
     MIXING_RULES,
@@ -102,9 +105,6 @@ if TYPE_CHECKING:  # networkx is imported where a graph is built (a faster start
 TOPOLOGIES = ("ring", "grid", "exponential", "full", "star", "erdos_renyi", "k_regular",
               "random_k", "authors_random", "one_peer_exponential", "base_k", "epidemic",
               "random_matching", "custom")
-#: The keys of the ``topology`` section besides a topology's parameters: no topology may
-#: declare a parameter of these names (the shared ones, k, p, s, path and matrix, excepted).
-SECTION_KEYS = tuple(f.name for f in dataclasses.fields(TopologyConfig) if f.name != "options")
 STOCHASTIC = ("doubly", "row", "column")  # what every round's W is (Topology.stochastic)
 MAX_DRAWS = 100  # random graphs are redrawn this many times at most to get a connected one
 CONNECTIVITY_WINDOW = 10  # rounds whose union must be connected for a time-varying topology
@@ -304,8 +304,8 @@ class TopologyKind:
     parameters of ``rules``, each the value given or its default. ``rules``: what each must be
     (:class:`gossipfl.validation.Rule`, checked before training); ``defaults``: the value of
     each one a config leaves out (one without a default must be given). A shared parameter
-    (k, p, s, path, matrix: :data:`gossipfl.config.SHARED_TOPOLOGY_PARAMS`) has
-    ``TopologyConfig``'s default for every topology that reads it."""
+    (k, p, s, path, matrix: :data:`gossipfl.sections.SHARED_TOPOLOGY_PARAMS`) has
+    the shared default (:data:`gossipfl.sections.SHARED_TOPOLOGY_DEFAULTS`) for every topology that reads it."""
 
     name: str
     build: Callable[[int, str, int, dict], Topology]
@@ -317,7 +317,7 @@ class TopologyKind:
         topology does not take (listing those it takes) or a value its rule refuses, or naming
         a parameter it needs that ``params`` lacks."""
         check_piece_params("topology", "topology", self.name, params, dict(self.rules),
-                           near=SECTION_KEYS)
+                           near=TOPOLOGY_SECTION_KEYS)
         for key, rule in self.rules.items():
             if key not in params and key not in self.defaults:
                 raise GossipflError(f"topology.{key}: topology '{self.name}' needs this "
@@ -349,7 +349,7 @@ def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
     :class:`~gossipfl.validation.Rule`; ``defaults``: their values when a config leaves them
     out). A config sets them beside the section's keys (``topology: {name: name, hops: 2}``),
     each checked before training; ``params`` holds exactly them. Of the shared keys (k, p, s,
-    path, matrix) it reads those it declares, with TopologyConfig's defaults.
+    path, matrix) it reads those it declares, with their shared defaults.
     :func:`build_topology` validates what the builder returns as every topology's: each
     round's W by its mixing rule, and connectivity."""
     rules, defaults = dict(rules or {}), dict(defaults or {})
@@ -358,20 +358,19 @@ def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
         if not isinstance(rule, Rule):
             raise GossipflError(f"{where}: the rule of '{key}' must be a gossipfl.validation."
                                 f"Rule, got {type(rule).__name__} {rule!r:.60}.")
-        if key in SECTION_KEYS and key not in SHARED_TOPOLOGY_PARAMS or key == "options":
+        if key in TOPOLOGY_SECTION_KEYS and key not in SHARED_TOPOLOGY_PARAMS or key == "options":
             raise GossipflError(f"{where}: '{key}' is a key of every topology section; name "
                                 "the parameter otherwise.")
-    shared = TopologyConfig()
     for key, value in defaults.items():
         if key not in rules:
             raise GossipflError(f"{where}: a default for '{key}', which is not among its "
                                 f"parameters ({', '.join(rules) or 'none'}); add its rule.")
-        if key in SHARED_TOPOLOGY_PARAMS and not _same(value, getattr(shared, key)):
+        if key in SHARED_TOPOLOGY_PARAMS and not _same(value, SHARED_TOPOLOGY_DEFAULTS[key]):
             raise GossipflError(f"{where}: '{key}' is a shared key whose default is "
-                                f"{getattr(shared, key)!r} for every topology; leave it out "
-                                "of defaults.")
+                                f"{SHARED_TOPOLOGY_DEFAULTS[key]!r} for every topology; leave it "
+                                "out of defaults.")
         rules[key].check(f"{where}: the default of topology.{key}", value)
-    defaults.update((key, getattr(shared, key)) for key in rules
+    defaults.update((key, SHARED_TOPOLOGY_DEFAULTS[key]) for key in rules
                     if key in SHARED_TOPOLOGY_PARAMS)
     defaults = {key: defaults[key] for key in rules if key in defaults}
 
