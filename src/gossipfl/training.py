@@ -80,8 +80,10 @@ class LocalTrainer:
         return LocalOptimizer(self.env.groups[phase.group], lr, momentum, len(inner), inner.y)
 
     def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,
-                   augment: tuple[torch.Tensor, torch.Tensor] | None) -> Batch:
-        """The minibatch of the rows ``idx [S, B]``. With ``augment = (keys [S], drawn [S])``
+                   augment: tuple[torch.Tensor, torch.Tensor] | None,
+                   clients: torch.Tensor | None = None) -> Batch:
+        """The minibatch of the rows ``idx [S, B]`` (of the clients ``clients [S]``). With
+        ``augment = (keys [S], drawn [S])``
         the image in column b of row s is cropped and flipped by the hash of (client s's key,
         drawn[s] + b), where drawn[s] counts the samples client s has drawn this round."""
         data = self.dataset
@@ -91,7 +93,7 @@ class LocalTrainer:
             counters = drawn[:, None] + torch.arange(idx.shape[1], device=idx.device)
             dy, dx, flip = hashed_crop_flip_params(keys, counters)
             inputs = apply_crop_flip(inputs, dy, dx, flip)
-        return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask)
+        return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask, clients=clients)
 
     def augment_keys(self, t: int, rows: torch.Tensor, counters=None) -> torch.Tensor | None:
         if not self.augment:
@@ -173,8 +175,7 @@ class LocalTrainer:
                 if active == 0:
                     continue
                 augment = None if keys is None else (keys[:active], drawn[:active])
-                batch = self.make_batch(idx[:active], mask[:active], augment)
-                batch.clients = rows[:active]
+                batch = self.make_batch(idx[:active], mask[:active], augment, rows[:active])
                 drawn[:active] += mask[:active].sum(dim=1)
                 step_ctx = Context(round=t, lr=lr, phase=phase, rounds=rounds, phase_index=index,
                                    step=step, optimizer=optimizer, env=self.env)

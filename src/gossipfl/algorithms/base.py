@@ -158,6 +158,10 @@ class Work:
         copy; e.g. the round's server model x_t that a client already received)."""
         return x.expand(len(self), -1)
 
+    def of(self, clients: torch.Tensor | None) -> Work:
+        """The same rows (iterates, scratch) as the rows of ``clients``."""
+        return Work(self.y, clients, **self.scratch)
+
     def at(self, y: torch.Tensor) -> Work:
         """The same rows (clients, scratch) at other iterates ``y`` (e.g. a lookahead)."""
         return Work(y, self.clients, **self.scratch)

@@ -159,8 +159,7 @@ class Asynchronous(Schedule):
             first = torch.tensor([events[e][0] for e in wave], device=device)
             second = torch.tensor([events[e][1] for e in wave], device=device)
             counts = torch.tensor([events[e][2] for e in wave])
-            work = algo.begin_event(ctx, state, first)
-            work.clients = first
+            work = algo.begin_event(ctx, state, first).of(first)
             wave_loss, wave_count = self.trainer.train(t, work, algo.phases(), "async",
                                                        counters=counts)
             loss_sum += wave_loss
