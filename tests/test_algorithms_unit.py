@@ -30,7 +30,7 @@ from gossipfl.schedules.sequential import Sequential, one_by_one, schedule
 from gossipfl.schedules.synchronous import Synchronous
 from gossipfl.testing import least_squares, run_round
 from gossipfl.topology import build_topology
-from tests import test_algorithms_fedsagd as sagd
+from tests import algorithms_fedsagd_cases as sagd
 from tests.lsq import Problem, assert_close, random_doubly_stochastic
 from tests.test_algorithms_core import dfedavg_reference, dpsgd_reference
 from tests.test_algorithms_papers import decentralized_states, server_states
