@@ -16,7 +16,7 @@ from gossipfl.analysis import analysis_columns, analyze, generalization_gap, loa
 from gossipfl.analysis.columns import train_subset
 from gossipfl.analysis.write import read_csv
 from tests.helpers import TINY
-from tests.test_hessian import dense_hessian
+from tests.hessian_cases import dense_hessian
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
