@@ -18,8 +18,7 @@ from gossipfl.analysis import analyze
 from gossipfl.errors import GossipflError
 from gossipfl.results.reporting import Run, report
 from gossipfl.sweep import load_study
-from tests.helpers import TINY
-from tests.test_analyze import make_run
+from tests.helpers import TINY, make_run
 
 ROOT = os.geteuid() == 0  # root writes and reads every folder, whatever its mode
 

@@ -14,8 +14,7 @@ from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.results.inputs import INPUTS_FILE
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
-from tests.helpers import TINY, Interrupt, gossipfl, without_timing
-from tests.test_reliability import one_sentence
+from tests.helpers import TINY, Interrupt, gossipfl, one_sentence, without_timing
 
 RING4 = "0.5,0.25,0,0.25\n0.25,0.5,0.25,0\n0,0.25,0.5,0.25\n0.25,0,0.25,0.5\n"
 LINE4 = "0.5,0.5,0,0\n0.5,0,0.5,0\n0,0.5,0,0.5\n0,0,0.5,0.5\n"
