@@ -430,7 +430,7 @@ def digest_cache(tmp_path, monkeypatch):
 
 
 def fake_mnist(folder: Path) -> Path:
-    from tests.test_data_formats import mnist_arrays, write_mnist_folder
+    from tests.dataset_files import mnist_arrays, write_mnist_folder
 
     return write_mnist_folder(folder, mnist_arrays(seed=3))  # official names, other bytes
 

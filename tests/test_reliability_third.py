@@ -138,7 +138,7 @@ def test_a_study_with_relative_input_paths_resumes_its_runs(inputs_dir):
 
 def test_resume_refuses_a_changed_data_file(tmp_path, monkeypatch, capsys):
     """The user's own dataset files (data.verify: false) are recorded and checked alike."""
-    from tests.test_data_formats import mnist_arrays, write_mnist_folder
+    from tests.dataset_files import mnist_arrays, write_mnist_folder
 
     monkeypatch.chdir(tmp_path)
     write_mnist_folder(tmp_path / "data" / "mnist", mnist_arrays(train=40, test=8))
