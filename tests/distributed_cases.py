@@ -12,6 +12,7 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
 import torch
 
 import gossipfl
@@ -62,7 +63,7 @@ def config(algorithm: str, topology: str = "ring", backend: str = "single",
         setup["topology"] = {"name": name, **reads_k(name), "compression": {
             "compressor": "top_k", "fraction": 0.1, "gamma": 0.5}}
     if topology == "push":  # a directed column-stochastic matrix (push-sum)
-        from tests.test_sgp import push_matrix
+        from tests.lsq import push_matrix
 
         setup["topology"] = {"name": "custom", "mixing": "custom", "matrix": push_matrix(7)}
     setup["train"].update(rounds=rounds, batch_size=8)
@@ -92,6 +93,20 @@ def measure_config(setup: dict) -> dict:
     server = result.server_params
     return {"rows": rows, "params": result.params,
             "server": None if server is None else server.clone()}
+
+
+def assert_same_run(got: dict, want: dict, key: str) -> None:
+    assert len(got["rows"]) == len(want["rows"]), key
+    for row, expected in zip(got["rows"], want["rows"], strict=True):
+        assert row.keys() == expected.keys(), key
+        for name, value in expected.items():
+            if name.startswith("bytes"):
+                assert row[name] == value, (key, name)
+            else:
+                assert row[name] == pytest.approx(value, rel=1e-5, abs=1e-6), (key, name)
+    torch.testing.assert_close(got["params"], want["params"], rtol=1e-5, atol=1e-5)
+    if want["server"] is not None:
+        torch.testing.assert_close(got["server"], want["server"], rtol=1e-5, atol=1e-5)
 
 
 def run_cases(folder: Path) -> dict:

@@ -1,12 +1,15 @@
-"""What several test modules share: a tiny run's config, run-directory helpers, and runs
-stopped and resumed. Fixtures live in ``conftest.py``; this module holds plain functions."""
+"""What several test modules share: a tiny run's config, run-directory helpers, runs stopped
+and resumed, a finished tiny run made by the command line, and the one-sentence error check.
+Fixtures live in ``conftest.py``; this module holds plain functions."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from gossipfl import cli
 from gossipfl.config import load_config
@@ -90,3 +93,26 @@ def gossipfl(capsys, *args: str) -> tuple[int, str, str]:
     code = cli.main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+#: The environment of a child process that imports this checkout's gossipfl.
+SRC_ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+
+
+def one_sentence(capsys, *args: str, status: int = 2) -> str:
+    """Run the command; assert one error line, the exit status and no traceback."""
+    code, _, err = gossipfl(capsys, *args)
+    assert code == status, err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def make_run(root: Path, name: str, **sections) -> Path:
+    """A finished tiny run (2 rounds, no figures) in ``root/name``."""
+    config = {**TINY, "train": {**TINY["train"], "rounds": 2}, **sections}
+    (root / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
+        assert cli.main(["run", str(root / f"{name}.yaml"), "--out", str(root / name),
+                         "--quiet"]) == 0
+    return root / name

@@ -79,6 +79,22 @@ def random_doubly_stochastic(m: int, seed: int = 1) -> np.ndarray:
     return W
 
 
+def push_matrix(m: int, seed: int = 0) -> np.ndarray:
+    """A directed column-stochastic P: client j keeps a share and splits the rest over j+1 and
+    a few random out-neighbours, unevenly (the rows do not sum to 1)."""
+    rng = np.random.default_rng(seed)
+    P = np.zeros((m, m))
+    for j in range(m):
+        out = {(j + 1) % m} | set(rng.choice(m, size=rng.integers(0, 3), replace=False).tolist())
+        out.discard(j)
+        shares = rng.random(len(out) + 1) + 0.2
+        shares /= shares.sum()
+        P[j, j] = shares[0]
+        P[sorted(out), j] = shares[1:]
+    assert np.allclose(P.sum(0), 1) and not np.allclose(P.sum(1), 1)
+    return P
+
+
 def assert_close(actual, expected, rtol=2e-5, atol=2e-6):
     np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), expected, rtol=rtol,
                                atol=atol)

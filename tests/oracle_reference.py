@@ -1,5 +1,6 @@
 """Independent per-model computations the oracle tests compare against: plain autograd on a deep
-copy of the model loaded with ``vector_to_parameters`` (no ParamLayout, no vmap, no stacking)."""
+copy of the model loaded with ``vector_to_parameters`` (no ParamLayout, no vmap, no stacking);
+and the built-in models' cases (``BUILTIN``) that the stacked and fused oracles are run on."""
 
 from __future__ import annotations
 
@@ -10,6 +11,21 @@ import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from gossipfl.engine import init_stack
+
+F64 = torch.float64
+# [M, B] masks: full rows, a partial row, and an empty row (loss 0, gradient 0)
+MASK = torch.tensor([[1, 1, 1, 1], [1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 0, 1]], dtype=torch.bool)
+MASK_SMALL = torch.tensor([[1, 1, 0], [0, 1, 1]], dtype=torch.bool)  # big models: keep it fast
+
+# name, input shape, outputs, loss, dtype, mask
+BUILTIN = {
+    "linear": ((1, 6, 6), 1, "mse", torch.float32, MASK),
+    "logistic": ((1, 6, 6), 5, "cross_entropy", torch.float32, MASK),
+    "mlp": ((1, 28, 28), 10, "cross_entropy", torch.float32, MASK),
+    "cnn": ((1, 28, 28), 10, "cross_entropy", torch.float32, MASK),
+    "vgg11": ((3, 8, 8), 10, "cross_entropy", F64, MASK_SMALL),
+    "resnet18": ((3, 8, 8), 10, "cross_entropy", F64, MASK_SMALL),
+}
 
 
 def gen(seed: int) -> torch.Generator:

@@ -6,24 +6,8 @@ import numpy as np
 import pytest
 
 from gossipfl.rng import numpy_generator
+from tests.algorithms_core_cases import dfedavg_reference, dpsgd_reference, lr_at
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
-
-
-def lr_at(lr, decay, t):
-    return lr * decay**t
-
-
-def dfedavg_reference(p: Problem, W, rounds, steps, lr, decay, wd=0.0, gossip_steps=1,
-                      momentum=0.0):
-    X = p.x0.copy()
-    for t in range(rounds):
-        eta = lr_at(lr, decay, t)
-        Y, Y_prev = X.copy(), X.copy()
-        for _ in range(steps):
-            D = p.grads(Y) + wd * Y
-            Y, Y_prev = Y - eta * D + momentum * (Y - Y_prev), Y
-        X = np.linalg.matrix_power(W, gossip_steps) @ Y
-    return X
 
 
 @pytest.mark.parametrize("W_fn", [ring_mh, random_doubly_stochastic])
@@ -53,14 +37,6 @@ def test_dfedavgm_heavy_ball_reset_each_round():
     # momentum matters: differs from plain DFedAvg
     plain = dfedavg_reference(p, W, 3, 4, 0.05, 0.9, wd=1e-3)
     assert np.abs(expected - plain).max() > 1e-3
-
-
-def dpsgd_reference(p: Problem, W, rounds, lr, decay, wd=0.0):
-    """Lian et al.: X^{t+1} = W X^t − η_t (G(X^t) + wd X^t)."""
-    X = p.x0.copy()
-    for t in range(rounds):
-        X = W @ X - lr_at(lr, decay, t) * (p.grads(X) + wd * X)
-    return X
 
 
 def test_dpsgd_lian_gradient_at_pre_gossip_point():

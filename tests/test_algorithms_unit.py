@@ -30,13 +30,13 @@ from gossipfl.schedules.sequential import Sequential, one_by_one, schedule
 from gossipfl.schedules.synchronous import Synchronous
 from gossipfl.testing import least_squares, run_round
 from gossipfl.topology import build_topology
-from tests import test_algorithms_fedsagd as sagd
+from tests import algorithms_fedsagd_cases as sagd
+from tests.algorithms_core_cases import dfedavg_reference, dpsgd_reference
+from tests.algorithms_papers_cases import decentralized_states, server_states
 from tests.lsq import Problem, assert_close, random_doubly_stochastic
-from tests.test_algorithms_core import dfedavg_reference, dpsgd_reference
-from tests.test_algorithms_papers import decentralized_states, server_states
-from tests.test_personalized import dfedmdc_reference
-from tests.test_sequential import CASES as SEQUENTIAL_CASES
-from tests.test_sequential import literal_loop, round_matrix, row_stochastic
+from tests.personalized_cases import dfedmdc_reference
+from tests.sequential_cases import CASES as SEQUENTIAL_CASES
+from tests.sequential_cases import literal_loop, round_matrix, row_stochastic
 from tests.two_layer import TwoLayer
 
 LR, DECAY, SEED = 0.05, 0.9, 3  # the references' learning rate, decay and participation seed

@@ -15,21 +15,10 @@ from gossipfl import cli
 from gossipfl.analysis import analysis_columns, analyze, generalization_gap, load_run_models
 from gossipfl.analysis.columns import train_subset
 from gossipfl.analysis.write import read_csv
-from tests.helpers import TINY
-from tests.test_hessian import dense_hessian
+from tests.helpers import TINY, make_run
+from tests.hessian_cases import dense_hessian
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def make_run(root: Path, name: str, **sections) -> Path:
-    """A finished tiny run (2 rounds, no figures) in ``root/name``."""
-    config = {**TINY, "train": {**TINY["train"], "rounds": 2}, **sections}
-    (root / f"{name}.yaml").write_text(yaml.safe_dump(config))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
-        assert cli.main(["run", str(root / f"{name}.yaml"), "--out", str(root / name),
-                         "--quiet"]) == 0
-    return root / name
 
 
 @pytest.fixture(scope="module")

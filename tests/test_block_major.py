@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests import distributed_cases as cases
-from tests.test_distributed import assert_same_run
+from tests.distributed_cases import assert_same_run
 
 
 def blocked(setup: dict, size: int) -> dict:

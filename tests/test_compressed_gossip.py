@@ -23,7 +23,7 @@ from gossipfl.runner import Runner
 from tests.distributed_cases import config as case_config
 from tests.helpers import stopped_and_resumed, without_timing
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
-from tests.test_tracking import DECAY, LR, WD, eta, run_direct
+from tests.tracking_cases import DECAY, LR, WD, eta, run_direct
 
 K = 3  # top-k of d = 8 coordinates
 

@@ -11,7 +11,7 @@ from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.runner import Runner
 from tests.lsq import Problem, assert_close
-from tests.test_trust import (
+from tests.trust_cases import (
     BYZANTINE,
     DECAY,
     LR,

@@ -27,6 +27,7 @@ from gossipfl.data import (
     verify_checksum,
 )
 from gossipfl.errors import GossipflError
+from tests.dataset_files import idx_bytes, mnist_arrays, write_idx, write_mnist_folder
 
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 
@@ -35,23 +36,6 @@ DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 # Writers for the real formats, written from the format descriptions (independent of the
 # readers under test)
 # --------------------------------------------------------------------------------------------
-
-IDX_CODES = {np.uint8: (0x08, "B"), np.int16: (0x0B, ">h"), np.int32: (0x0C, ">i"),
-             np.float32: (0x0D, ">f"), np.float64: (0x0E, ">d")}
-
-
-def idx_bytes(array: np.ndarray) -> bytes:
-    code, fmt = IDX_CODES[array.dtype.type]
-    header = struct.pack(">BBBB", 0, 0, code, array.ndim)
-    header += b"".join(struct.pack(">I", d) for d in array.shape)
-    body = b"".join(struct.pack(fmt, v) for v in array.ravel().tolist())
-    return header + body
-
-
-def write_idx(path: Path, array: np.ndarray) -> Path:
-    data = idx_bytes(array)
-    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
-    return path
 
 
 def _short(b: bytes) -> bytes:
@@ -73,22 +57,6 @@ def py2_cifar_pickle(data: np.ndarray, labels, label_key: bytes) -> bytes:
     out += b"\x89" + _short(data.tobytes()) + b"tb"
     out += _short(label_key) + b"](" + b"".join(_int(int(v)) for v in labels) + b"eu."
     return out
-
-
-def mnist_arrays(seed: int = 0, train: int = 6, test: int = 4):
-    rng = np.random.default_rng(seed)
-    return (rng.integers(0, 256, (train, 28, 28), dtype=np.uint8), rng.integers(0, 10, train),
-            rng.integers(0, 256, (test, 28, 28), dtype=np.uint8), rng.integers(0, 10, test))
-
-
-def write_mnist_folder(folder: Path, arrays, suffix: str = ".gz") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    names = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-             "t10k-labels-idx1-ubyte"]
-    for name, array in zip(names, arrays, strict=True):
-        dtype = np.uint8
-        write_idx(folder / f"{name}{suffix}", np.asarray(array, dtype=dtype))
-    return folder
 
 
 def cifar_arrays(num_classes: int, seed: int = 0, per_batch: int = 3):

@@ -24,6 +24,7 @@ from gossipfl.distributed.local import free_port
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.runner import build_experiment
 from tests import distributed_cases as cases
+from tests.distributed_cases import assert_same_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,20 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def single():
     """Every case run by one process, the usual way (engine.backend: single)."""
     return {f"{a}/{t}": cases.measure(a, t, "single") for a, t in cases.cases()}
-
-
-def assert_same_run(got: dict, want: dict, key: str) -> None:
-    assert len(got["rows"]) == len(want["rows"]), key
-    for row, expected in zip(got["rows"], want["rows"], strict=True):
-        assert row.keys() == expected.keys(), key
-        for name, value in expected.items():
-            if name.startswith("bytes"):
-                assert row[name] == value, (key, name)
-            else:
-                assert row[name] == pytest.approx(value, rel=1e-5, abs=1e-6), (key, name)
-    torch.testing.assert_close(got["params"], want["params"], rtol=1e-5, atol=1e-5)
-    if want["server"] is not None:
-        torch.testing.assert_close(got["server"], want["server"], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("world", [1, 2, 4])

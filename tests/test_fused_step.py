@@ -18,8 +18,7 @@ from gossipfl.engine import LoopOracle, StackedOracle
 from gossipfl.engine import oracle as oracle_module
 from gossipfl.models import build_model
 from tests import distributed_cases as cases
-from tests.oracle_reference import rows_and_batch
-from tests.test_stacked_oracle import BUILTIN
+from tests.oracle_reference import BUILTIN, rows_and_batch
 
 
 def sgd(lr):

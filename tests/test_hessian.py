@@ -11,6 +11,7 @@ from gossipfl.engine.hvp import HessianOperator
 from gossipfl.engine.params import ParamLayout
 from gossipfl.errors import GossipflError
 from gossipfl.models import build_model
+from tests.hessian_cases import dense_hessian
 
 
 def lsq_operator(A: np.ndarray, b: np.ndarray, **kwargs) -> HessianOperator:
@@ -37,21 +38,6 @@ def mlp_problem(M: int = 3, seed: int = 0):
     inputs = torch.randn(12, 5, dtype=torch.float64)
     targets = torch.randint(0, 3, (12,))
     return model, X, inputs, targets
-
-
-def dense_hessian(model, x, inputs, targets) -> torch.Tensor:
-    """The full Hessian of the mean cross-entropy at the flat parameters x."""
-    from torch.func import functional_call
-
-    from gossipfl.engine import ParamLayout
-
-    layout = ParamLayout.from_module(model)
-
-    def loss(flat):
-        out = functional_call(model, layout.views(flat), (inputs,))
-        return torch.nn.functional.cross_entropy(out, targets)
-
-    return torch.autograd.functional.hessian(loss, x)
 
 
 def test_lsq_hvp_is_the_exact_hessian_times_v():

@@ -8,7 +8,6 @@ import gzip
 import hashlib
 import json
 import math
-import struct
 import zipfile
 from pathlib import Path
 
@@ -25,75 +24,20 @@ from gossipfl.engine.params import ParamLayout
 from gossipfl.errors import GossipflError
 from gossipfl.models import build_model
 from gossipfl.runner import build_data
+from tests.dataset_files import (
+    EMNIST_STEMS,
+    SPEECH,
+    femnist_user,
+    idx_gz,
+    text_samples,
+    write_emnist,
+    write_leaf,
+    write_shakespeare,
+)
 
 # --------------------------------------------------------------------------------------------
 # Writers
 # --------------------------------------------------------------------------------------------
-
-EMNIST_STEMS = {
-    ("train", "x"): "emnist-letters-train-images-idx3-ubyte",
-    ("train", "y"): "emnist-letters-train-labels-idx1-ubyte",
-    ("test", "x"): "emnist-letters-test-images-idx3-ubyte",
-    ("test", "y"): "emnist-letters-test-labels-idx1-ubyte",
-}
-
-
-def idx_gz(array: np.ndarray) -> bytes:
-    """gzip of an IDX file: 0x0000, type 0x08 (ubyte), ndim, big-endian sizes, the bytes."""
-    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(struct.pack(">I", d)
-                                                        for d in array.shape)
-    return gzip.compress(header + array.astype(np.uint8).tobytes())
-
-
-def emnist_arrays(n: int, labels: list[int], seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), np.array(labels, dtype=np.uint8)
-
-
-def write_emnist(folder: Path, train_labels: list[int], test_labels: list[int]) -> dict:
-    folder.mkdir(parents=True, exist_ok=True)
-    arrays = {"train": emnist_arrays(len(train_labels), train_labels, 1),
-              "test": emnist_arrays(len(test_labels), test_labels, 2)}
-    for (split, kind), stem in EMNIST_STEMS.items():
-        x, y = arrays[split]
-        (folder / f"{stem}.gz").write_bytes(idx_gz(x if kind == "x" else y))
-    return arrays
-
-
-def write_leaf(folder: Path, per_file: list[dict[str, tuple[list, list]]]) -> Path:
-    """One LEAF JSON file per dict {user: (x, y)} in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for i, users in enumerate(per_file):
-        content = {"users": list(users), "num_samples": [len(x) for x, _ in users.values()],
-                   "user_data": {u: {"x": x, "y": y} for u, (x, y) in users.items()}}
-        (folder / f"all_data_{i}_niid_0_keep_0_train_9.json").write_text(json.dumps(content))
-    return folder
-
-
-def text_samples(text: str, n: int, offset: int = 0) -> tuple[list[str], list[str]]:
-    """n (80 characters, next character) windows of ``text`` repeated."""
-    long = text * (1 + (n + offset + 81) // max(len(text), 1))
-    xs = [long[i + offset: i + offset + 80] for i in range(n)]
-    ys = [long[i + offset + 80] for i in range(n)]
-    return xs, ys
-
-
-SPEECH = "To be, or not to be: that is the question.\nWhether 'tis nobler (in the mind)? "
-
-
-def write_shakespeare(root: Path, sizes=(5, 12, 7), test_size: int = 3) -> Path:
-    base = root / "shakespeare" / "data"
-    users = [f"THE_TRAGEDY_{k}" for k in range(len(sizes))]
-    write_leaf(base / "train", [{users[0]: text_samples(SPEECH, sizes[0])},
-                                {u: text_samples(SPEECH, n, 3 * k)
-                                 for k, (u, n) in enumerate(zip(users[1:], sizes[1:]), 1)}])
-    write_leaf(base / "test", [{u: text_samples(SPEECH, test_size, 7) for u in users}])
-    return base
-
-
-def femnist_user(n: int, seed: int) -> tuple[list, list]:
-    rng = np.random.default_rng(seed)
-    return rng.random((n, 784)).round(3).tolist(), rng.integers(0, 62, n).tolist()
 
 
 def write_femnist(root: Path, sizes=(4, 6, 3)) -> Path:

@@ -22,19 +22,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.io import FolderInUse, FolderLock
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.runner import Runner
-from tests.helpers import TINY, gossipfl, with_figures
-
-#: The environment of a child process that imports this checkout's gossipfl.
-SRC_ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-
-
-def one_sentence(capsys, *args: str, status: int = 2) -> str:
-    """Run the command; assert one error line, the exit status and no traceback."""
-    code, _, err = gossipfl(capsys, *args)
-    assert code == status, err
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
-    return err
-
+from tests.helpers import SRC_ENV, TINY, gossipfl, one_sentence, with_figures
 
 # --------------------------------------------------------------------------------------------
 # Config files and settings
@@ -442,7 +430,7 @@ def digest_cache(tmp_path, monkeypatch):
 
 
 def fake_mnist(folder: Path) -> Path:
-    from tests.test_data_formats import mnist_arrays, write_mnist_folder
+    from tests.dataset_files import mnist_arrays, write_mnist_folder
 
     return write_mnist_folder(folder, mnist_arrays(seed=3))  # official names, other bytes
 

@@ -18,8 +18,7 @@ from gossipfl.analysis import analyze
 from gossipfl.errors import GossipflError
 from gossipfl.results.reporting import Run, report
 from gossipfl.sweep import load_study
-from tests.helpers import TINY
-from tests.test_analyze import make_run
+from tests.helpers import TINY, make_run
 
 ROOT = os.geteuid() == 0  # root writes and reads every folder, whatever its mode
 
@@ -150,7 +149,7 @@ def test_malformed_device_is_one_sentence(analyzed, capsys):
 def test_analyze_an_lstm_run(tmp_path, capsys):
     """An LSTM has no forward-mode rule for its fused kernel: H·v falls back to a loop of
     reverse-over-reverse products, and the eigenvalue is the dense Hessian's."""
-    from tests.test_leaf_emnist import write_shakespeare
+    from tests.dataset_files import write_shakespeare
 
     write_shakespeare(tmp_path, sizes=(4, 4, 4), test_size=2)
     run = make_run(tmp_path, "lstm",

@@ -16,7 +16,7 @@ from gossipfl.engine import memory
 from gossipfl.errors import GossipflError
 from gossipfl.io import FolderLock, WriteError
 from gossipfl.topology import Mixer, build_topology
-from tests.test_reliability import SRC_ENV, one_sentence
+from tests.helpers import SRC_ENV, one_sentence
 
 GiB = 2 ** 30
 

@@ -18,9 +18,15 @@ from gossipfl.data import Dataset, from_tensors, load_dataset
 from gossipfl.data.datasets import USER_DATASETS
 from gossipfl.errors import GossipflError
 from gossipfl.models import MODELS, build_model
-from tests.test_leaf_emnist import femnist_user, write_emnist, write_leaf, write_shakespeare
-from tests.test_reliability import one_sentence
-from tests.test_tiny_imagenet import WNIDS, write_tree
+from tests.dataset_files import (
+    WNIDS,
+    femnist_user,
+    write_emnist,
+    write_leaf,
+    write_shakespeare,
+    write_tree,
+)
+from tests.helpers import one_sentence
 
 #: A few seconds at most: synthetic data, 4 clients, one round.
 SMALL = {

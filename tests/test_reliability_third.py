@@ -14,8 +14,7 @@ from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.results.inputs import INPUTS_FILE
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
-from tests.helpers import TINY, Interrupt, gossipfl, without_timing
-from tests.test_reliability import one_sentence
+from tests.helpers import TINY, Interrupt, gossipfl, one_sentence, without_timing
 
 RING4 = "0.5,0.25,0,0.25\n0.25,0.5,0.25,0\n0,0.25,0.5,0.25\n0.25,0,0.25,0.5\n"
 LINE4 = "0.5,0.5,0,0\n0.5,0,0.5,0\n0,0.5,0,0.5\n0,0,0.5,0.5\n"
@@ -139,7 +138,7 @@ def test_a_study_with_relative_input_paths_resumes_its_runs(inputs_dir):
 
 def test_resume_refuses_a_changed_data_file(tmp_path, monkeypatch, capsys):
     """The user's own dataset files (data.verify: false) are recorded and checked alike."""
-    from tests.test_data_formats import mnist_arrays, write_mnist_folder
+    from tests.dataset_files import mnist_arrays, write_mnist_folder
 
     monkeypatch.chdir(tmp_path)
     write_mnist_folder(tmp_path / "data" / "mnist", mnist_arrays(train=40, test=8))

@@ -13,23 +13,7 @@ from gossipfl.algorithms import get_algorithm
 from gossipfl.errors import GossipflError
 from gossipfl.testing import least_squares, run_round
 from gossipfl.topology import build_topology
-from tests.lsq import Problem, assert_close, ring_mh
-
-
-def push_matrix(m: int, seed: int = 0) -> np.ndarray:
-    """A directed column-stochastic P: client j keeps a share and splits the rest over j+1 and
-    a few random out-neighbours, unevenly (the rows do not sum to 1)."""
-    rng = np.random.default_rng(seed)
-    P = np.zeros((m, m))
-    for j in range(m):
-        out = {(j + 1) % m} | set(rng.choice(m, size=rng.integers(0, 3), replace=False).tolist())
-        out.discard(j)
-        shares = rng.random(len(out) + 1) + 0.2
-        shares /= shares.sum()
-        P[j, j] = shares[0]
-        P[sorted(out), j] = shares[1:]
-    assert np.allclose(P.sum(0), 1) and not np.allclose(P.sum(1), 1)
-    return P
+from tests.lsq import Problem, assert_close, push_matrix, ring_mh
 
 
 def sgp_reference(p: Problem, P, rounds, lr, decay, wd=0.0):

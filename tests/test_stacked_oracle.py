@@ -21,23 +21,16 @@ from gossipfl.engine import (
 from gossipfl.engine import stacked as stacked_module
 from gossipfl.errors import GossipflError
 from gossipfl.models import build_model
-from tests.oracle_reference import assert_rel, gen, predictions, reference, rows_and_batch
-
-F64 = torch.float64
-# [M, B] masks: full rows, a partial row, and an empty row (loss 0, gradient 0)
-MASK = torch.tensor([[1, 1, 1, 1], [1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 0, 1]], dtype=torch.bool)
-MASK_SMALL = torch.tensor([[1, 1, 0], [0, 1, 1]], dtype=torch.bool)  # big models: keep it fast
-
-# name, input shape, outputs, loss, dtype, mask
-BUILTIN = {
-    "linear": ((1, 6, 6), 1, "mse", torch.float32, MASK),
-    "logistic": ((1, 6, 6), 5, "cross_entropy", torch.float32, MASK),
-    "mlp": ((1, 28, 28), 10, "cross_entropy", torch.float32, MASK),
-    "cnn": ((1, 28, 28), 10, "cross_entropy", torch.float32, MASK),
-    "vgg11": ((3, 8, 8), 10, "cross_entropy", F64, MASK_SMALL),
-    "resnet18": ((3, 8, 8), 10, "cross_entropy", F64, MASK_SMALL),
-}
-
+from tests.oracle_reference import (
+    BUILTIN,
+    F64,
+    MASK,
+    assert_rel,
+    gen,
+    predictions,
+    reference,
+    rows_and_batch,
+)
 
 # ---------------------------------------------------------------- built-in models
 

@@ -10,41 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from gossipfl.data import load_dataset
 from gossipfl.data import tiny_imagenet as tiny
 from gossipfl.data.partition import PathologicalPartitioner, local_test_split
 from gossipfl.errors import GossipflError
-
-WNIDS = ["n01443537", "n01629819", "n01641577"]
-COLOURS = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]  # one solid colour per class
-TRAIN_PER_CLASS = 4
-VAL = [("val_0.JPEG", 2), ("val_1.JPEG", 0), ("val_2.JPEG", 1), ("val_3.JPEG", 1),
-       ("val_4.JPEG", 0), ("val_5.JPEG", 2)]
-
-
-def jpeg(path: Path, colour, mode: str = "RGB", side: int = 64) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    image = Image.new("RGB", (side, side), colour)
-    (image.convert("L") if mode == "L" else image).save(path, "JPEG", quality=95)
-
-
-def write_tree(root: Path) -> Path:
-    """A small Tiny-ImageNet tree in the real layout under ``root/tiny-imagenet-200``."""
-    folder = root / "tiny-imagenet-200"
-    folder.mkdir(parents=True)
-    (folder / "wnids.txt").write_text("\n".join(WNIDS) + "\n")
-    for wnid, colour in zip(WNIDS, COLOURS, strict=True):
-        for i in range(TRAIN_PER_CLASS):
-            jpeg(folder / "train" / wnid / "images" / f"{wnid}_{i}.JPEG", colour)
-        (folder / "train" / wnid / f"{wnid}_boxes.txt").write_text("")
-    lines = [f"{name}\t{WNIDS[c]}\t0\t0\t63\t63" for name, c in VAL]
-    (folder / "val" / "val_annotations.txt").parent.mkdir(parents=True)
-    (folder / "val" / "val_annotations.txt").write_text("\n".join(lines) + "\n")
-    for name, c in VAL:
-        jpeg(folder / "val" / "images" / name, COLOURS[c])
-    return folder
+from tests.dataset_files import COLOURS, TRAIN_PER_CLASS, VAL, WNIDS, jpeg, write_tree
 
 
 @pytest.fixture

@@ -19,15 +19,9 @@ from gossipfl.algorithms.decentralized.qgm import QGM, QGMParams
 from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.runner import Runner
-from gossipfl.testing import least_squares, run_round
 from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
-
-LR, DECAY, WD = 0.05, 0.9, 1e-2
-
-
-def eta(t, lr=LR, decay=DECAY):
-    return lr * decay**t
+from tests.tracking_cases import DECAY, LR, WD, eta, run_direct
 
 
 # -- float64 re-derivations, written as the papers write them -----------------------------------
@@ -80,19 +74,6 @@ def qgm_reference(p: Problem, W, rounds, beta, lr=LR, decay=DECAY, wd=WD):
         M = beta * M + (1 - beta) * (X - X_new) / e
         X = X_new
     return X, M
-
-
-def bed(p: Problem, W, steps=1, lr=LR, decay=DECAY, wd=WD):
-    return least_squares(p.A, p.b, W, steps=steps, lr=lr, lr_decay=decay, weight_decay=wd)
-
-
-def run_direct(p, W, algorithm_cls, params, rounds, steps=1, x0=None, **kwargs):
-    testbed = bed(p, W, steps=steps, **kwargs)
-    algo = algorithm_cls(params, testbed.env, testbed.fed)
-    state = algo.init(torch.as_tensor(p.x0 if x0 is None else x0, dtype=torch.float32))
-    for t in range(rounds):
-        run_round(testbed, algo, state, t)
-    return state
 
 
 # -- the equations --------------------------------------------------------------------------

@@ -19,19 +19,22 @@ from gossipfl.rng import numpy_generator, torch_generator
 from gossipfl.runner import Runner
 from gossipfl.trust.attacks import alie_z
 from tests.helpers import TINY, stopped_and_resumed
-from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
-
-M, ROUNDS, STEPS, LR, DECAY = 7, 3, 2, 0.05, 0.9
-BYZANTINE = [1, 4]
-W7 = random_doubly_stochastic(M, seed=5)  # in-degrees 4, 5 and 6: three buckets
+from tests.lsq import Problem, assert_close, ring_mh
+from tests.trust_cases import (
+    BYZANTINE,
+    DECAY,
+    LR,
+    ROUNDS,
+    STEPS,
+    W7,
+    M,
+    attack_reference,
+    neighbourhood,
+    run,
+)
 
 
 # -- float64 re-derivations, in the papers' notation ----------------------------------------------
-def neighbourhood(W, i):
-    """[i] + N_i, N_i = {j ≠ i : w_ij ≠ 0} ascending."""
-    return [i] + [j for j in range(len(W)) if j != i and W[i, j] != 0]
-
-
 def rule_reference(rule, msgs, w, byz_weight):
     """One receiver: msgs [d + 1, P] (row 0 its own), w [d + 1]."""
     name, own, d = rule["rule"], msgs[0], len(msgs) - 1
@@ -66,29 +69,6 @@ def rule_reference(rule, msgs, w, byz_weight):
     raise AssertionError(name)
 
 
-def attack_reference(attack, Z, W, i, hood, byz, t, noise):
-    """The message every Byzantine neighbour of honest i sends (per sender: a dict)."""
-    name = attack["attack"]
-    honest = [j for j in hood if j not in byz]
-    if name == "sign_flip":
-        return {j: -attack.get("scale", 1.0) * Z[j] for j in hood if j in byz}
-    if name == "gaussian":
-        return {j: noise[t][j] for j in hood if j in byz}
-    view = Z[[j for j in range(len(Z)) if j not in byz]] if attack.get("view") == "all" \
-        else Z[honest]
-    mu, sd = view.mean(0), view.std(0)
-    if name == "alie":
-        z = attack.get("z", alie_z(len(Z), len(byz)))
-        message = mu - z * sd
-    elif name == "ipm":
-        message = -attack.get("epsilon", 0.1) * mu
-    elif name == "dissensus":
-        pull = sum(W[i, j] * (Z[j] - Z[i]) for j in honest)
-        message = Z[i] - attack.get("epsilon", 1.5) * pull / sum(W[i, j] for j in hood
-                                                                  if j in byz)
-    return {j: message for j in hood if j in byz}
-
-
 def robust_gossip_reference(Z, W, rule, attack, byz, t, noise):
     X = np.empty_like(Z)
     for i in range(len(Z)):
@@ -112,15 +92,6 @@ def dfedavg_reference(p, W, rule, attack=None, byz=(), noise=None):
             Y = Y - LR * DECAY**t * p.grads(Y)
         X = robust_gossip_reference(Y, W, rule, attack, list(byz), t, noise)
     return X
-
-
-def run(p, W, rule=None, attack=None, algorithm="dfedavg"):
-    config = p.config({"name": algorithm}, W=W, rounds=ROUNDS, steps=STEPS, lr=LR, decay=DECAY)
-    if rule is not None:
-        config["topology"]["robust"] = rule
-    if attack is not None:
-        config["byzantine"] = attack
-    return gossipfl.run(config)
 
 
 def gaussian_noise(p, sigma, seed=3):

@@ -13,7 +13,7 @@ from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.runner import Runner
 from tests.lsq import Problem, assert_close, ring_mh
-from tests.test_trust import (
+from tests.trust_cases import (
     BYZANTINE,
     DECAY,
     LR,
