@@ -44,16 +44,19 @@ def done(paths: list[Path]) -> list[Run]:
 
 # --------------------------------------------------------------------------- Byzantine
 def rule_of(config: dict) -> str:
+    """The rule with its parameters, e.g. "trimmed_mean (b = 2)", "clipped_gossip tau=0.3"."""
     robust = config["topology"].get("robust") or {"rule": "mean"}
     rule = robust["rule"]
     if rule == "clipped_gossip":
         return f"clipped_gossip tau={robust.get('tau', 'adaptive')}"
-    return rule
+    params = ", ".join(f"{k} = {v}" for k, v in robust.items() if k != "rule")
+    return f"{rule} ({params})" if params else rule
 
 
-def rule_label(rule: str, config: dict) -> str:
-    b = (config["topology"].get("robust") or {}).get("b")
-    return f"{rule} (b = {b})" if b is not None else rule
+def rule_order(rule: str) -> tuple:
+    """The rules in RULES' order (their parameters after), unknown rules last."""
+    base = rule if rule in RULES else rule.split(" (")[0]
+    return (RULES.index(base) if base in RULES else len(RULES), rule)
 
 
 def cell_of(config: dict) -> tuple[str, float | None]:
@@ -65,9 +68,11 @@ def cell_of(config: dict) -> tuple[str, float | None]:
 
 
 def final_and_best(run: Run) -> tuple[float | None, float | None, str]:
+    """The final and best honest accuracy (a diverged run's final is its last evaluation,
+    None when it stopped before one) and "div. rN" for a run that diverged at round N."""
     s = run.summary
     if s.get("status") == "diverged":
-        return None, s.get("best"), f"div. r{s.get('rounds_done', 0) + 1}"
+        return s.get("final"), s.get("best"), f"div. r{s.get('rounds_done', 0) + 1}"
     return s.get("final"), s.get("best"), ""
 
 
@@ -84,24 +89,19 @@ def pct(values: list[float]) -> str:
 
 
 def cell_text(runs: list[Run]) -> str:
-    finals, bests, notes = [], [], []
-    for run in runs:
-        final, best, note = final_and_best(run)
-        if note:
-            notes.append(note)
-        else:
-            finals.append(final)
-        if best is not None:
-            bests.append(best)
-    if notes and not finals:
-        best = f" (best {pct(bests)})" if bests else ""
-        return f"{', '.join(sorted(set(notes)))}{best}"
+    """Final accuracy (mean ± std over seeds), the best where it is 2 points higher, and
+    how many runs diverged (stopped by train.max_consensus)."""
+    finals = [f for f, _, _ in map(final_and_best, runs) if f is not None]
+    bests = [b for _, b, _ in map(final_and_best, runs) if b is not None]
+    notes = [n for _, _, n in map(final_and_best, runs) if n]
+    if not finals:
+        return ", ".join(sorted(set(notes)))
     text = pct(finals)
     if bests and statistics.mean(bests) - statistics.mean(finals) > 0.02:
         text += f" (best {pct(bests)})"
     if notes:
-        text += f"; {len(notes)} div."
-    if len(runs) > 1:
+        text += (f", {notes[0]}" if len(runs) == 1 else f", {len(notes)} of {len(runs)} div.")
+    elif len(runs) > 1:
         text += f" [{len(runs)}]"
     return text
 
@@ -112,12 +112,11 @@ def byzantine_pivots(runs: list[Run], title: str) -> tuple[str, list[tuple[str, 
     graphs = sorted({r.config["topology"]["name"] for r in runs},
                     key=lambda g: list(GRAPHS).index(g) if g in GRAPHS else 99)
     fractions = sorted({cell_of(r.config)[1] for r in runs} - {None})
-    out, panels = [], []
+    out, panels, consensus_tables = [], [], []
     for graph in graphs:
         mine = [r for r in runs if r.config["topology"]["name"] == graph]
-        rules = sorted({rule_of(r.config) for r in mine},
-                       key=lambda x: RULES.index(x) if x in RULES else 99)
-        labels = {rule_of(r.config): rule_label(rule_of(r.config), r.config) for r in mine}
+        rules = sorted({rule_of(r.config) for r in mine}, key=rule_order)
+        labels = {rule: rule for rule in rules}
         for fraction in fractions:
             cells: dict[tuple[str, str], list[Run]] = {}
             for r in mine:
@@ -143,10 +142,27 @@ def byzantine_pivots(runs: list[Run], title: str) -> tuple[str, list[tuple[str, 
                     numbers[(rule, attack)] = statistics.mean(finals) if finals else None
                 lines.append(f"| {labels[rule]} | " + " | ".join(row) + " |")
             out.append("\n".join(lines))
+            cons = [head.replace("final honest test accuracy, %",
+                                 "final honest consensus distance, mean over the runs"), "",
+                    "| rule | " + " | ".join(attacks) + " |", "|---|" + "---|" * len(attacks)]
+            for rule in rules:
+                row = []
+                for attack in attacks:
+                    values = [consensus(x) for x in cells.get((rule, attack), [])]
+                    values = [v for v in values if v is not None]
+                    row.append(f"{statistics.mean(values):.3g}" if values else "—")
+                cons.append(f"| {labels[rule]} | " + " | ".join(row) + " |")
+            consensus_tables.append("\n".join(cons))
             panels.append((f"{title}, {GRAPHS.get(graph, graph)}, "
                            f"{round(100 * fraction)} %", {"rules": rules, "attacks": attacks,
                                                         "numbers": numbers}))
-    return "\n\n".join(out), panels
+    return "\n\n".join(out + consensus_tables), panels
+
+
+def consensus(run: Run) -> float | None:
+    """The honest clients' final consensus distance (all clients' without Byzantine ones)."""
+    value = last(run, "honest_consensus")
+    return last(run, "consensus") if value is None else value
 
 
 def heatmap(panels: list[tuple[str, dict]], path: Path) -> None:
@@ -158,7 +174,8 @@ def heatmap(panels: list[tuple[str, dict]], path: Path) -> None:
 
     cols = 2
     rows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(13, 4.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(15, 4.6 * rows), squeeze=False)
+    fig.subplots_adjust(wspace=0.45, hspace=0.5)
     for ax in axes.flat[len(panels):]:
         ax.axis("off")
     for ax, (title, p) in zip(axes.flat, panels):
@@ -188,23 +205,26 @@ def write_table(runs: list[Run], out: Path, targets: list[float]) -> str:
 def byzantine(root: Path, out: Path) -> None:
     main_runs = done(runs_of(root, "fmnist_trust_byzantine"))
     dpsgd_runs = done(runs_of(root, "fmnist_trust_byzantine_dpsgd"))
+    breakdown_runs = done(runs_of(root, "fmnist_trust_byzantine_breakdown"))
     folder = out / "fmnist_trust_byzantine"
     for name, runs, targets in (
             ("kregular", [r for r in main_runs if r.config["topology"]["name"] == "k_regular"],
              [0.7, 0.75]),
             ("complete", [r for r in main_runs if r.config["topology"]["name"] == "full"],
              [0.7, 0.75]),
-            ("dpsgd", dpsgd_runs, [0.65, 0.7])):
+            ("dpsgd", dpsgd_runs, [0.65, 0.7]),
+            ("breakdown", breakdown_runs, [0.7, 0.75])):
         if runs:
             write_table(runs, folder / name, targets)
             print(f"{name}: {len(runs)} runs")
     text_a, panels_a = byzantine_pivots(main_runs, "DFedAvg")
     text_b, panels_b = byzantine_pivots(dpsgd_runs, "D-PSGD")
-    text = "\n\n".join(t for t in (text_a, text_b) if t)
+    text_c, panels_c = byzantine_pivots(breakdown_runs, "DFedAvg")
+    text = "\n\n".join(t for t in (text_a, text_b, text_c) if t)
     atomic_write_text(folder / "pivots.md", text + "\n")
     print(text)
     if panels_a or panels_b:
-        heatmap(panels_a + panels_b, folder / "heatmap.png")
+        heatmap(panels_a + panels_b + panels_c, folder / "heatmap.png")
 
 
 # --------------------------------------------------------------------------- privacy
