@@ -342,14 +342,17 @@ def privacy_figure(points: list[tuple], path: Path) -> None:
             label = f"{algo}, {GRAPHS.get(graph, graph)}"
             ax1.plot(xs, [100 * p[4] for p in mine], style, marker=marker, label=label)
             ax2.plot(xs, [p[5] for p in mine], style, marker=marker, label=label)
-        for p in points:
-            if p[0] == "DFedAvg":
-                ax1.axhline(100 * p[4], color="grey", lw=0.6,
-                            ls="-" if p[1] == "ring" else "--")
-                ax2.axhline(p[5], color="grey", lw=0.6, ls="-" if p[1] == "ring" else "--")
+    for p in points:
+        if p[0] == "DFedAvg":
+            style = "-" if p[1] == "ring" else "--"
+            label = f"DFedAvg without DP, {GRAPHS.get(p[1], p[1])}"
+            ax1.axhline(100 * p[4], color="grey", lw=0.8, ls=style, label=label)
+            ax2.axhline(p[5], color="grey", lw=0.8, ls=style, label=label)
     for ax, name in ((ax1, "final test accuracy of the average model (%)"),
                      (ax2, "membership-inference AUC (local models)")):
         ax.set_xscale("log")
+        ticks = [10.0 ** k for k in range(0, round(math.log10(right)))]
+        ax.set_xticks(ticks + [right], [f"$10^{{{k}}}$" for k in range(len(ticks))] + ["∞"])
         ax.set_xlabel("ε at δ = 1e-5 (rightmost: ∞; Muffliato: worst pair, converted)")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
