@@ -153,9 +153,8 @@ def byzantine_pivots(runs: list[Run], title: str) -> tuple[str, list[tuple[str, 
                     row.append(f"{statistics.mean(values):.3g}" if values else "—")
                 cons.append(f"| {labels[rule]} | " + " | ".join(row) + " |")
             consensus_tables.append("\n".join(cons))
-            panels.append((f"{title}, {GRAPHS.get(graph, graph)}, "
-                           f"{round(100 * fraction)} %", {"rules": rules, "attacks": attacks,
-                                                        "numbers": numbers}))
+            name = f"{title}, {GRAPHS.get(graph, graph)}, {round(100 * fraction)} %"
+            panels.append((name, {"rules": rules, "attacks": attacks, "numbers": numbers}))
     return "\n\n".join(out + consensus_tables), panels
 
 
@@ -175,7 +174,7 @@ def heatmap(panels: list[tuple[str, dict]], path: Path) -> None:
     cols = 2
     rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(15, 4.6 * rows), squeeze=False)
-    fig.subplots_adjust(wspace=0.45, hspace=0.5)
+    fig.subplots_adjust(wspace=0.6, hspace=0.5)
     for ax in axes.flat[len(panels):]:
         ax.axis("off")
     for ax, (title, p) in zip(axes.flat, panels):
@@ -291,9 +290,9 @@ def privacy(root: Path, out: Path) -> None:
         return (graph != "ring", order.get(algo, 9), -1 if sigma is None else
                 (-sigma if algo != "Muffliato" else sigma))
 
-    lines = ["| algorithm | graph | σ | runs | ε (δ = 1e-5) | pndp_max (RDP α = 2) | "
-             "pndp_mean | final test_acc (%) | best test_acc (%) | final local_acc_mean (%) "
-             "| final MIA AUC | final consensus |",
+    lines = [("| algorithm | graph | σ | runs | ε (δ = 1e-5) | pndp_max (RDP α = 2) | "
+              "pndp_mean | final test_acc (%) | best test_acc (%) | final local_acc_mean (%) "
+              "| final MIA AUC | final consensus |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     points = []
     for k in sorted(groups, key=key):
@@ -351,7 +350,7 @@ def privacy_figure(points: list[tuple], path: Path) -> None:
     for ax, name in ((ax1, "final test accuracy of the average model (%)"),
                      (ax2, "membership-inference AUC (local models)")):
         ax.set_xscale("log")
-        ticks = [10.0 ** k for k in range(0, round(math.log10(right)))]
+        ticks = [10.0 ** k for k in range(round(math.log10(right)))]
         ax.set_xticks(ticks + [right], [f"$10^{{{k}}}$" for k in range(len(ticks))] + ["∞"])
         ax.set_xlabel("ε at δ = 1e-5 (rightmost: ∞; Muffliato: worst pair, converted)")
         ax.set_ylabel(name)
