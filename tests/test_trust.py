@@ -421,3 +421,34 @@ def test_reports_take_the_honest_accuracy_first():
     rows = [{"test_acc": 0.5, "honest_test_acc": 0.6, "local_acc_mean": 0.4}]
     assert primary_metric(rows) == "honest_test_acc"
     assert primary_metric([{"test_acc": 0.5}]) == "test_acc"
+
+
+def test_a_study_refuses_an_undefined_robust_point_before_any_run_trains(tmp_path, capsys):
+    """A grid point whose rule or Byzantine set is undefined for the graph (here Krum on the
+    ring; the ring cut by its Byzantine clients, seed by seed) stops the sweep before the
+    first run trains, in one sentence naming the point and the seed, exit status 2."""
+    from gossipfl.cli import main
+    from gossipfl.sweep import expand, load_study
+
+    base = {"data": {"dataset": "synthetic", "clients": 10,
+                     "options": {"dim": 8, "train_size": 200, "test_size": 50,
+                                 "num_classes": 2}},
+            "model": {"name": "logistic"}, "algorithm": {"name": "dfedavg"},
+            "train": {"rounds": 1, "local_steps": 1}}
+    grid = {"topology": [{"name": "full", "robust": {"rule": "trimmed_mean", "b": 1}},
+                         {"name": "ring", "robust": {"rule": "krum", "b": 1}}]}
+    with pytest.raises(GossipflError, match=r"needs at least b \+ 2 = 3 neighbours.*"
+                       r"grid point 'ring, rule=krum', seed 0\)\.$"):
+        expand(load_study({"name": "t", "base": base, "grid": grid, "seeds": [0]}))
+    cut = {"name": "t", "base": {**base, "topology": {"name": "ring"}},
+           "grid": {"byzantine.clients": [0.2]}, "seeds": [0, 1]}
+    with pytest.raises(GossipflError, match=r"are not connected.*seed 0\)\.$"):
+        expand(load_study(cut))
+    study = tmp_path / "study.yaml"
+    import yaml
+
+    study.write_text(yaml.safe_dump({"name": "t", "base": base, "grid": grid, "seeds": [0]}))
+    assert main(["sweep", str(study), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "grid point 'ring, rule=krum', seed 0" in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("metrics.csv"))

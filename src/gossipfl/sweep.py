@@ -284,6 +284,11 @@ def expand(study: Study) -> list[Variant]:
     for label, config in zip(labels, configs):
         for seed in study.seeds:
             run = load_config(config, [f"seed={seed}", f"name={slug(label)}"])
+            try:
+                check_trust(run)
+            except GossipflError as exc:
+                raise GossipflError(f"{str(exc).rstrip('.')} (in the study's grid point "
+                                    f"'{label}', seed {seed}).") from None
             variants.append(Variant(label, seed, run, f"{slug(label)}-seed{seed}"))
     return variants
 
@@ -312,6 +317,25 @@ def _compact(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_compact(v)}" for k, v in value.items()) + "}"
     return str(value)
+
+
+def check_trust(config: Config) -> None:
+    """Byzantine clients and the robust rule, as the run would draw them (its seed): the honest
+    clients connected without the Byzantine ones, every receiver's degree enough for the
+    rule's b, the algorithm able to gossip robustly — refused before any run of a study
+    trains (without the data: the topology alone)."""
+    if config.byzantine is None and config.topology.robust is None:
+        return
+    from gossipfl.algorithms import get_algorithm
+    from gossipfl.topology import build_topology
+    from gossipfl.trust.gossip import build_trust
+
+    algorithm, topo = get_algorithm(config.algorithm.name), config.topology
+    if algorithm.centralized or topo.matrix is not None:
+        return  # refused as centralized when the run is built; an API matrix: built there
+    topology = build_topology(topo.name, config.data.clients, mixing=topo.mixing,
+                              seed=config.seed, **topo.parameters())
+    build_trust(config, algorithm, topology)
 
 
 def check_buildable(config: Config) -> None:
