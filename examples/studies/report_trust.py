@@ -27,9 +27,10 @@ from pathlib import Path
 from gossipfl.io import atomic_write_text
 from gossipfl.results.reporting import Run, build_report, find_runs
 
-ATTACKS = ["none", "sign_flip", "gaussian", "alie", "ipm", "dissensus", "label_flip"]
+ATTACKS = ["none", "sign_flip", "gaussian", "alie", "ipm", "dissensus", "label_flip",
+           "spectral"]
 RULES = ["mean", "trimmed_mean", "median", "krum", "clipped_gossip tau=0.3",
-         "clipped_gossip tau=adaptive", "cs_plus"]
+         "clipped_gossip tau=adaptive", "cs_plus", "gts"]
 GRAPHS = {"k_regular": "10-regular", "full": "complete"}
 
 
@@ -94,12 +95,20 @@ def cell_text(runs: list[Run]) -> str:
     finals = [f for f, _, _ in map(final_and_best, runs) if f is not None]
     bests = [b for _, b, _ in map(final_and_best, runs) if b is not None]
     notes = [n for _, _, n in map(final_and_best, runs) if n]
+    # the runs that diverged before their first evaluation: no final, only "div. rN"
+    early = sorted({n for f, _, n in map(final_and_best, runs) if f is None and n},
+                   key=lambda n: int(n.split("r")[-1]))
     if not finals:
-        return ", ".join(sorted(set(notes)))
+        if len(runs) == 1:
+            return notes[0]
+        return f"{len(notes)} of {len(runs)} div. " + ", ".join(n[5:] for n in early)
     text = pct(finals)
     if bests and statistics.mean(bests) - statistics.mean(finals) > 0.02:
         text += f" (best {pct(bests)})"
-    if notes:
+    if early:  # the mean is over the runs with an evaluation
+        text += (f" [{len(finals)}], {len(notes)} of {len(runs)} div. "
+                 + ", ".join(n[5:] for n in early))
+    elif notes:
         text += (f", {notes[0]}" if len(runs) == 1 else f", {len(notes)} of {len(runs)} div.")
     elif len(runs) > 1:
         text += f" [{len(runs)}]"
