@@ -86,3 +86,29 @@ def test_without_numba_the_torch_code_runs(monkeypatch):
     before = y.clone()
     assert not sgd_update(g, y, None, 5e-4, LR, 0.0)
     assert torch.equal(y, before)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_rows_split_among_threads_give_the_same_bits(momentum, monkeypatch):
+    from gossipfl.engine import threads
+
+    gen = torch.Generator().manual_seed(4)
+    y, g = torch.randn(7, 301, generator=gen), torch.randn(7, 301, generator=gen)
+    v = torch.randn(7, 301, generator=gen) if momentum else None
+    expected_y, expected_v = y.clone(), None if v is None else v.clone()
+    torch_update(g.clone(), expected_y, expected_v, 5e-4, momentum)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    monkeypatch.setattr(threads, "PARALLEL_NUMEL", 1)
+    assert sgd_update(g, y, v, 5e-4, LR, momentum)
+    assert _same_bits(y, expected_y)
+    if v is not None:
+        assert _same_bits(v, expected_v)
+
+
+def test_the_fused_step_takes_whole_rows_only_where_the_kernel_runs(monkeypatch):
+    y = torch.zeros(4, 8)
+    assert fused_update.takes(y, 5e-4, 0.0) and fused_update.takes(y, 0.0, 0.9)
+    assert not fused_update.takes(y, 0.0, 0.0)  # plain SGD: torch's one kernel, in pieces
+    assert not fused_update.takes(y.double(), 5e-4, 0.0)
+    monkeypatch.setenv("GOSSIPFL_KERNELS", "torch")
+    assert not fused_update.takes(y, 5e-4, 0.0)

@@ -11,6 +11,7 @@ import torch
 from gossipfl.compression import RandK, TopK, kernels
 from gossipfl.compression.gossip import ChocoGossip
 from gossipfl.engine import ParamLayout
+from gossipfl.engine import threads as threads_module
 from gossipfl.engine.groups import ParamGroups
 from gossipfl.federation import Federation
 from gossipfl.topology import Mixer, build_topology
@@ -165,7 +166,7 @@ def test_deliver_fused_equals_the_torch_definition_bitwise(monkeypatch, graph, d
     for env, threads in (("", 1), ("", 3), ("torch", 1)):
         monkeypatch.setenv("GOSSIPFL_KERNELS", env)
         monkeypatch.setattr(torch, "get_num_threads", lambda threads=threads: threads)
-        monkeypatch.setattr(kernels, "_PARALLEL_NUMEL", 1)
+        monkeypatch.setattr(threads_module, "PARALLEL_NUMEL", 1)
         c, s, c2, s2 = copy.clone(), mixed.clone(), copy.clone(), mixed.clone()
         assert kernels.deliver(idx, values, edges, c, s) is None
         x = kernels.deliver(idx, values, edges, c2, s2, (z, gamma))

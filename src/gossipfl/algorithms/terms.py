@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from gossipfl.algorithms.base import Batch, Context, Work
-from gossipfl.engine.fused_update import sgd_update
+from gossipfl.engine.fused_update import sgd_update, takes
 
 Term = Callable[[Context, Work, Tensor], Tensor]
 Source = Callable[[Context, Work, Batch], tuple[Tensor, Tensor]]
@@ -108,6 +108,7 @@ def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
             optimizer.update(_decayed(grad, y, decay, inplace=True), y, *velocity)
 
     state = optimizer.state(work)
+    update.whole_rows = takes(work.y, decay, optimizer.momentum)  # one pass: no pieces
     if not phase.rho:
         return ctx.env.fused_step(batch, update, state)
     loss, point = sam_point(ctx, work.y, batch, phase.rho, phase.group)

@@ -37,21 +37,19 @@ caches them on disk.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import os
-import threading
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from gossipfl.engine.threads import in_threads
+
 #: the compiled top-k's threshold samples 1 coordinate in STRIDE ...
 STRIDE = 64
 #: ... in runs of RUN consecutive ones (1 KiB of float32: few scattered reads per row)
 RUN = 256
-#: below this many values the compiled kernels are not worth a thread
-_PARALLEL_NUMEL = 1 << 18
 
 
 def top_k(x: Tensor, k: int, copy: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -71,7 +69,7 @@ def consensus(z: Tensor, copy: Tensor, mixed: Tensor, gamma: float) -> Tensor:
     if fused(z, copy, mixed):
         x = torch.empty_like(z)
         g = _kernels().scalar(z.dtype, gamma)
-        _in_threads(z.shape[0], z.numel(), lambda lo, hi: _kernels().consensus(
+        in_threads(z.shape[0], z.numel(), lambda lo, hi: _kernels().consensus(
             *(a[lo:hi].numpy() for a in (z, copy, mixed)), g, x[lo:hi].numpy()))
         return x
     return torch.sub(mixed, copy).mul_(gamma).add_(z)
@@ -98,7 +96,7 @@ def deliver(idx: Tensor, values: Tensor, edges: tuple[Tensor, Tensor, Tensor], c
         rows = (None, 0.0, None) if z is None else (z.numpy(), nb.scalar(z.dtype, gamma),
                                                     out.numpy())
         work = idx.numel() * (1 + len(senders) // max(m, 1)) + (0 if z is None else z.numel())
-        _in_threads(m, work, lambda lo, hi: nb.deliver(lo, hi, *args, *rows))
+        in_threads(m, work, lambda lo, hi: nb.deliver(lo, hi, *args, *rows))
         return out
     copy.scatter_add_(1, idx, values)
     flat = (receivers[:, None] * p + idx[senders]).reshape(-1)
@@ -155,7 +153,7 @@ def _sampling(p: int, k: int) -> tuple[int, int]:
 
 def _run_rows(kernel, x: Tensor, copy: Tensor | None, k: int, idx: Tensor, values: Tensor
               ) -> None:
-    """A selection ``kernel`` on blocks of rows (:func:`_in_threads`); a row's result depends
+    """A selection ``kernel`` on blocks of rows (:func:`~gossipfl.engine.threads.in_threads`); a row's result depends
     on that row alone, so the split changes no bit."""
     stride, rank = _sampling(x.shape[1], k)
 
@@ -166,32 +164,7 @@ def _run_rows(kernel, x: Tensor, copy: Tensor | None, k: int, idx: Tensor, value
         kernel(rows(x, lo, hi), rows(copy, lo, hi), k, stride, rank, rows(idx, lo, hi),
                rows(values, lo, hi))
 
-    _in_threads(x.shape[0], x.numel(), block)
-
-
-def _in_threads(n: int, numel: int, block) -> None:
-    """``block(lo, hi)`` on contiguous blocks of the n rows, one thread each (the kernels
-    release the GIL; as many threads as torch uses, fewer for small work), the first block
-    on the calling thread; an error in any block is raised here."""
-    threads = max(1, min(torch.get_num_threads(), n, numel // _PARALLEL_NUMEL))
-    bounds = [n * i // threads for i in range(threads + 1)]
-    errors: list[BaseException] = []
-
-    def guarded(lo: int, hi: int) -> None:
-        try:
-            block(lo, hi)
-        except BaseException as error:  # noqa: BLE001 (re-raised by the calling thread)
-            errors.append(error)
-
-    workers = [threading.Thread(target=guarded, args=(lo, hi))
-               for lo, hi in itertools.pairwise(bounds[1:])]
-    for w in workers:
-        w.start()
-    guarded(bounds[0], bounds[1])
-    for w in workers:
-        w.join()
-    if errors:
-        raise errors[0]
+    in_threads(x.shape[0], x.numel(), block)
 
 
 @functools.cache

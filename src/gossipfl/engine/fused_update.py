@@ -11,7 +11,7 @@ and learning rate η,
 in float32, the scalars rounded to float32 as torch's CPU kernels take them. Torch runs this as
 three to five elementwise kernels (each a pass over the rows, in cache-sized pieces:
 :func:`gossipfl.engine.oracle.update_in_pieces`); :func:`sgd_update` does every operation of
-one coordinate in turn, in one pass over g, y (and v), with the same roundings — the
+one coordinate in turn, in one pass over g, y (and v), the rows split among torch's threads, with the same roundings — the
 multiply-add through LLVM's ``llvm.fma.f32``, as torch's vectorized ``add(alpha=)`` computes it
 — so the results are the same bits (tests/test_fused_update.py). Plain SGD without decay or
 momentum is one torch kernel already and is left to it.
@@ -28,6 +28,8 @@ import os
 import numpy as np
 import torch
 from torch import Tensor
+
+from gossipfl.engine.threads import in_threads
 
 
 def sgd_update(grad: Tensor, y: Tensor, velocity: Tensor | None, decay: float, lr: float,
@@ -47,10 +49,22 @@ def sgd_update(grad: Tensor, y: Tensor, velocity: Tensor | None, decay: float, l
     g, y2, v = rows
     mu, neg_lr = np.float32(decay), np.float32(-lr)
     if v is None:
-        kernels.decayed(g, y2, mu, neg_lr)
+        in_threads(g.shape[0], g.size,
+                   lambda lo, hi: kernels.decayed(g[lo:hi], y2[lo:hi], mu, neg_lr))
     else:
-        kernels.heavy_ball(g, y2, v, mu, bool(decay), np.float32(momentum), neg_lr)
+        m = np.float32(momentum)
+        in_threads(g.shape[0], g.size, lambda lo, hi: kernels.heavy_ball(
+            g[lo:hi], y2[lo:hi], v[lo:hi], mu, bool(decay), m, neg_lr))
     return True
+
+
+def takes(y: Tensor, decay: float, momentum: float) -> bool:
+    """Whether :func:`sgd_update` will take the updates of the rows ``y`` (a decayed or momentum
+    update of float32 CPU rows, numba importable): then it needs no pieces of rows (it has no
+    temporaries) and splits the rows among threads itself."""
+    return bool(decay or momentum) and y.device.type == "cpu" and y.dtype == torch.float32 \
+        and os.environ.get("GOSSIPFL_KERNELS", "").lower() != "torch" \
+        and _kernels() is not None
 
 
 def _rows(*tensors: Tensor | None) -> tuple | None:
@@ -90,4 +104,4 @@ def _kernels():
     return kernels
 
 
-__all__ = ["sgd_update"]
+__all__ = ["sgd_update", "takes"]

@@ -106,9 +106,12 @@ def update_in_pieces(update: Callable[..., None], grad: Tensor, *state: Tensor) 
     """``update(grad, *state)`` on matching ``[m, ...]`` tensors, on the CPU in pieces of
     rows of about :data:`CPU_UPDATE_PIECE` elements: an update of several elementwise
     operations (weight decay, momentum) then keeps its temporaries in the cache instead of
-    streaming ``[m, ...]`` ones through memory. Elementwise: the same numbers."""
+    streaming ``[m, ...]`` ones through memory. Elementwise: the same numbers. An ``update``
+    whose ``whole_rows`` is true (a compiled one-pass kernel: no temporaries) takes them
+    whole."""
     m = grad.shape[0]
-    if grad.device.type != "cpu" or grad.numel() <= CPU_UPDATE_PIECE or m < 2:
+    if grad.device.type != "cpu" or grad.numel() <= CPU_UPDATE_PIECE or m < 2 or \
+            getattr(update, "whole_rows", False):  # one pass, no temporaries: no pieces
         update(grad, *state)
         return
     rows = max(1, CPU_UPDATE_PIECE * m // grad.numel())
