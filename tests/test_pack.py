@@ -46,8 +46,9 @@ def test_packed_runs_equal_the_runs_alone_bit_for_bit(tmp_path):
                        pack=True)
     assert set(packed.outcomes.values()) == {"ran"} and not packed.failed
     packs = [line for line in lines if line.startswith("packed: ")]
-    # both learning rates in one pack (4 runs), but dpsgd's: one pack per rate (2 runs)
-    assert sorted(line.count("-seed") for line in packs) == [2] * 4 + [4] * 6
+    # both topologies and both learning rates in one pack (8 runs), but dpsgd's: one pack per
+    # rate (4 runs: both topologies)
+    assert sorted(line.count("-seed") for line in packs) == [4] * 2 + [8] * 3
     assert _metrics(packed) == _metrics(alone)
     for variant in packed.variants:  # the final checkpoints: the same models
         a = RunDirectory(alone.path / variant.dirname).load_checkpoint()["runner"]

@@ -1,9 +1,10 @@
 """Which runs of a study can be packed, and into which groups.
 
-A group is the runs whose configs differ only in the seed and, for the algorithms of
-:data:`RATE_PACKABLE`, in ``train.lr``: the same model shape, client count, data, algorithm
-and other hyperparameters (a run's own data partition, initial model, topology and minibatches
-come from its seed, its learning rate is its rows' own, and both stay its own). A grid point
+A group is the runs whose configs differ only in the seed, the topology's graph (name, mixing
+rule, parameters) and, for the algorithms of :data:`RATE_PACKABLE`, ``train.lr``: the same
+model shape, client count, data, algorithm and other hyperparameters (a run's own data
+partition, initial model, graph and minibatches come from its seed and its topology, its
+learning rate is its rows' own, and all stay its own). A grid point
 is run one run at a time instead when :func:`refusal` names a reason.
 """
 
@@ -81,4 +82,12 @@ def pack_key(config: Any) -> str:
     data.pop("seed", None)
     if config.algorithm.name in RATE_PACKABLE:
         data.get("train", {}).pop("lr", None)
+    topology = data.get("topology", {})
+    for key in [k for k in topology if k not in TOPOLOGY_SHARED]:
+        topology.pop(key)  # the graph is each run's own (PackedFederation: its own mixer)
     return yaml.safe_dump(data, sort_keys=True)
+
+
+#: The topology keys the runs of a pack share; the graph (name, mixing, its parameters, the
+#: sparse mode) may differ: each run mixes its block with its own mixer.
+TOPOLOGY_SHARED = ("order", "compression", "robust", "matrix")
