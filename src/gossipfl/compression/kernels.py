@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from gossipfl.engine.threads import in_threads
+from gossipfl.engine.threads import in_threads, torch_forced
 
 #: the compiled top-k's threshold samples 1 coordinate in STRIDE ...
 STRIDE = 64
@@ -127,7 +126,7 @@ def fused(*tensors: Tensor | None) -> bool:
     """Whether the numba kernels apply to these tensors: CPU, float32/64, contiguous, of one
     shape, numba importable, and ``GOSSIPFL_KERNELS`` not ``torch``."""
     present = [t for t in tensors if t is not None]
-    if os.environ.get("GOSSIPFL_KERNELS", "").lower() == "torch":
+    if torch_forced():
         return False
     if not all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
                and t.is_contiguous() and t.dtype == present[0].dtype

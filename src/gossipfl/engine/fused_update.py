@@ -23,13 +23,12 @@ numba compiles the kernels on first use and caches them on disk; without numba, 
 from __future__ import annotations
 
 import functools
-import os
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from gossipfl.engine.threads import in_threads
+from gossipfl.engine.threads import in_threads, torch_forced
 
 
 def sgd_update(grad: Tensor, y: Tensor, velocity: Tensor | None, decay: float, lr: float,
@@ -63,14 +62,13 @@ def takes(y: Tensor, decay: float, momentum: float) -> bool:
     update of float32 CPU rows, numba importable): then it needs no pieces of rows (it has no
     temporaries) and splits the rows among threads itself."""
     return bool(decay or momentum) and y.device.type == "cpu" and y.dtype == torch.float32 \
-        and os.environ.get("GOSSIPFL_KERNELS", "").lower() != "torch" \
-        and _kernels() is not None
+        and not torch_forced() and _kernels() is not None
 
 
 def _rows(*tensors: Tensor | None) -> tuple | None:
     """Each tensor as a ``[rows, n]`` NumPy view with unit-stride columns, or None where one
     is not such a view (then the torch code runs)."""
-    if os.environ.get("GOSSIPFL_KERNELS", "").lower() == "torch":
+    if torch_forced():
         return None
     out = []
     shape = None

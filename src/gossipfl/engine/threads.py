@@ -1,10 +1,12 @@
-"""Row blocks on threads, for the compiled CPU kernels that release the GIL (the fused
-update's, compressed gossip's): no numba threading layer, so the kernels stay fork-safe under
-the multi-process backend."""
+"""What the compiled CPU kernels (the fused update's, compressed gossip's) share: the
+``GOSSIPFL_KERNELS=torch`` switch that turns them off, and row blocks on threads for kernels
+that release the GIL (no numba threading layer, so the kernels stay fork-safe under the
+multi-process backend)."""
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Callable
 
@@ -12,6 +14,12 @@ import torch
 
 #: below this many values per thread a kernel is not worth a thread
 PARALLEL_NUMEL = 1 << 18
+
+
+def torch_forced() -> bool:
+    """Whether ``GOSSIPFL_KERNELS=torch`` asks for the torch code instead of the compiled
+    kernels (read at each call, so that a test or a user can switch it)."""
+    return os.environ.get("GOSSIPFL_KERNELS", "").lower() == "torch"
 
 
 def in_threads(n: int, numel: int, block: Callable[[int, int], None]) -> None:
@@ -40,4 +48,4 @@ def in_threads(n: int, numel: int, block: Callable[[int, int], None]) -> None:
         raise errors[0]
 
 
-__all__ = ["PARALLEL_NUMEL", "in_threads"]
+__all__ = ["PARALLEL_NUMEL", "in_threads", "torch_forced"]

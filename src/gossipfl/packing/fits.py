@@ -23,6 +23,10 @@ PACKABLE = ("dfedavg", "dfedavgm", "dfedsam", "dfedsam_mgs", "dpsgd")
 #: itself: its learning rates pack apart).
 RATE_PACKABLE = ("dfedavg", "dfedavgm", "dfedsam", "dfedsam_mgs")
 
+#: The topology keys the runs of a pack share; the graph (name, mixing, its parameters, the
+#: sparse mode) may differ: each run mixes its block with its own mixer.
+TOPOLOGY_SHARED = ("order", "compression", "robust", "matrix")
+
 
 def refusal(config: Any) -> str | None:
     """Why the runs of ``config``'s grid point cannot be packed (None: they can)."""
@@ -87,7 +91,3 @@ def pack_key(config: Any) -> str:
         topology.pop(key)  # the graph is each run's own (PackedFederation: its own mixer)
     return yaml.safe_dump(data, sort_keys=True)
 
-
-#: The topology keys the runs of a pack share; the graph (name, mixing, its parameters, the
-#: sparse mode) may differ: each run mixes its block with its own mixer.
-TOPOLOGY_SHARED = ("order", "compression", "robust", "matrix")
