@@ -27,9 +27,9 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import cifar_like, machine, markdown_table, median, spread
-from gossipfl.config import load_config
 from gossipfl.data import load_dataset
 from gossipfl.distributed.local import run_on_ranks
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 
 RESULTS = Path(__file__).with_name("results") / "distributed.jsonl"

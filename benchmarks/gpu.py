@@ -54,7 +54,8 @@ from benchmarks.common import (
     sync,
 )
 from benchmarks.round_time import GossipflRound, ReferenceRound
-from gossipfl.config import Config, load_config
+from gossipfl.config import Config
+from gossipfl.loading import load_config
 from gossipfl.models import build_model
 from gossipfl.runner import Runner
 

@@ -52,7 +52,7 @@ POLICIES = ("default", "PASSIVE")
 
 
 def case_config(case: str, clients: int):
-    from gossipfl.config import load_config
+    from gossipfl.loading import load_config
 
     algorithm, wd = CASES[case]
     return load_config({

@@ -48,7 +48,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.common import CLOCKS, load_average, markdown_table, median, spread, start_cpu_run
 from benchmarks.reference_sequential import SequentialReference
-from gossipfl.config import Config, load_config
+from gossipfl.config import Config
+from gossipfl.loading import load_config
 from gossipfl.runner import Experiment, Runner
 
 IMPLEMENTATIONS = ("gossipfl", "reference")

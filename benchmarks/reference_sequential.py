@@ -28,7 +28,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.common import Stopwatch, set_threads
-from gossipfl.config import Config, load_config
+from gossipfl.config import Config
+from gossipfl.loading import load_config
 from gossipfl.rng import derive_seed
 from gossipfl.runner import Experiment, Runner, build_experiment
 

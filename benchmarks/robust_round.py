@@ -24,8 +24,8 @@ import time
 import torch
 
 from benchmarks.common import machine, sync
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.runner import build_experiment
 
 RULES = ({"rule": "mean"}, {"rule": "trimmed_mean", "b": 1}, {"rule": "median"},

@@ -21,7 +21,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 
-from gossipfl.config import load_config
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 
 HEADLINE = {

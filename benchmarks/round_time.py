@@ -50,8 +50,9 @@ from benchmarks.common import (
     spread,
 )
 from benchmarks.reference_sequential import SequentialReference
-from gossipfl.config import Config, load_config
+from gossipfl.config import Config
 from gossipfl.engine import keep_freed_memory
+from gossipfl.loading import load_config
 from gossipfl.models import build_model
 from gossipfl.runner import Runner, build_experiment
 

@@ -34,7 +34,7 @@ def points(rounds: int, clients: int | None) -> dict[str, object]:
         study.seeds = study.seeds[:1]
         overrides = [f"train.rounds={rounds}", "eval.every=1", "output.checkpoint_every=0"]
         for variant in expand(study):
-            from gossipfl.config import load_config
+            from gossipfl.loading import load_config
 
             sized = variant.config.topology.name != "custom"  # a custom W fixes M
             more = [f"data.clients={clients}"] if clients is not None and sized else []

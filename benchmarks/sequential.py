@@ -23,9 +23,10 @@ import torch
 
 from benchmarks.common import CLOCKS, load_average, markdown_table, median, spread, start_cpu_run
 from gossipfl.algorithms import Context
-from gossipfl.config import load_config
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
-from gossipfl.schedules.sequential import Sequential, one_by_one, schedule
+from gossipfl.schedules.sequential import Sequential, one_by_one
+from gossipfl.topology.waves import sweep_waves
 
 IMPLEMENTATIONS = ("synchronous", "sequential", "literal")
 
@@ -60,7 +61,7 @@ def run(clients: int, hidden: int, reps: int, device: str,
     loads = [load_average()]
     for t in range(reps):
         W = runners["sequential"].exp.topology.matrix(t)
-        waves.append(len(schedule(W)))
+        waves.append(len(sweep_waves(W)))
         for name, runner in runners.items():
             ctx = Context(round=t, lr=runner.lr(t), env=runner.exp.env)
             start = now()

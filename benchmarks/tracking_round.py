@@ -27,7 +27,7 @@ import numpy as np
 
 from benchmarks.common import interleaved_round_seconds
 from benchmarks.round_seconds import HEADLINE
-from gossipfl.config import load_config
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 from gossipfl.topology import build_topology
 

@@ -32,7 +32,8 @@ import torch
 
 from benchmarks.common import CLOCKS, load_average, markdown_table, median, spread, start_cpu_run
 from benchmarks.reference_sequential import SequentialReference
-from gossipfl.config import Config, load_config
+from gossipfl.config import Config
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner, build_experiment
 
 PARTITIONS = {"equal": True, "natural": False}  # data.balanced

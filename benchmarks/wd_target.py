@@ -33,7 +33,7 @@ def child(weight_decay: float, rounds: int) -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
 
-    from gossipfl.config import load_config
+    from gossipfl.loading import load_config
     from gossipfl.runner import Runner
 
     runner = Runner(load_config({

@@ -17,9 +17,9 @@ import torch
 
 import gossipfl
 from gossipfl.algorithms import available_algorithms
-from gossipfl.config import load_config
 from gossipfl.distributed.local import run_on_ranks
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from tests.pinned.make_pins import config as pinned_config
 
 KEYS = ("train_loss", "test_acc", "test_loss", "consensus", "local_acc_mean", "local_acc_std",

@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from gossipfl import cli
-from gossipfl.config import load_config
+from gossipfl.loading import load_config
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
 from gossipfl.results.rundir import TIMING_COLUMNS
 from gossipfl.runner import Runner

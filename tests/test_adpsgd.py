@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.rng import numpy_generator
 from gossipfl.runner import Runner
 from gossipfl.schedules.asynchronous import waves

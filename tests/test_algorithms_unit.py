@@ -26,10 +26,11 @@ from gossipfl.algorithms.personalized.dfedmdc import (
     DFedSMDC,
     DFedSMDCParams,
 )
-from gossipfl.schedules.sequential import Sequential, one_by_one, schedule
+from gossipfl.schedules.sequential import Sequential, one_by_one
 from gossipfl.schedules.synchronous import Synchronous
 from gossipfl.testing import least_squares, run_round
 from gossipfl.topology import build_topology
+from gossipfl.topology.waves import sweep_waves
 from tests import algorithms_fedsagd_cases as sagd
 from tests.algorithms_core_cases import dfedavg_reference, dpsgd_reference
 from tests.algorithms_papers_cases import decentralized_states, server_states
@@ -222,7 +223,7 @@ def test_sequential_schedule_is_the_literal_client_loop(case, graph, waves):
     state = algo.init(stack(p.x0))
     for t in range(ROUNDS):
         outcome = order.run_round(bed.context(t), state)
-        assert outcome.extra["waves"] == len((waves or schedule)(round_matrix(p, graph, t)))
+        assert outcome.extra["waves"] == len((waves or sweep_waves)(round_matrix(p, graph, t)))
     if graph == "authors_random" and waves is None:
         assert outcome.extra["waves"] < p.M  # waves of several clients
     expected = literal_loop(p, graph, ROUNDS, steps, wd=WD, **kwargs)

@@ -10,8 +10,8 @@ import torch
 
 import gossipfl
 from gossipfl.algorithms import available_algorithms
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 
 TIMING = {"seconds", "eval_seconds", "elapsed"}
 

@@ -63,8 +63,8 @@ def test_augmented_images_give_the_step_major_numbers():
 
 
 def test_block_clients_must_be_a_positive_count():
-    from gossipfl.config import load_config
     from gossipfl.errors import GossipflError
+    from gossipfl.loading import load_config
 
     with pytest.raises(GossipflError, match=r"engine\.block_clients: .*got 0"):
         load_config({"engine": {"block_clients": 0}})

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gossipfl import cli
-from gossipfl.config import load_config
+from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory, metrics_from_csv
 from gossipfl.runner import Runner
 from tests.helpers import TINY, assert_png, gossipfl, with_figures, without_timing

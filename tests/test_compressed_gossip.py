@@ -17,8 +17,8 @@ from gossipfl.algorithms.decentralized.choco import CHOCO
 from gossipfl.algorithms.decentralized.compressed import CompressedParams
 from gossipfl.algorithms.decentralized.deepsqueeze import DeepSqueeze
 from gossipfl.algorithms.decentralized.dsgt import DSGT, DSGTParams
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 from tests.distributed_cases import config as case_config
 from tests.helpers import stopped_and_resumed, without_timing

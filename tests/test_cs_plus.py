@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 from tests.lsq import Problem, assert_close
 from tests.trust_cases import (

@@ -19,8 +19,8 @@ import torch
 import yaml
 
 from gossipfl import cli
-from gossipfl.config import load_config
 from gossipfl.distributed.local import free_port
+from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.runner import build_experiment
 from tests import distributed_cases as cases

@@ -9,8 +9,8 @@ import torch
 import yaml
 
 import gossipfl
-from gossipfl.config import load_config
 from gossipfl.errors import Diverged
+from gossipfl.loading import load_config
 from gossipfl.results.lifecycle import execute, prepare_fresh
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.sweep import load_study, run_study

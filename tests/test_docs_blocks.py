@@ -412,7 +412,7 @@ def parse_block(block: Block, checkout: Path, monkeypatch) -> None:
         study = isinstance(data, dict) and any(k in data for k in ("grid", "base", "seeds"))
         path = checkout / "examples" / f"docs_{Path(block.file).stem}_{block.line}.yaml"
         path.write_text(block.code, encoding="utf-8")
-        from gossipfl.config import load_config
+        from gossipfl.loading import load_config
         from gossipfl.sweep import load_study
 
         (load_study if study else load_config)(path, block.directives["args"][1::2])

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from gossipfl import cli
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.sweep import expand, load_study
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import gossipfl
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.rng import client_keys, counter_bits, counter_normal
 from gossipfl.runner import Runner
 from gossipfl.topology import build_topology

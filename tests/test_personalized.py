@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import gossipfl
-from gossipfl.config import load_config
+from gossipfl.loading import load_config
 from gossipfl.rng import numpy_generator
 from gossipfl.runner import Runner
 from tests.helpers import stopped_and_resumed

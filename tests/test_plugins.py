@@ -15,8 +15,8 @@ import yaml
 
 import gossipfl
 from gossipfl.cli import main
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.plugins import load, resolve
 from tests.lsq import Problem, assert_close, random_doubly_stochastic
 
@@ -336,7 +336,7 @@ def test_a_plugin_topology_reads_only_what_it_declares():
     """A shared key (k) a plugin's topology does not declare is warned about, as for
     gossipfl's own; one it declares reaches its builder with the config's default; a
     parameter without a default must be given."""
-    from gossipfl.config import ignored_settings
+    from gossipfl.loading import ignored_settings
     from gossipfl.topology import build_topology, register_topology, topology_kind
     from gossipfl.topology.graphs import TOPOLOGY_KINDS
     from gossipfl.validation import COUNT

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import gossipfl
-from gossipfl.config import load_config
 from gossipfl.data import ClientSampler
 from gossipfl.engine import make_oracle
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.rng import client_keys, counter_bits, counter_normal, derive_seed
 from gossipfl.runner import Runner
 from gossipfl.trust.dpsgd import PrivateGradient

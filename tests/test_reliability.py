@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from gossipfl import io as gossipfl_io
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.io import FolderInUse, FolderLock
+from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.runner import Runner
 from tests.helpers import SRC_ENV, TINY, gossipfl, one_sentence, with_figures

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from gossipfl import io as gossipfl_io
-from gossipfl.config import load_config
 from gossipfl.engine import memory
 from gossipfl.errors import GossipflError
 from gossipfl.io import FolderLock, WriteError
+from gossipfl.loading import load_config
 from gossipfl.topology import Mixer, build_topology
 from tests.helpers import SRC_ENV, one_sentence
 

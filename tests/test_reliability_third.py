@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.results.inputs import INPUTS_FILE
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
 from tests.helpers import TINY, Interrupt, gossipfl, one_sentence, without_timing

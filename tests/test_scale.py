@@ -9,9 +9,9 @@ import torch
 import yaml
 
 from gossipfl import cli
-from gossipfl.config import load_config
 from gossipfl.data import Dataset
 from gossipfl.experiment import LOCAL_CLIENTS_AUTO, evaluated_clients, label_counts
+from gossipfl.loading import load_config
 from gossipfl.plan import estimate_bytes, format_plan, memory_plan
 from gossipfl.runner import Runner
 from tests.helpers import TINY

@@ -20,8 +20,9 @@ from gossipfl.algorithms.stability import (
 )
 from gossipfl.errors import GossipflError
 from gossipfl.runner import Runner
-from gossipfl.schedules.sequential import one_by_one, schedule, wave_numbers
+from gossipfl.schedules.sequential import one_by_one
 from gossipfl.topology import build_topology
+from gossipfl.topology.waves import sweep_waves, wave_numbers
 from tests.lsq import Problem, assert_close, ring_mh
 from tests.sequential_cases import CASES, M, literal_loop, round_matrix, row_stochastic
 
@@ -48,7 +49,7 @@ def test_waves_equal_the_literal_client_loop(case, graph):
     result = p.run(algorithm, topology=topology, rounds=3, steps=steps, wd=1e-2)
     expected = literal_loop(p, graph, 3, steps, wd=1e-2, **kwargs)
     assert_close(result.params, expected)
-    assert result.column("waves")[0] == len(schedule(round_matrix(p, graph, 0)))
+    assert result.column("waves")[0] == len(sweep_waves(round_matrix(p, graph, 0)))
     synchronous = p.run(algorithm, topology=GRAPHS[graph](p), rounds=3, steps=steps, wd=1e-2)
     assert np.abs(synchronous.params.numpy() - expected).max() > 1e-4  # the order matters
     assert result.column("bytes_round") == synchronous.column("bytes_round")
@@ -62,8 +63,8 @@ def test_wave_schedule():
         lower = [j for j in range(i) if linked[i, j]]
         assert waves[i] == (max(waves[lower]) + 1 if lower else 0)
         assert not any(waves[j] == waves[i] for j in range(9) if linked[i, j])
-    assert len(schedule(ring_mh(6))) == 6  # a ring is a chain: fully sequential
-    assert len(schedule(np.eye(4))) == 1  # no edges: one wave
+    assert len(sweep_waves(ring_mh(6))) == 6  # a ring is a chain: fully sequential
+    assert len(sweep_waves(np.eye(4))) == 1  # no edges: one wave
     assert [list(w) for w in one_by_one(3)] == [[0], [1], [2]]
 
 
@@ -92,7 +93,7 @@ def test_waves_equal_one_client_at_a_time_with_minibatches(monkeypatch):
     waved = gossipfl.run(minibatch_config("sequential"))
     from gossipfl.schedules import sequential
 
-    monkeypatch.setattr(sequential, "schedule", lambda W: one_by_one(len(W)))
+    monkeypatch.setattr(sequential, "sweep_waves", lambda W: one_by_one(len(W)))
     literal = gossipfl.run(minibatch_config("sequential"))
     assert literal.column("waves")[0] == 7 > waved.column("waves")[0]
     torch.testing.assert_close(waved.params, literal.params, rtol=1e-5, atol=1e-6)
@@ -107,12 +108,12 @@ def test_orders_that_are_not_defined_are_refused(algorithm, words):
     p = Problem(clients=4)
     topology = {"name": "ring", "order": "sequential"}
     with pytest.raises(GossipflError, match=f"topology.order: sequential.*{words}"):
-        Runner(gossipfl.config.load_config(p.config(algorithm, topology=topology)))
+        Runner(gossipfl.loading.load_config(p.config(algorithm, topology=topology)))
 
 
 def test_unknown_order():
     with pytest.raises(GossipflError, match="topology.order: unknown value 'gauss'"):
-        gossipfl.config.load_config({"topology": {"order": "gauss"}})
+        gossipfl.loading.load_config({"topology": {"order": "gauss"}})
 
 
 # -- the stability guard knows the order -------------------------------------------------------

@@ -17,8 +17,8 @@ import yaml
 
 import gossipfl
 from gossipfl import cli
-from gossipfl.config import load_config
 from gossipfl.data import make_synthetic
+from gossipfl.loading import load_config
 from gossipfl.rng import numpy_generator
 from gossipfl.runner import build_data
 from gossipfl.stability_study import Neighbour, run_pair

@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gossipfl.config import load_config
 from gossipfl.engine import (
     LoopOracle,
     StackedOracle,
@@ -20,6 +19,7 @@ from gossipfl.engine import (
 )
 from gossipfl.engine import stacked as stacked_module
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.models import build_model
 from tests.oracle_reference import (
     BUILTIN,

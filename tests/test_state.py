@@ -14,9 +14,9 @@ import torch
 
 from gossipfl.algorithms.base import Algorithm
 from gossipfl.compression.gossip import Channels
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 from gossipfl.state import RunState
 from gossipfl.systems import Systems

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.runner import Runner
 from gossipfl.sweep import expand, load_study, run_study, set_key, study_path

@@ -16,8 +16,9 @@ import torch
 import gossipfl
 from gossipfl.algorithms import get_algorithm
 from gossipfl.algorithms.base import Context
-from gossipfl.config import SystemsConfig, load_config
+from gossipfl.config import SystemsConfig
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.rng import numpy_generator
 from gossipfl.runner import Runner
 from gossipfl.systems import FailingTopology, SystemsModel, renormalize

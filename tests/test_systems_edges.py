@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gossipfl.config import load_config
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 from gossipfl.systems import SystemsModel, renormalize, renormalize_edges
 from gossipfl.topology import graphs
@@ -127,7 +127,7 @@ def test_the_gossip_orders_on_edges_give_the_dense_runs_numbers(monkeypatch, ord
 
 
 def test_waves_from_edges_equal_the_waves_from_the_matrix():
-    from gossipfl.schedules.sequential import schedule, wave_numbers
+    from gossipfl.topology.waves import sweep_waves, wave_numbers
 
     rng = np.random.default_rng(3)
     for _ in range(5):
@@ -140,5 +140,5 @@ def test_waves_from_edges_equal_the_waves_from_the_matrix():
             want[i] = want[lower].max() + 1 if len(lower) else 0
         np.testing.assert_array_equal(wave_numbers(Edges.from_dense(W)), want)
         np.testing.assert_array_equal(wave_numbers(W), want)
-        assert [w.tolist() for w in schedule(Edges.from_dense(W))] == [
+        assert [w.tolist() for w in sweep_waves(Edges.from_dense(W))] == [
             np.flatnonzero(want == k).tolist() for k in range(want.max() + 1)]

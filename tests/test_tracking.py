@@ -16,8 +16,8 @@ from gossipfl.algorithms.decentralized.dpsgd import DPSGD, DPSGDParams
 from gossipfl.algorithms.decentralized.dsgt import DSGT, DSGTParams
 from gossipfl.algorithms.decentralized.kgt import KGT, KGTParams
 from gossipfl.algorithms.decentralized.qgm import QGM, QGMParams
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh

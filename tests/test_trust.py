@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import gossipfl
-from gossipfl.config import load_config
 from gossipfl.engine import evaluate_stack
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.rng import numpy_generator, torch_generator
 from gossipfl.runner import Runner
 from gossipfl.trust.attacks import alie_z

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from gossipfl.config import load_config
 from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 from tests.lsq import Problem, assert_close, ring_mh
 from tests.trust_cases import (

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from gossipfl.algorithms.base import Work
-from gossipfl.config import load_config
 from gossipfl.data import from_tensors
 from gossipfl.engine import evaluate_per_client, make_oracle
+from gossipfl.loading import load_config
 from gossipfl.models import build_model
 from gossipfl.runner import Runner
 from tests.oracle_reference import gen

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from gossipfl.analysis.analyze import analyze
-from gossipfl.config import Config, as_list, load_config
+from gossipfl.config import Config, as_list
 from gossipfl.errors import GossipflError
 from gossipfl.experiment import build_data
 from gossipfl.frames import StudyResults, load_run, load_study
+from gossipfl.loading import load_config
 from gossipfl.result import Result
 from gossipfl.results.reporting import Report
 from gossipfl.runner import Runner

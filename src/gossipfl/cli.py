@@ -152,7 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0
         prepared = prepare_resume(args.resume, args.device, args.allow_changed_inputs)
     elif getattr(args, "dry_run", False):
-        from gossipfl.config import load_config
+        from gossipfl.loading import load_config
         from gossipfl.plan import format_plan, memory_plan
 
         config = load_config(args.config if args.config else QUICKSTART, list(args.set))
@@ -169,7 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _prepare_new(args: argparse.Namespace):
-    from gossipfl.config import load_config
+    from gossipfl.loading import load_config
 
     overrides = list(args.set)
     if args.device:
@@ -472,8 +472,8 @@ def _draw_topology(topology: Any, path: str, round: int) -> None:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from gossipfl.config import load_config
     from gossipfl.data import summarize_partition
+    from gossipfl.loading import load_config
     from gossipfl.runner import build_data
 
     data: dict[str, Any] = {"dataset": args.dataset, "partition": args.partition,

@@ -1,10 +1,15 @@
-"""Typed experiment configuration: parsing, validation with clear messages, YAML in/out.
+"""The experiment configuration's schema: one dataclass per section, YAML in and out, the
+typed parse.
 
 A config is a nested mapping with the sections ``data``, ``model``, ``topology``,
 ``algorithm``, ``train``, ``eval``, ``engine``, the optional ``systems``, ``byzantine`` and
-``privacy``, and the scalars ``seed``, ``device``, ``name``.
-:func:`load_config` turns a dict (or YAML file) into a :class:`Config`; every mistake becomes
-one :class:`~gossipfl.errors.GossipflError` sentence naming the dotted key and the value.
+``privacy``, and the scalars ``seed``, ``device``, ``name``. :func:`parse_config` types a raw
+mapping (an unknown key or a value of the wrong type is one
+:class:`~gossipfl.errors.GossipflError` sentence naming the dotted key and the value).
+
+This module imports no component: every component may read its section's type from here.
+:func:`gossipfl.loading.load_config`, above the components, layers the levels (a file,
+``--set``) and checks each section against the registries of its pieces.
 
 Values that only the Python API can carry (tensors, an ``nn.Module`` factory, a mixing
 matrix, initial parameters) are accepted where documented and left out of YAML dumps.
@@ -15,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,25 +30,8 @@ import yaml
 from gossipfl import plugins
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import read_text
-from gossipfl.sections import (  # noqa: F401  (re-exported)
-    PATH,
-    SHARED_TOPOLOGY_DEFAULTS,
-    SHARED_TOPOLOGY_PARAMS,
-)
-from gossipfl.validation import (  # noqa: F401  (check_finite and coerce re-exported)
-    BOOLEAN,
-    COUNT,
-    FRACTION,
-    NON_NEGATIVE,
-    POSITIVE,
-    UNIT_INTERVAL,
-    Rule,
-    check_all,
-    check_finite,
-    choose,
-    coerce,
-    one_of,
-)
+from gossipfl.sections import SHARED_TOPOLOGY_DEFAULTS, SHARED_TOPOLOGY_PARAMS
+from gossipfl.validation import check_finite, coerce
 
 
 # --------------------------------------------------------------------------------------------
@@ -71,13 +58,6 @@ class DataConfig:
     # {"train": [(x_i, y_i), ...], "test": (x, y), "num_classes": C}
     tensors: Any = None
 
-    def validate(self) -> None:
-        from gossipfl.data.partition import PARTITIONERS
-
-        _check_section("data", self, {
-            "clients": COUNT, "alpha": POSITIVE, "classes_per_client": COUNT,
-            "min_size": NON_NEGATIVE, "partition": one_of(*PARTITIONERS, "natural"),
-            "local_test_size": COUNT.or_none()})
 
 
 @dataclass
@@ -123,8 +103,8 @@ class TopologyConfig:
     @classmethod
     def parse(cls, raw: Any, prefix: str = "topology.") -> TopologyConfig:
         """The section from its flat mapping: the keys above are typed as fields, every other
-        key is one of the topology's own parameters (checked by :meth:`validate`, against the
-        topology's registration)."""
+        key is one of the topology's own parameters (checked against the topology's
+        registration by :mod:`gossipfl.loading`)."""
         section = prefix.rstrip(".")
         if raw is None:
             raw = {}
@@ -134,7 +114,7 @@ class TopologyConfig:
         options = {k: v for k, v in raw.items() if k not in keys}
         for key, value in options.items():
             check_finite(f"{prefix}{key}", value)
-        topology = _build(cls, {k: v for k, v in raw.items() if k in keys}, prefix)
+        topology = build_section(cls, {k: v for k, v in raw.items() if k in keys}, prefix)
         topology.options = options
         return topology
 
@@ -143,25 +123,6 @@ class TopologyConfig:
         own (``build_topology`` keeps those the topology reads)."""
         return {**{key: getattr(self, key) for key in SHARED_TOPOLOGY_PARAMS}, **self.options}
 
-    def validate(self) -> None:
-        """Every key, also where the algorithm ignores the graph (centralized)."""
-        from gossipfl.compression.gossip import build_choco
-        from gossipfl.schedules import get_schedule
-        from gossipfl.topology.graphs import topology_kind, topology_names  # with plugins'
-        from gossipfl.topology.mixer import SPARSE_MODES
-        from gossipfl.topology.mixing import MIXING_RULES
-
-        get_schedule(self.order)  # its registry's names
-        _check_section("topology", self, {
-            "name": one_of(*topology_names()), "mixing": one_of(*MIXING_RULES),
-            "sparse": one_of(*SPARSE_MODES), **SHARED_TOPOLOGY_PARAMS})
-        kind = topology_kind(self.name)
-        kind.check({**{key: getattr(self, key) for key in kind.rules
-                       if key in SHARED_TOPOLOGY_PARAMS}, **self.options})
-        build_choco(self.compression)  # one sentence on a bad compressor or gamma
-        from gossipfl.trust.rules import build_rule
-
-        build_rule(self.robust)  # one sentence on a bad rule or parameter
 
 
 @dataclass
@@ -180,17 +141,6 @@ class TrainConfig:
     loss: str = "cross_entropy"
     # a run whose consensus distance (1/M) Σ‖x_i − x̄‖² passes this bound stops as diverged
     max_consensus: float | None = 1.0e6
-
-    def validate(self) -> None:
-        from gossipfl.engine.oracle import LOSSES
-
-        _check_section("train", self, {
-            "rounds": COUNT, "local_epochs": COUNT, "local_steps": COUNT.or_none(),
-            "batch_size": Rule(lambda v: v == "full" or COUNT.holds(v),
-                               "a positive integer or 'full'"),
-            "lr": NON_NEGATIVE, "lr_decay": FRACTION, "weight_decay": NON_NEGATIVE,
-            "momentum": UNIT_INTERVAL, "clip_norm": POSITIVE.or_none(),
-            "loss": one_of(*LOSSES), "max_consensus": POSITIVE.or_none()})
 
     @property
     def full_batch(self) -> bool:
@@ -224,12 +174,6 @@ class EvalConfig:
     # client's training samples against N held-out test samples (gossipfl.trust.membership)
     membership: int | None = None
 
-    def validate(self) -> None:
-        _check_section("eval", self, {
-            "personalized_point": one_of(*PERSONALIZED_POINTS), "every": COUNT,
-            "batch_size": COUNT, "local_subset": COUNT.or_none(),
-            "local_clients": COUNT.or_none(), "local_clients_seed": NON_NEGATIVE.or_none(),
-            "generalization": COUNT.or_none(), "membership": COUNT.or_none()})
 
 
 @dataclass
@@ -254,15 +198,6 @@ class EngineConfig:
     backend: str = "auto"  # auto | single | distributed
     timeout: float = 300.0  # seconds a rank waits for the others before the job ends
 
-    def validate(self) -> None:
-        from gossipfl.distributed.launch import BACKENDS
-        from gossipfl.engine.oracle import ORACLES
-        from gossipfl.engine.precision import PRECISIONS
-
-        _check_section("engine", self, {
-            "oracle": one_of(*ORACLES), "backend": one_of(*BACKENDS),
-            "timeout": Rule(lambda v: v > 0, "> 0 seconds"), "chunk_size": COUNT.or_none(),
-            "block_clients": COUNT.or_none(), "precision": one_of(*PRECISIONS)})
 
 
 @dataclass
@@ -276,11 +211,6 @@ class OutputConfig:
     # name}; offline (files under the run directory) unless mode or $WANDB_API_KEY says online
     wandb: bool | dict = False
 
-    def validate(self) -> None:
-        from gossipfl.results.trackers import check_wandb
-
-        _check_section("output", self, {"checkpoint_every": NON_NEGATIVE})
-        check_wandb(self.wandb)
 
 
 @dataclass
@@ -300,11 +230,6 @@ class SystemsConfig:
     availability: dict | None = None
     deadline: float | None = None
 
-    def validate(self) -> None:
-        from gossipfl.systems.model import check_systems
-
-        _check_section("systems", self, {"deadline": POSITIVE.or_none()})
-        check_systems(self)
 
 
 @dataclass
@@ -331,17 +256,10 @@ class ByzantineConfig:
         given = {k: v for k, v in raw.items() if k in cls.KEYS}
         if isinstance(raw.get("options"), dict):  # a section dumped by to_dict(api_values)
             given["options"] = raw["options"]
-        section = _build(cls, given, "byzantine.")
+        section = build_section(cls, given, "byzantine.")
         section.options = {**section.options,
                            **{k: v for k, v in raw.items() if k not in (*cls.KEYS, "options")}}
         return section
-
-    def validate(self, num_clients: int) -> None:
-        from gossipfl.trust.attacks import check_attack
-        from gossipfl.trust.byzantine import check_clients
-
-        check_clients(self.clients, num_clients)
-        check_attack(self.attack, self.options)
 
     def flat(self) -> dict:
         return {"clients": self.clients, "attack": self.attack, "seed": self.seed,
@@ -360,18 +278,16 @@ class PrivacyConfig:
     noise_multiplier: float = 1.0
     delta: float = 1.0e-5
 
-    def validate(self) -> None:
-        from gossipfl.trust.privacy import check_privacy
-
-        check_privacy(self)
 
 
 @dataclass
 class AlgorithmConfig:
-    """Algorithm name plus its own hyperparameters (validated against its ``Params``)."""
+    """Algorithm name plus its own hyperparameters: after :func:`parse_config` a mapping, after
+    :func:`gossipfl.loading.load_config` the algorithm's ``Params`` dataclass (typed and
+    checked through the algorithm registry)."""
 
     name: str = "dfedavg"
-    params: Any = None  # the algorithm's Params dataclass instance
+    params: Any = None  # the algorithm's Params instance (a mapping before it is checked)
 
 
 @dataclass
@@ -408,15 +324,15 @@ class Config:
         else:
             out["byzantine"] = self.byzantine.flat()
         params = self.algorithm.params
-        out["algorithm"] = {"name": self.algorithm.name,
-                            **(dataclasses.asdict(params) if params is not None else {})}
+        if dataclasses.is_dataclass(params):
+            params = dataclasses.asdict(params)
+        out["algorithm"] = {"name": self.algorithm.name, **(params or {})}
         return out
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 #: Top-level keys of a config that are not sections.
 SCALAR_KEYS = ("seed", "device", "name", "plugins")
 
@@ -445,68 +361,6 @@ def as_list(value: Any, key: str, what: str) -> list:
     if isinstance(value, dict) or not isinstance(value, (list, tuple, Sequence)):
         raise GossipflError(f"{key}: must be a list of {what}, got {value!r}.")
     return list(value)
-
-
-def load_config(source: Config | dict | str | Path | None = None,
-                overrides: list[str] | None = None) -> Config:
-    """Parse and validate a config from a dict, a YAML path or a Config.
-
-    ``overrides`` are ``"key.path=value"`` strings (values parsed as YAML scalars) applied
-    before validation, as the CLI's ``--set`` does (one string alone is one override).
-    """
-    overrides = as_list(overrides, "overrides", "'key.path=value' strings")
-    if isinstance(source, Config):
-        if overrides:
-            source = source.to_dict(api_values=True)
-        else:
-            _validate(source)
-            return source
-    if source is None:
-        raw: dict = {}
-    elif isinstance(source, (str, Path)):
-        raw = read_yaml(Path(source))
-        if "plugins" in raw:
-            raw["plugins"] = plugins.resolve(raw["plugins"], Path(source).parent)
-    elif isinstance(source, dict):
-        raw = _deep_copy_dicts(source)
-    else:
-        raise GossipflError(
-            f"config: expected a dict, a YAML path or a Config, got {type(source).__name__}.")
-    check_exclusive(raw)
-    given: dict = {}
-    for item in overrides or []:
-        apply_override(given, item, replace=False)
-    check_exclusive(given, " on the command line", typed=True)
-    before = raw.get("model", {}).get("name") if isinstance(raw.get("model"), dict) else None
-    for item in overrides or []:
-        apply_override(raw, item)
-    _drop_other_models_options(raw, given, before)
-    config = _parse_config(raw)
-    _validate(config)
-    return config
-
-
-def _drop_other_models_options(raw: dict, given: dict, before: Any) -> None:
-    """A ``model.name`` override that switches models drops the options the new model does
-    not take (the old model's, e.g. the default mlp's ``hidden`` when switching to logistic),
-    with a note; options given on the command line too are kept (and checked as usual)."""
-    model, changed = raw.get("model"), given.get("model")
-    if not (isinstance(model, dict) and isinstance(changed, dict) and "name" in changed):
-        return
-    name, options = model.get("name"), model.get("options")
-    if name == before or "options" in changed or not isinstance(options, dict) or not options:
-        return
-    from gossipfl.models import MODELS, model_options
-
-    if name not in MODELS:
-        return
-    allowed = model_options(name)
-    dropped = [key for key in options if key not in allowed]
-    if dropped:
-        model["options"] = {k: v for k, v in options.items() if k in allowed}
-        warnings.warn(f"model.options.{', model.options.'.join(map(str, dropped))}: dropped, "
-                      f"options of model '{before}' that model '{name}' does not take.",
-                      stacklevel=3)
 
 
 class _DuplicateKey(yaml.YAMLError):
@@ -561,72 +415,6 @@ def read_yaml(path: Path) -> dict:
     return raw
 
 
-def apply_override(raw: dict, item: str, replace: bool = True) -> None:
-    """Apply one ``key.path=value`` override to a raw config dict in place (``replace``: a
-    set key of an :data:`EXCLUSIVE` pair removes the other one)."""
-    if "=" not in item:
-        raise GossipflError(f"--set: expected key.path=value, got '{item}'.")
-    key, _, text = item.partition("=")
-    parts = [p for p in key.strip().split(".") if p]
-    if not parts:
-        raise GossipflError(f"--set: empty key in '{item}'.")
-    try:
-        value = parse_yaml(text) if text.strip() else None
-    except yaml.YAMLError:
-        value = text
-    node = raw
-    for part in parts[:-1]:
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        if not isinstance(child, dict):
-            raise GossipflError(f"--set: '{'.'.join(parts)}' goes through '{part}', which is "
-                                f"not a section.")
-        node = child
-    if replace:
-        replace_partner(node, parts, value)
-    node[parts[-1]] = value
-
-
-def _partner(path: Sequence[str]) -> str | None:
-    """The other key of ``path``'s :data:`EXCLUSIVE` pair, if it is in one."""
-    for section, *pair, _ in EXCLUSIVE:
-        if len(path) == 2 and path[0] == section and path[1] in pair:
-            return pair[1 - pair.index(path[1])]
-    return None
-
-
-def replace_partner(node: dict, path: Sequence[str], value: Any) -> None:
-    """Before ``node[path[-1]] = value`` (``node`` the mapping at ``path[:-1]``): a set value
-    of one key of an :data:`EXCLUSIVE` pair removes the other key from ``node``."""
-    partner = _partner(path)
-    if partner is not None and value is not None:
-        node.pop(partner, None)
-    if list(path) == ["model", "name"] and value != node.get("name"):
-        _drop_foreign_options(node, value)
-
-
-def _drop_foreign_options(model: dict, name: Any) -> None:
-    """A later level switching ``model.name``: the earlier level's ``model.options`` that
-    the new model does not take belonged to the old one; they are dropped, with a note."""
-    from gossipfl.errors import IgnoredSetting
-    from gossipfl.models import MODELS, model_options
-
-    options = model.get("options")
-    if not isinstance(options, dict) or not options or not isinstance(name, str) \
-            or name not in MODELS:
-        return
-    allowed = model_options(name)
-    foreign = [key for key in options if key not in allowed]
-    if not foreign:
-        return
-    model["options"] = {k: v for k, v in options.items() if k in allowed}
-    shown = ", ".join(f"model.options.{key}" for key in foreign)
-    warnings.warn(f"{shown}: dropped, because model.name is now {name}, which does not take "
-                  f"{'it' if len(foreign) == 1 else 'them'} (an option of model "
-                  f"{model.get('name', 'cnn')}).", IgnoredSetting, stacklevel=1)
-
-
 def check_exclusive(raw: dict, where: str = "", typed: bool = False) -> None:
     """One sentence when one level of a raw config sets both keys of an :data:`EXCLUSIVE`
     pair (``typed``: the user typed the level, so the first at its default counts too)."""
@@ -641,7 +429,10 @@ def check_exclusive(raw: dict, where: str = "", typed: bool = False) -> None:
                 f"set only one of them.")
 
 
-def _parse_config(raw: dict) -> Config:
+def parse_config(raw: dict) -> Config:
+    """The typed sections of a raw config (one sentence for an unknown key or a value of the
+    wrong type), with the plugins it names loaded. The algorithm's hyperparameters stay a
+    mapping: the algorithm registry types them (:func:`gossipfl.loading.check_config`)."""
     raw = dict(raw)
     raw["plugins"] = plugins.resolve([*plugins.resolve(raw.get("plugins")),
                                       *plugins.session_plugins()])
@@ -652,20 +443,17 @@ def _parse_config(raw: dict) -> Config:
     if not isinstance(algo_raw, dict):
         raise GossipflError(f"algorithm: must be a mapping or a name, got {algo_raw!r}.")
     byzantine = ByzantineConfig.parse(raw.pop("byzantine", None))
-    config = _build(Config, raw, "")
+    config = build_section(Config, raw, "")
     config.byzantine = byzantine
     algo_raw = dict(algo_raw)
     name = str(algo_raw.pop("name", "dfedavg"))
-    from gossipfl.algorithms import get_algorithm  # torch: not needed for a key error above
-
-    algo_cls = get_algorithm(name)
-    params = _build(algo_cls.Params, algo_raw, "algorithm.")
-    config.algorithm = AlgorithmConfig(name=name, params=params)
+    config.algorithm = AlgorithmConfig(name=name, params=algo_raw)
     return config
 
 
-def _build(cls: type, raw: Any, prefix: str) -> Any:
-    """Instantiate dataclass ``cls`` from ``raw`` with type checks and did-you-mean."""
+def build_section(cls: type, raw: Any, prefix: str) -> Any:
+    """Instantiate dataclass ``cls`` from ``raw`` with type checks and did-you-mean (a key
+    ``prefix`` + key names each value in a sentence)."""
     section = prefix.rstrip(".") or "config"
     if raw is None:
         raw = {}
@@ -684,7 +472,7 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
         elif hint is TopologyConfig:  # the topology's own parameters beside its keys
             kwargs[key] = TopologyConfig.parse(value, f"{prefix}{key}.")
         elif dataclasses.is_dataclass(hint):
-            kwargs[key] = _build(hint, value, f"{prefix}{key}.")
+            kwargs[key] = build_section(hint, value, f"{prefix}{key}.")
         else:
             kwargs[key] = coerce(f"{prefix}{key}", value, hints[key])
     return cls(**kwargs)
@@ -709,105 +497,6 @@ def _unknown_key(cls: type, prefix: str, key: Any, names: list[str]) -> Gossipfl
                          f"{', '.join(SCALAR_KEYS)}.")
 
 
-def _validate(config: Config) -> None:
-    from gossipfl.data.datasets import check_dataset_options
-    from gossipfl.models import check_options
-
-    if config.model.factory is None:
-        config.model.options = check_options(config.model.name, config.model.options)
-    if config.data.tensors is None:
-        config.data.options = check_dataset_options(config.data.dataset, config.data.options)
-    for section in (config.data, config.topology, config.train, config.eval, config.engine,
-                    config.output):
-        section.validate()
-    if config.systems is not None:
-        config.systems.validate()
-        if config.engine.backend == "distributed":
-            raise GossipflError("systems: not implemented under engine.backend: distributed "
-                                "yet (the clocks and failures are not split over the ranks); "
-                                "remove systems or use engine.backend: single.")
-    if config.byzantine is not None:
-        config.byzantine.validate(config.data.clients)
-    if config.privacy is not None:
-        config.privacy.validate()
-    if config.algorithm.params is not None and hasattr(config.algorithm.params, "validate"):
-        config.algorithm.params.validate()
-    _warn_ignored(config)
-    if not isinstance(config.device, str) or not (
-            config.device in ("cpu", "auto") or config.device.startswith("cuda")):
-        raise GossipflError(f"device: must be cpu, cuda, cuda:N or auto, got {config.device!r}.")
-
-
-#: Topology keys a centralized algorithm ignores (it has no communication graph; the order
-#: is not among them: a schedule decides who trains for every algorithm).
-GRAPH_KEYS = ("name", "mixing", "k", "p", "s", "path", "sparse", "matrix")
-
-
-def _warn_ignored(config: Config) -> None:
-    """The one rule for settings nobody reads: each setting a config sets that the chosen
-    components do not read (it is checked all the same) gets one warning naming it and the
-    reason (:class:`~gossipfl.errors.IgnoredSetting`)."""
-    from gossipfl.errors import IgnoredSetting
-
-    for settings, reason in ignored_settings(config):  # from one place, so that the default
-        # filter shows each message once however many times a config is loaded (a study)
-        warnings.warn(f"{', '.join(settings)}: ignored, because {reason}.", IgnoredSetting,
-                      stacklevel=1)
-
-
-def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
-    """``(settings, reason)`` for every group of set keys no component of ``config`` reads."""
-    from gossipfl.algorithms import get_algorithm
-    from gossipfl.topology.graphs import topology_kind
-
-    name = config.algorithm.name
-    centralized = get_algorithm(name).centralized
-    default, topology = TopologyConfig(), config.topology
-    out: list[tuple[list[str], str]] = []
-
-    def changed(keys: Sequence[str]) -> list[str]:
-        return [f"topology.{key}" for key in keys
-                if getattr(topology, key) is not getattr(default, key)
-                and not _same(getattr(topology, key), getattr(default, key))]
-
-    systems = config.systems
-    availability = (systems.availability if systems is not None else None) or {}
-    links = availability.get("links") if isinstance(availability, dict) else None
-    if centralized:
-        graph = changed(GRAPH_KEYS) + [f"topology.{key}" for key in topology.options]
-        if graph:
-            reason = f"{name} is a centralized algorithm and has no communication graph"
-            out.append((graph, reason))
-        if isinstance(links, dict) and links.get("fail", 0):
-            reason = (f"{name} is a centralized algorithm: its clients talk only to the "
-                      f"server, so there are no links between clients to fail")
-            out.append((["systems.availability.links.fail"], reason))
-        return out
-    reads = topology_kind(topology.name).rules  # the parameters its registration declares
-    params = changed([key for key in SHARED_TOPOLOGY_PARAMS if key not in reads])
-    if params:
-        reason = (f"topology.name is {topology.name}, which does not read "
-                  f"{'it' if len(params) == 1 else 'them'}")
-        out.append((params, reason))
-    if systems is not None and systems.deadline is not None:
-        reason = (f"{name} is a decentralized algorithm: the deadline is how long a server "
-                  f"waits for its sampled clients, and there is no server")
-        out.append((["systems.deadline"], reason))
-    return out
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - an API matrix (array): not the default None
-        return False
-
-
-def _check_section(name: str, section: Any, rules: dict[str, Rule]) -> None:
-    """Check the fields of a config section against its rules (in the rules' order)."""
-    check_all(name, {key: getattr(section, key) for key in rules}, rules)
-
-
 def _dataclass_to_dict(obj: Any, api_values: bool, path: tuple = ()) -> dict:
     out = {}
     for f in dataclasses.fields(obj):
@@ -821,5 +510,5 @@ def _dataclass_to_dict(obj: Any, api_values: bool, path: tuple = ()) -> dict:
     return out
 
 
-def _deep_copy_dicts(raw: dict) -> dict:
-    return {k: _deep_copy_dicts(v) if isinstance(v, dict) else v for k, v in raw.items()}
+def deep_copy_dicts(raw: dict) -> dict:
+    return {k: deep_copy_dicts(v) if isinstance(v, dict) else v for k, v in raw.items()}

@@ -58,9 +58,10 @@ from typing import Any
 
 import numpy as np
 
-from gossipfl.config import Config, load_config, read_yaml
+from gossipfl.config import Config, read_yaml
 from gossipfl.errors import Diverged, GossipflError, unknown_choice
 from gossipfl.io import atomic_write_text, check_writable
+from gossipfl.loading import load_config
 
 PERTURBATIONS = ("client", "sample", "none")
 DEFAULT_GAP_SAMPLES = 10_000

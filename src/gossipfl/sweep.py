@@ -45,15 +45,10 @@ from typing import Any
 import yaml
 
 from gossipfl import plugins
-from gossipfl.config import (
-    Config,
-    apply_override,
-    load_config,
-    read_yaml,
-    replace_partner,
-)
+from gossipfl.config import Config, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
+from gossipfl.loading import apply_override, load_config, replace_partner
 from gossipfl.results.inputs import compute_path, with_absolute_paths
 from gossipfl.results.lifecycle import (
     PreparedRun,

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from gossipfl.schedules.sequential import schedule
 from gossipfl.topology.mixing import (
     _disagreement_eigenvalues,
     disagreement_radius,
     largest_safe_beta,
 )
+from gossipfl.topology.waves import sweep_waves
 
 ORDERS = ("synchronous", "sequential")
 
@@ -54,7 +54,7 @@ def gradient_free_round(W: np.ndarray, z: np.ndarray, mixed: np.ndarray, beta: f
         x = W @ z
         return ((1 + beta) * x - beta * z if kind == "ole" else x + beta * (x - mixed)), x
     z, mixed = z.copy(), mixed.copy()
-    for rows in schedule(W) if waves is None else waves:
+    for rows in sweep_waves(W) if waves is None else waves:
         x = W[rows] @ z
         z[rows] = (1 + beta) * x - beta * z[rows] if kind == "ole" else \
             x + beta * (x - mixed[rows])
@@ -118,7 +118,7 @@ def simulated_growth(matrices: list[np.ndarray], beta: float, kind: str,
     m = len(matrices[0])
     z = np.random.default_rng(seed).normal(size=(m, probes))
     mixed = z.copy()
-    waves = [schedule(W) for W in matrices] if order == "sequential" else [None] * len(matrices)
+    waves = [sweep_waves(W) for W in matrices] if order == "sequential" else [None] * len(matrices)
     logs = []
     for W, schedule_of_W in zip(matrices, waves, strict=True):
         z, mixed = gradient_free_round(W, z, mixed, beta, kind, order, schedule_of_W)

@@ -80,8 +80,8 @@ def load_run_models(run_dir: str | Path, round: int | None = None) -> RunModels:
 
     Runs keep one checkpoint (the latest); ``round`` must be the round it was written at.
     """
-    from gossipfl.config import load_config
     from gossipfl.experiment import build_data, build_model_for
+    from gossipfl.loading import load_config
 
     path = Path(run_dir)
     if not path.is_dir():

@@ -1,6 +1,9 @@
-"""Results of runs, in three modules with one job each:
+"""Results of runs, in modules with one job each:
 
 - :mod:`gossipfl.results.rundir` — the run directory's files, the recorder, checkpoints;
+- :mod:`gossipfl.results.ranks` — the run directory as each rank of a distributed run sees it;
+- :mod:`gossipfl.results.inputs` — the files a run read, fingerprinted for ``--resume``;
+- :mod:`gossipfl.results.interrupts` — Ctrl-C and SIGTERM, at the end of a round;
 - :mod:`gossipfl.results.lifecycle` — prepare (fresh / resume), execute, how a run ended;
 - :mod:`gossipfl.results.reporting` — loading runs back, tables and figures.
 """

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gossipfl.config import Config, load_config
-from gossipfl.distributed.rundir import report_failure, shared_run_directory
+from gossipfl.config import Config
 from gossipfl.errors import Diverged, GossipflError
 from gossipfl.io import FolderLock, WriteError, check_writable, remove_stale_temps
+from gossipfl.loading import load_config
 from gossipfl.results import inputs as run_inputs
 from gossipfl.results.interrupts import StopAtRoundEnd, StopRequest
+from gossipfl.results.ranks import report_failure, shared_run_directory
 from gossipfl.results.reporting import write_run_figures
 from gossipfl.results.rundir import (
     CONFIG_FILE,
@@ -24,7 +25,7 @@ from gossipfl.results.rundir import (
     check_free,
     comparable_config,
 )
-from gossipfl.results.trackers import Tracking
+from gossipfl.trackers import Tracking
 
 
 @dataclass

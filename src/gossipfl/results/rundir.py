@@ -36,7 +36,7 @@ from typing import Any
 import torch
 import yaml
 
-from gossipfl.config import Config, load_config
+from gossipfl.config import Config
 from gossipfl.errors import GossipflError
 from gossipfl.io import (
     LOCK_FILE,
@@ -46,6 +46,7 @@ from gossipfl.io import (
     atomic_write_text,
     check_writable,
 )
+from gossipfl.loading import load_config
 from gossipfl.result import METRIC_COLUMNS, Result
 
 CONFIG_FILE = "config.yaml"
@@ -79,7 +80,7 @@ Callback = Callable[[Any, int, "dict | None"], None]
 class RunDirectory:
     """The files of one run directory (nothing is read or written until asked)."""
 
-    writes = True  # False: a distributed rank other than 0 (gossipfl.distributed.rundir)
+    writes = True  # False: a distributed rank other than 0 (gossipfl.results.ranks)
 
     def __init__(self, path: str | Path):
         self.path = Path(path)

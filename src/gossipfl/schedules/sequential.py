@@ -16,10 +16,10 @@ wave), with the gossip moved in front of it:
 
     x_i ← Σ_j w_ij z_j (current rows);   begin_round → local phases → keep;   z_i ← result
 
-**Waves.** wave(i) = 1 + max wave(j) over the neighbours j < i of i in round t's graph (0 if
-none), on the symmetrized pattern (w_ij ≠ 0 or w_ji ≠ 0). Clients of one wave share no edge,
-each reads only rows of earlier waves (j < i) or rows not yet replaced (j > i: a later wave),
-so a wave is one batched local phase and the round equals the one-client-at-a-time loop.
+**Waves** (:mod:`gossipfl.topology.waves`): wave(i) = 1 + max wave(j) over the neighbours
+j < i of i in round t's graph (0 if none). Clients of one wave share no edge, each reads only
+rows of earlier waves (j < i) or rows not yet replaced (j > i: a later wave), so a wave is one
+batched local phase and the round equals the one-client-at-a-time loop.
 Minibatches and augmentation are drawn per client (gossipfl.data.sampler), so the numbers do
 not depend on which clients share a batch. Bytes: every client receives each neighbour's
 message once per round, the messages of one synchronous gossip step.
@@ -32,29 +32,7 @@ import torch
 
 from gossipfl.algorithms.base import Context, State
 from gossipfl.schedules import RoundOutcome, Schedule, register_schedule
-from gossipfl.topology.sparse import Edges
-
-
-def wave_numbers(W: np.ndarray | Edges) -> np.ndarray:
-    """``[M]`` int: wave(i) = 1 + max wave(j) over j < i with w_ij ≠ 0 or w_ji ≠ 0 (0 if
-    none); W dense or as edges (a topology of many clients): O(M + edges)."""
-    E = W if isinstance(W, Edges) else Edges.from_dense(np.asarray(W))
-    off = (E.rows != E.cols) & (E.values != 0)
-    low = np.minimum(E.rows[off], E.cols[off])  # each link {j < i}, from either direction
-    high = np.maximum(E.rows[off], E.cols[off])
-    order = np.lexsort((low, high))
-    low, high = low[order], high[order]
-    start = np.searchsorted(high, np.arange(E.num_clients + 1))
-    waves = np.zeros(E.num_clients, dtype=np.int64)
-    for i in np.flatnonzero(start[1:] > start[:-1]):  # the clients with a lower neighbour
-        waves[i] = waves[low[start[i]:start[i + 1]]].max() + 1
-    return waves
-
-
-def schedule(W: np.ndarray | Edges) -> list[np.ndarray]:
-    """The clients of each wave, in wave order (each wave sorted by client index)."""
-    waves = wave_numbers(W)
-    return [np.flatnonzero(waves == w) for w in range(int(waves.max()) + 1)]
+from gossipfl.topology.waves import sweep_waves
 
 
 def one_by_one(num_clients: int) -> list[np.ndarray]:
@@ -64,8 +42,9 @@ def one_by_one(num_clients: int) -> list[np.ndarray]:
 
 @register_schedule
 class Sequential(Schedule):
-    """``waves``: a function of round t's W giving the waves (default :func:`schedule`; any
-    partition that respects the order gives the same result, e.g. ``one_by_one(len(W))``)."""
+    """``waves``: a function of round t's W giving the waves (default
+    :func:`~gossipfl.topology.waves.sweep_waves`; any partition that respects the order gives
+    the same result, e.g. ``one_by_one(len(W))``)."""
 
     name = "sequential"
 
@@ -83,7 +62,7 @@ class Sequential(Schedule):
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo, fed, t = self.algorithm, self.fed, ctx.round
-        waves = (self.waves or schedule)(fed.edges(t) if fed.edges_only
+        waves = (self.waves or sweep_waves)(fed.edges(t) if fed.edges_only
                                          else fed.matrix(t, "topology.order: sequential"))
         full = _unaliased(state)
         per_client = set(algo.client_state)
