@@ -292,13 +292,13 @@ def test_list_shows_every_registered_name(capsys):
     from gossipfl.algorithms import available_algorithms
     from gossipfl.data import DATASETS
     from gossipfl.models import MODELS
-    from gossipfl.topology import MIXING_RULES, TOPOLOGIES
+    from gossipfl.topology import TOPOLOGIES, mixing_rule_names
 
     code, out, _ = gossipfl(capsys, "list")
     assert code == 0
     for name, algo in available_algorithms().items():
         assert any(line.split()[0] == name and algo.paper in line for line in out.splitlines())
-    for names in (DATASETS, MODELS, TOPOLOGIES, MIXING_RULES):
+    for names in (DATASETS, MODELS, TOPOLOGIES, mixing_rule_names()):
         assert all(n in out for n in names)
 
 

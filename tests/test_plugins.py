@@ -198,6 +198,63 @@ def test_plugin_server_optimizer_is_named_like_gossipfls_own():
         register_server_optimizer("adam")(ServerOptimizer)
 
 
+def test_plugin_mixing_rule_is_one_file(capsys):
+    """my_mixing.py: one function of the edges registers ``lazy_metropolis``, W = (I + W_MH)/2
+    by hand: the same W dense and as edges, refused on a directed graph, shown by `gossipfl
+    list`, validated through the registry, and mixed with in a run (X ← W Y)."""
+    from gossipfl.topology import (
+        MIXING_RULE_KINDS,
+        build_topology,
+        mixing_matrix,
+        register_mixing_rule,
+    )
+    from gossipfl.topology.sparse import Edges, mixing_edges
+    from tests.helpers import gossipfl as cli
+    from tests.lsq import ring_mh
+
+    plugin = str(PLUGINS / "my_mixing.py")
+    load([plugin])
+    lazy = (np.eye(8) + ring_mh(8)) / 2
+    ring = build_topology("ring", 8, mixing="lazy_metropolis")
+    np.testing.assert_allclose(ring.matrix(0), lazy, rtol=0, atol=1e-15)
+    assert ring.stochastic == "doubly"
+    A = (ring_mh(8) > 0).astype(float) - np.eye(8)
+    np.testing.assert_allclose(mixing_edges(Edges.from_dense(A), "lazy_metropolis").to_dense(),
+                               mixing_matrix(A, "lazy_metropolis"), rtol=0, atol=1e-15)
+    directed = np.roll(np.eye(8), 1, axis=1)
+    with pytest.raises(GossipflError, match="lazy_metropolis needs an undirected graph"):
+        mixing_matrix(directed, "lazy_metropolis")
+
+    code, out, _ = cli(capsys, "list", "--plugin", plugin)
+    assert code == 0 and "lazy_metropolis" in next(
+        line for line in out.splitlines() if line.startswith("mixing rules"))
+    with pytest.raises(GossipflError, match="choose one of: .*lazy_metropolis"):
+        load_config({"plugins": [plugin], "topology": {"mixing": "lazy_metropols"}})
+
+    p = Problem(clients=8)
+    config = p.config({"name": "dfedavg"}, rounds=3, steps=2,
+                      topology={"name": "ring", "mixing": "lazy_metropolis"})
+    config["plugins"] = [plugin]
+    result = gossipfl.run(config)
+    X = p.x0.copy()
+    for t in range(3):
+        for _ in range(2):
+            X = X - lr_at(0.05, 0.9, t) * p.grads(X)
+        X = lazy @ X
+    assert_close(result.params, X)
+
+    with pytest.raises(GossipflError, match="mixing rule name 'uniform' is gossipfl's own"):
+        register_mixing_rule("uniform")(lambda rows, cols, degree: 1.0 / (1.0 + degree)[rows])
+    with pytest.raises(GossipflError, match=r"must take \(rows, cols, degree\)"):
+        register_mixing_rule("two_args")(lambda rows, cols: rows)
+    register_mixing_rule("one_weight")(lambda rows, cols, degree: np.ones(1))
+    try:
+        with pytest.raises(GossipflError, match="'one_weight' returned weights of shape"):
+            build_topology("ring", 8, mixing="one_weight")
+    finally:
+        MIXING_RULE_KINDS.pop("one_weight")
+
+
 def one_peer_mh(m, t, period=None):
     """The one-peer exponential graph of round t with Metropolis–Hastings weights, by hand
     (hops 2^(t mod period); period None: ⌈log₂ M⌉)."""

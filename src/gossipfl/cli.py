@@ -366,7 +366,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from gossipfl.algorithms import available_algorithms
     from gossipfl.data import PARTITIONERS, dataset_names
     from gossipfl.models import MODELS
-    from gossipfl.topology import MIXING_RULES, topology_kind, topology_names
+    from gossipfl.topology import mixing_rule_names, topology_kind, topology_names
 
     algorithms = available_algorithms()
     width = max(len(n) for n in algorithms)
@@ -393,7 +393,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         width = max(len(n) for n in params)
         for name, described in params.items():
             print(f"  {name:<{width}}  {described}".rstrip())
-    print(f"mixing rules: {', '.join(MIXING_RULES)}")
+    print(f"mixing rules (topology.mixing): {', '.join(mixing_rule_names())}")
     for title, pieces in (("robust rules (topology.robust.rule)", RULES),
                           ("attacks (byzantine.attack)", ATTACKS)):
         print(f"{title}:")

@@ -259,12 +259,12 @@ def _check_topology(topology: TopologyConfig) -> None:
     from gossipfl.schedules import get_schedule
     from gossipfl.topology.graphs import topology_kind, topology_names  # with plugins'
     from gossipfl.topology.mixer import SPARSE_MODES
-    from gossipfl.topology.mixing import MIXING_RULES
+    from gossipfl.topology.mixing import mixing_rule_names
     from gossipfl.trust.rules import build_rule
 
     get_schedule(topology.order)  # its registry's names
     _check_section("topology", topology, {
-        "name": one_of(*topology_names()), "mixing": one_of(*MIXING_RULES),
+        "name": one_of(*topology_names()), "mixing": one_of(*mixing_rule_names()),
         "sparse": one_of(*SPARSE_MODES), **SHARED_TOPOLOGY_PARAMS})
     kind = topology_kind(topology.name)
     kind.check({**{key: getattr(topology, key) for key in kind.rules

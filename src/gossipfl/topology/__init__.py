@@ -19,21 +19,25 @@ from gossipfl.topology.graphs import (
 )
 from gossipfl.topology.mixer import Mixer
 from gossipfl.topology.mixing import (
-    MIXING_RULES,
+    MIXING_RULE_KINDS,
+    MixingRule,
     check_connected,
     count_messages,
     disagreement_radius,
     largest_safe_beta,
     mixing_matrix,
+    mixing_rule_names,
+    register_mixing_rule,
     spectral_gap,
     validate_mixing,
 )
 
 __all__ = [
-    "MIXING_RULES",
+    "MIXING_RULE_KINDS",
     "TOPOLOGIES",
     "TOPOLOGY_KINDS",
     "Mixer",
+    "MixingRule",
     "Topology",
     "TopologyKind",
     "build_topology",
@@ -43,7 +47,9 @@ __all__ = [
     "largest_safe_beta",
     "load_matrix",
     "mixing_matrix",
+    "mixing_rule_names",
     "random_k_neighbours",
+    "register_mixing_rule",
     "register_topology",
     "spectral_gap",
     "topology_kind",

@@ -78,14 +78,14 @@ from gossipfl.sections import (
 )
 from gossipfl.topology import dynamic
 from gossipfl.topology.mixing import (
-    MIXING_RULES,
     ROW_SUM_TOL,
-    SYMMETRIC_RULES,
     check_connected,
     column_stochastic_only,
     count_messages,
     mixing_matrix,
+    mixing_rule_names,
     spectral_gap,
+    symmetric_rule,
     validate_mixing,
 )
 from gossipfl.topology.sparse import (
@@ -161,7 +161,7 @@ class Topology:
         what W(0) is for a static one (e.g. ``uniform`` on a regular graph is doubly)."""
         if self._stochastic is not None:
             return self._stochastic
-        if self.mixing in SYMMETRIC_RULES:
+        if symmetric_rule(self.mixing):
             return "doubly"
         if self.time_varying:
             return "row"
@@ -268,7 +268,7 @@ class Topology:
         weights = self._weights
         W = (mixing_matrix(A, self.mixing) if weights is None
              else np.asarray(weights(round) if callable(weights) else weights, dtype=np.float64))
-        symmetric = self.mixing in SYMMETRIC_RULES
+        symmetric = symmetric_rule(self.mixing)
         declared = self._stochastic
         validate_mixing(W, symmetric=symmetric, doubly=symmetric or declared == "doubly",
                         rows=declared != "column", key="topology.mixing",
@@ -285,7 +285,7 @@ class Topology:
              else weights(round) if callable(weights) else weights)
         if weights is not None:
             A = W.pattern()
-        symmetric = self.mixing in SYMMETRIC_RULES
+        symmetric = symmetric_rule(self.mixing)
         declared = self._stochastic
         validate_edges(W, symmetric=symmetric, doubly=symmetric or declared == "doubly",
                        rows=declared != "column", key="topology.mixing",
@@ -426,8 +426,8 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
     union of rounds 0..window−1 (or over one period, when that is longer).
     """
     kind = topology_kind(name)
-    if mixing not in MIXING_RULES:
-        raise unknown_choice("topology.mixing", mixing, MIXING_RULES)
+    if mixing not in mixing_rule_names():
+        raise unknown_choice("topology.mixing", mixing, mixing_rule_names())
     if "array" in params:
         params["matrix"] = params.pop("array")
     params = kind.parameters(params)
@@ -698,7 +698,7 @@ def random_k_neighbours(m: int, k: int, seed: int, round: int) -> np.ndarray:
 @register_topology("random_k", rules=_shared("k"))
 def _random_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = _check_k(params.get("k"), m, "random_k")
-    symmetrize = mixing in SYMMETRIC_RULES
+    symmetrize = symmetric_rule(mixing)
     if _large(m):
         def edges(round: int) -> Edges:
             rows = np.repeat(np.arange(m), k)
@@ -909,7 +909,7 @@ def _custom_edges(m: int, mixing: str, params: dict) -> Topology:
         off &= weights != 0
     A = Edges.build(m, rows[off], cols[off])
     i, j = first_asymmetry(A)
-    if i >= 0 and mixing in SYMMETRIC_RULES:
+    if i >= 0 and symmetric_rule(mixing):
         raise GossipflError(
             f"{key}: the adjacency is not symmetric (A[{i},{j}]={A.value_at(i, j):g}, "
             f"A[{j},{i}]={A.value_at(j, i):g}), which {mixing} cannot use; symmetrize it or "
@@ -939,7 +939,7 @@ def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:
                         stochastic="column" if columns else None)
     A = _adjacency_from(matrix, key)
     directed = not np.array_equal(A, A.T)
-    if directed and mixing in SYMMETRIC_RULES:
+    if directed and symmetric_rule(mixing):
         i, j = np.argwhere(A != A.T)[0]
         raise GossipflError(
             f"{key}: the adjacency is not symmetric (A[{i},{j}]={A[i, j]:g}, "

@@ -13,6 +13,14 @@ diagonal) into a row-stochastic W with ``W_ij > 0`` exactly on the edges and the
 - ``custom``: a user-given matrix, used as is: row-stochastic, or column-stochastic only (a
   push-sum matrix: column j is how client j splits what it sends, for ``sgp``).
 
+A rule is one function of the edges, registered by name (:func:`register_mixing_rule`, for
+gossipfl's rules and a plugin's alike): ``weights(rows, cols, degree)`` gives w_ij of every
+edge (client ``rows[e]`` receives from ``cols[e]``; ``degree[i]`` = d_i, i's in-neighbours),
+and W_ii = 1 − Σ_{j≠i} W_ij. The same function makes the dense W (:func:`mixing_matrix`) and
+the edge list of a topology of many clients (:func:`gossipfl.topology.sparse.mixing_edges`).
+A rule declared ``symmetric`` needs an undirected graph and promises a symmetric, doubly
+stochastic W (checked on every W it makes).
+
 Spectral quantities (all in float64) use J = 11ᵀ/M, the projection onto consensus:
 
 - ``spectral_gap(W) = 1 − ρ(W − J)``. For a symmetric doubly stochastic W this is
@@ -28,6 +36,8 @@ Spectral quantities (all in float64) use J = 11ᵀ/M, the projection onto consen
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,10 +47,98 @@ from gossipfl.errors import GossipflError, unknown_choice
 if TYPE_CHECKING:
     from gossipfl.topology.graphs import Topology
 
-MIXING_RULES = ("metropolis_hastings", "uniform", "max_degree", "custom")
-SYMMETRIC_RULES = frozenset({"metropolis_hastings", "max_degree"})
+#: ``topology.mixing: custom``: the matrix a custom topology gives, used as is (no rule).
+CUSTOM = "custom"
 ROW_SUM_TOL = 1e-6  # tolerance on row/column sums and symmetry of a mixing matrix
 _SYM_TOL = 1e-12  # "numerically symmetric" for choosing eigvalsh
+
+#: ``weights(rows, cols, degree) -> w``: the weight of every edge (see the module docstring).
+EdgeWeights = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class MixingRule:
+    """A registered mixing rule: its name, its edge weights, and whether it is symmetric
+    (needs an undirected graph; gives a symmetric, doubly stochastic W)."""
+
+    name: str
+    weights: EdgeWeights
+    symmetric: bool
+
+    def edge_weights(self, rows: np.ndarray, cols: np.ndarray,
+                     degree: np.ndarray) -> np.ndarray:
+        """``[E]`` float64 w_ij of the edges; one sentence when the rule's function returns
+        something else."""
+        w = np.asarray(self.weights(rows, cols, degree), dtype=np.float64)
+        if w.shape != rows.shape:
+            raise GossipflError(f"topology.mixing: the rule {self.name!r} returned weights of "
+                                f"shape {w.shape} for {len(rows)} edges; it must return one "
+                                f"weight per edge.")
+        return w
+
+
+#: name -> rule; :func:`register_mixing_rule` adds to it (gossipfl's and plugins').
+MIXING_RULE_KINDS: dict[str, MixingRule] = {}
+
+
+def register_mixing_rule(name: str, *, symmetric: bool = False) -> Callable:
+    """Decorator: make ``weights(rows, cols, degree) -> w [E]`` available as
+    ``topology.mixing: name`` (the module docstring says what the arguments hold).
+    ``symmetric``: the rule needs an undirected graph and gives a symmetric W (every W it
+    makes is checked to be symmetric and doubly stochastic)."""
+    if not isinstance(name, str) or not name or name == CUSTOM:
+        raise GossipflError(f"register_mixing_rule: the name must be a non-empty string other "
+                            f"than {CUSTOM!r}, got {name!r}.")
+
+    def decorate(weights: EdgeWeights) -> EdgeWeights:
+        from gossipfl.plugins import check_signature, replaceable
+
+        check_signature(weights, ("rows", "cols", "degree"),
+                        f"the weights of mixing rule {name!r}", options=False)
+        existing = MIXING_RULE_KINDS.get(name)
+        if existing is not None and not replaceable(existing.weights):
+            raise GossipflError(f"mixing rule name {name!r} is gossipfl's own; choose another.")
+        MIXING_RULE_KINDS[name] = MixingRule(name, weights, bool(symmetric))
+        return weights
+    return decorate
+
+
+@register_mixing_rule("metropolis_hastings", symmetric=True)
+def _metropolis_hastings(rows: np.ndarray, cols: np.ndarray, degree: np.ndarray) -> np.ndarray:
+    """w_ij = 1 / (1 + max(d_i, d_j))."""
+    return 1.0 / (1.0 + np.maximum(degree[rows], degree[cols]))
+
+
+@register_mixing_rule("uniform")
+def _uniform(rows: np.ndarray, cols: np.ndarray, degree: np.ndarray) -> np.ndarray:
+    """w_ij = 1 / (1 + d_i): the receiver's in-neighbours and itself, equally."""
+    return 1.0 / (1.0 + degree)[rows]
+
+
+@register_mixing_rule("max_degree", symmetric=True)
+def _max_degree(rows: np.ndarray, cols: np.ndarray, degree: np.ndarray) -> np.ndarray:
+    """w_ij = 1 / (1 + d_max)."""
+    return np.full(len(rows), 1.0 / (1.0 + degree.max()))
+
+
+def mixing_rule_names() -> tuple[str, ...]:
+    """Every ``topology.mixing`` name: the registered rules (gossipfl's, then plugins'), and
+    ``custom``."""
+    return (*MIXING_RULE_KINDS, CUSTOM)
+
+
+def mixing_rule(name: str) -> MixingRule:
+    """The registered rule ``name``; one sentence for ``custom`` (a given matrix, not a rule
+    on a graph) or an unknown name."""
+    if name not in MIXING_RULE_KINDS:
+        raise not_a_graph_rule(name)
+    return MIXING_RULE_KINDS[name]
+
+
+def symmetric_rule(name: str) -> bool:
+    """Whether ``name`` is a registered symmetric rule (``custom`` is not: its matrix says)."""
+    rule = MIXING_RULE_KINDS.get(name)
+    return rule is not None and rule.symmetric
 
 
 def mixing_matrix(adjacency: np.ndarray, rule: str) -> np.ndarray:
@@ -48,18 +146,14 @@ def mixing_matrix(adjacency: np.ndarray, rule: str) -> np.ndarray:
 
     Symmetric rules need a symmetric adjacency (an undirected graph).
     """
+    kind = mixing_rule(rule)
     A = np.asarray(adjacency, dtype=np.float64)
-    if rule in SYMMETRIC_RULES:
+    if kind.symmetric:
         _require_undirected(A, rule)
     degree = A.sum(axis=1)
-    if rule == "metropolis_hastings":
-        W = A / (1.0 + np.maximum.outer(degree, degree))
-    elif rule == "max_degree":
-        W = A / (1.0 + degree.max())
-    elif rule == "uniform":
-        W = A / (1.0 + degree)[:, None]
-    else:
-        raise not_a_graph_rule(rule)
+    rows, cols = np.nonzero(A)
+    W = np.zeros_like(A)
+    W[rows, cols] = kind.edge_weights(rows, cols, degree)
     np.fill_diagonal(W, 1.0 - W.sum(axis=1))
     return W
 
@@ -67,12 +161,12 @@ def mixing_matrix(adjacency: np.ndarray, rule: str) -> np.ndarray:
 def not_a_graph_rule(rule: str) -> GossipflError:
     """Why ``rule`` makes no W from a graph (``custom``: a given matrix; else: unknown), for
     both the dense rules and the edge rules (gossipfl.topology.sparse)."""
-    if rule == "custom":
+    if rule == CUSTOM:
         return GossipflError(
             "topology.mixing: custom needs a given matrix (topology.name: custom with "
             "topology.path or topology.matrix), not a graph."
         )
-    return unknown_choice("topology.mixing", rule, MIXING_RULES)
+    return unknown_choice("topology.mixing", rule, mixing_rule_names())
 
 
 def _require_undirected(A: np.ndarray, rule: str) -> None:

@@ -186,22 +186,15 @@ def mixing_edges(adjacency: Edges, rule: str) -> Edges:
     off-diagonal weights as :func:`gossipfl.topology.mixing.mixing_matrix` bit for bit, and
     W_ii = 1 − Σ_j W_ij (summed in column order, so it may differ from the dense rule's
     pairwise sum in the last bit)."""
-    from gossipfl.topology.mixing import SYMMETRIC_RULES, not_a_graph_rule
+    from gossipfl.topology.mixing import mixing_rule
 
+    kind = mixing_rule(rule)
     A = adjacency.pattern()
-    if rule in SYMMETRIC_RULES:
+    if kind.symmetric:
         require_undirected(A, rule)
     m = A.num_clients
     degree = np.bincount(A.rows, minlength=m).astype(np.float64)
-    if rule == "metropolis_hastings":
-        w = 1.0 / (1.0 + np.maximum(degree[A.rows], degree[A.cols]))
-    elif rule == "max_degree":
-        w = np.full(A.nnz, 1.0 / (1.0 + degree.max()))
-    elif rule == "uniform":
-        w = 1.0 / (1.0 + degree)[A.rows]
-    else:
-        raise not_a_graph_rule(rule)
-    off = Edges(m, A.rows, A.cols, w)
+    off = Edges(m, A.rows, A.cols, kind.edge_weights(A.rows, A.cols, degree))
     return with_diagonal(off, 1.0 - off.row_sums())
 
 
