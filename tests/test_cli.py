@@ -292,6 +292,7 @@ def test_list_shows_every_registered_name(capsys):
     from gossipfl.algorithms import available_algorithms
     from gossipfl.data import DATASETS
     from gossipfl.models import MODELS
+    from gossipfl.schedules import schedule_names
     from gossipfl.topology import TOPOLOGIES, mixing_rule_names
 
     code, out, _ = gossipfl(capsys, "list")
@@ -300,6 +301,9 @@ def test_list_shows_every_registered_name(capsys):
         assert any(line.split()[0] == name and algo.paper in line for line in out.splitlines())
     for names in (DATASETS, MODELS, TOPOLOGIES, mixing_rule_names()):
         assert all(n in out for n in names)
+    orders = next(line for line in out.splitlines() if line.startswith("schedules"))
+    assert orders == f"schedules (topology.order): {', '.join(schedule_names())}"
+    assert {"synchronous", "sequential", "asynchronous"} <= set(schedule_names())
 
 
 def test_topology_reports_spectral_gap(tmp_path, capsys):

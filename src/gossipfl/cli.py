@@ -366,6 +366,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from gossipfl.algorithms import available_algorithms
     from gossipfl.data import PARTITIONERS, dataset_names
     from gossipfl.models import MODELS
+    from gossipfl.schedules import schedule_names
     from gossipfl.topology import mixing_rule_names, topology_kind, topology_names
 
     algorithms = available_algorithms()
@@ -394,6 +395,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name, described in params.items():
             print(f"  {name:<{width}}  {described}".rstrip())
     print(f"mixing rules (topology.mixing): {', '.join(mixing_rule_names())}")
+    print(f"schedules (topology.order): {', '.join(schedule_names())}")
     for title, pieces in (("robust rules (topology.robust.rule)", RULES),
                           ("attacks (byzantine.attack)", ATTACKS)):
         print(f"{title}:")
