@@ -3,12 +3,16 @@ rounds, before and after.
 
     python -m benchmarks.same_numbers record  before.json      # on the old code
     python -m benchmarks.same_numbers compare before.json      # on the new code
+    python -m benchmarks.same_numbers diff before.json after.json   # two records (run the
+                                                                    # two trees side by side)
 
 Each grid point of ``examples/studies/*.yaml`` (first seed) runs ``--rounds`` rounds (default
 2), evaluated every round, with ``--clients`` clients (default: the study's); the metrics of
 every round and the final models' per-client sums (float64) are recorded. ``compare`` prints
 the largest relative difference per point and exits 1 when one exceeds ``--rel`` (default
-1e-6); 0.0 everywhere means bit-identical metrics.
+1e-6); 0.0 everywhere means bit-identical metrics. A point that diverges is recorded by its
+message (the same message after the change counts as the same numbers). ``record`` writes the
+file after every point, so an interrupted record keeps what it measured.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VOLATILE = ("seconds", "elapsed", "eval_seconds")
 
 
-def points(rounds: int, clients: int | None) -> dict[str, object]:
+def points(rounds: int, clients: int | None, per_study: int | None = None) -> dict[str, object]:
     from gossipfl.sweep import expand, load_study
 
     configs = {}
@@ -33,7 +37,7 @@ def points(rounds: int, clients: int | None) -> dict[str, object]:
         study = load_study(path)
         study.seeds = study.seeds[:1]
         overrides = [f"train.rounds={rounds}", "eval.every=1", "output.checkpoint_every=0"]
-        for variant in expand(study):
+        for variant in expand(study)[:per_study]:
             from gossipfl.loading import load_config
 
             sized = variant.config.topology.name != "custom"  # a custom W fixes M
@@ -44,9 +48,13 @@ def points(rounds: int, clients: int | None) -> dict[str, object]:
 
 
 def measure(config) -> dict:
+    from gossipfl.errors import Diverged
     from gossipfl.runner import Runner
 
-    result = Runner(config).run()
+    try:
+        result = Runner(config).run()
+    except Diverged as exc:
+        return {"diverged": str(exc)}
     rows = [{k: v for k, v in row.items() if k not in VOLATILE} for row in result.metrics]
     sums = result.params.double().sum(dim=1).tolist()
     return {"rows": rows, "row_sums": sums}
@@ -70,33 +78,56 @@ def largest_difference(old, new) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["record", "compare"])
+    parser.add_argument("mode", choices=["record", "compare", "diff"])
     parser.add_argument("file")
+    parser.add_argument("other", nargs="?", help="diff: the record after the change")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--clients", type=int, default=None)
     parser.add_argument("--rel", type=float, default=1e-6)
     parser.add_argument("--only", default=None, help="substring of the point names to run")
+    parser.add_argument("--per-study", type=int, default=None,
+                        help="the first N grid points of each study (default: all)")
+    parser.add_argument("--configs", action="store_true",
+                        help="record each point's resolved config (config.yaml's dict) "
+                             "instead of running it: every grid point, in seconds")
     args = parser.parse_args()
+    if args.mode == "diff":
+        return report(json.loads(Path(args.file).read_text()),
+                      json.loads(Path(args.other).read_text()).items(), args.rel)
     torch.set_num_threads(1)
-    configs = points(args.rounds, args.clients)
+    configs = points(args.rounds, args.clients, args.per_study)
     if args.only:
         configs = {k: v for k, v in configs.items() if args.only in k}
+    record = (lambda config: config.to_dict()) if args.configs else measure
     if args.mode == "record":
-        out = {name: measure(config) for name, config in configs.items()}
-        Path(args.file).write_text(json.dumps(out, indent=1))
+        out: dict = {}
+        for name, config in configs.items():
+            out[name] = record(config)
+            Path(args.file).write_text(json.dumps(out, indent=1))
+            print(f"{len(out)}/{len(configs)} {name}", flush=True)
         print(f"recorded {len(out)} points in {args.file}")
         return 0
     before = json.loads(Path(args.file).read_text())
-    worst = 0.0
-    for name, config in configs.items():
+    return report(before, ((name, json.loads(json.dumps(record(config))))
+                           for name, config in configs.items() if name in before), args.rel,
+                  missing=[name for name in configs if name not in before])
+
+
+def report(before: dict, after, rel: float, missing: list[str] = ()) -> int:
+    """Print the largest relative difference of every point of ``after`` ((name, record)
+    pairs) from ``before``; exit status 1 when one exceeds ``rel``."""
+    worst, seen = 0.0, 0
+    for name in missing:
+        print(f"{name}: not recorded")
+    for name, record in after:
         if name not in before:
-            print(f"{name}: not recorded")
+            print(f"{name}: not recorded before")
             continue
-        diff = largest_difference(before[name], json.loads(json.dumps(measure(config))))
-        worst = max(worst, diff)
+        diff = largest_difference(before[name], record)
+        worst, seen = max(worst, diff), seen + 1
         print(f"{name}: largest relative difference {diff:.3g}")
-    print(f"worst: {worst:.3g}")
-    return 0 if worst <= args.rel else 1
+    print(f"worst over {seen} points: {worst:.3g}")
+    return 0 if worst <= rel else 1
 
 
 if __name__ == "__main__":
