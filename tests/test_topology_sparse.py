@@ -262,3 +262,19 @@ def test_erdos_renyi_as_edges_draws_g_m_p(monkeypatch):
         np.testing.assert_array_equal(i, want[0])
         np.testing.assert_array_equal(j, want[1])
     np.testing.assert_allclose(topology.edges(0).row_sums(), 1.0, atol=1e-12)
+
+
+def test_random_regular_edges_on_few_nodes(monkeypatch):
+    """Few nodes: a sweep may draw only bad partners for the bad edges (it draws again);
+    every seed gives a simple k-regular graph, also through k_regular built as edges."""
+    from gossipfl.topology import build_topology, graphs
+    from gossipfl.topology.dynamic import random_regular_edges
+
+    for seed in range(40):
+        lo, hi = random_regular_edges(12, 4, np.random.default_rng(seed))
+        assert (lo < hi).all() and len(set(zip(lo.tolist(), hi.tolist()))) == len(lo)
+        assert np.bincount(np.concatenate([lo, hi]), minlength=12).tolist() == [4] * 12
+    monkeypatch.setattr(graphs, "DENSE_MAX_CLIENTS", 4)
+    for seed in range(5):
+        topology = build_topology("k_regular", 12, k=4, seed=seed)
+        assert topology.sparse and topology.edges(0).in_degree().tolist() == [4] * 12

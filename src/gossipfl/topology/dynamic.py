@@ -329,6 +329,8 @@ def random_regular_edges(m: int, k: int, rng: np.random.Generator,
         partners = rng.integers(0, len(u), size=len(bad_ids))
         ok = ~bad[partners]
         bad_ids, partners = bad_ids[ok], partners[ok]
+        if not len(partners):  # every partner drawn was bad itself: draw again
+            continue
         order = np.argsort(partners, kind="stable")
         once = np.sort(order[np.concatenate([[True], np.diff(partners[order]) != 0])])
         bad_ids, partners = bad_ids[once], partners[once]

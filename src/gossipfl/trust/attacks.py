@@ -59,7 +59,8 @@ def register_attack(cls: type[Attack]) -> type[Attack]:
 class Step:
     """What one gossip step shows every attacker: all true messages ``z [M, P]``, the
     Byzantine ids, the honest mask ``[M]``, the step's stream key (round, call, step), the
-    round's mixing matrix W ``[M, M]`` (read-only NumPy), the honest receivers' robust rule,
+    round's mixing matrix W ``[M, M]`` (read-only NumPy; None for a topology built as edges,
+    where an attack declaring ``reads_matrix`` is refused), the honest receivers' robust rule,
     and a cache for what the step's buckets share (the omniscient mean, the noise)."""
 
     z: Tensor
@@ -114,6 +115,8 @@ class Attack:
     paper: ClassVar[str]
     rules: ClassVar[dict[str, Rule]] = {}
     poisons_labels: ClassVar[bool] = False
+    #: reads the round's dense W (``Step.matrix``): refused on a topology built as edges
+    reads_matrix: ClassVar[bool] = False
 
     def __init__(self, clients: int, byzantine: int, **params: Any):
         self.clients, self.byzantine = clients, byzantine  # n = M and f = |B|
@@ -302,6 +305,7 @@ class Spectral(Attack):
     name, paper = "spectral", ("Gaucher, Dieuleveut & Hendrikx 2025, spectral heterogeneity "
                                "(Fiedler vector of the honest graph)")
     rules: ClassVar[dict[str, Rule]] = {"epsilon": _AMPLITUDE}
+    reads_matrix = True
     epsilon: float | str = "search"
 
     def __init__(self, clients: int, byzantine: int, **params: Any):

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import networkx as nx
 import numpy as np
 import torch
 
 from gossipfl.errors import GossipflError
 from gossipfl.rng import numpy_generator
+from gossipfl.topology.sparse import components
 
 WINDOW = 10  # rounds of a time-varying topology whose union must keep the honest connected
 
@@ -57,14 +57,21 @@ def byzantine_ids(value: Any, num_clients: int, seed: int) -> np.ndarray:
 def check_honest_connected(topology, ids: np.ndarray) -> None:
     """One sentence when removing the Byzantine clients disconnects the honest ones (over
     the union of the first rounds of a time-varying topology)."""
-    honest = np.setdiff1d(np.arange(topology.num_clients), ids)
+    m = topology.num_clients
+    honest = np.setdiff1d(np.arange(m), ids)
     rounds = max(WINDOW, topology.period or 0) if topology.time_varying else 1
-    union = sum(np.asarray(topology.matrix(t)) != 0 for t in range(rounds))
-    sub = union[np.ix_(honest, honest)]
-    graph = nx.from_numpy_array((sub | sub.T).astype(int))
-    if len(honest) > 1 and not nx.is_connected(graph):
-        parts = sorted(nx.connected_components(graph), key=min)
-        apart = sorted(int(honest[k]) for k in parts[1])
+    rows, cols = [], []
+    for t in range(rounds):  # the union's links, as edges (any number of clients)
+        pattern = topology.edges(t).pattern()
+        rows.append(pattern.rows)
+        cols.append(pattern.cols)
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    among = np.isin(rows, honest) & np.isin(cols, honest)
+    label = components(m, rows[among], cols[among])[honest]  # undirected
+    if len(honest) > 1 and not (label == label[0]).all():
+        # the component of the lowest honest id first; then the one of the lowest other id
+        other = label[np.flatnonzero(label != label[0])[0]]
+        apart = sorted(int(i) for i in honest[label == other])
         raise GossipflError(f"byzantine.clients: without the Byzantine clients "
                             f"{ids.tolist()} the honest clients of topology {topology.name} "
                             f"are not connected (e.g. {apart} are cut off); choose other "

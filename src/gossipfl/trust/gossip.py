@@ -18,6 +18,9 @@ synchronous order; refused (one sentence, before training) for centralized algor
 push-sum (``sgp``), masked gossip (``dispfl``), pairwise averaging (``adpsgd``), compressed
 gossip (``topology.compression``, ``choco``, ``deepsqueeze``, ``beer``), the sequential
 order and several processes, and where the rule's b is too large for a receiver's degree.
+A topology built as edges (above ``DENSE_MAX_CLIENTS`` clients) gossips robustly as any
+other: the neighbourhoods are read from its edges; only an attack that reads the whole W
+(``spectral``: its Fiedler vector) is refused there.
 
 The randomness of an attack (``gaussian``) is hashed from (seed, round, call, step), so a
 resumed run draws what the uninterrupted one drew; nothing else is kept between rounds.
@@ -33,6 +36,7 @@ import torch
 from torch import Tensor
 
 from gossipfl.errors import GossipflError
+from gossipfl.topology.sparse import refuse_dense
 from gossipfl.trust.attacks import ATTACKS, Attack, Scene, Step
 from gossipfl.trust.byzantine import (
     byzantine_ids,
@@ -72,7 +76,9 @@ class RobustGossip:
     def step(self, fed, z: Tensor, t: int, key: tuple) -> Tensor:
         """One robust gossip step of ``z [M, n]`` with round t's W."""
         ids, mask = self._byzantine(z.device)
-        state = Step(z, ids, ~mask, self.seed, key, fed.mixer.topology.matrix(t), self.rule)
+        topology = fed.mixer.topology
+        matrix = None if topology.sparse else topology.matrix(t)  # an attack that reads W
+        state = Step(z, ids, ~mask, self.seed, key, matrix, self.rule)
         out = torch.empty_like(z)
         for bucket in self._buckets(fed, t, z):
             check_degree(self.rule, bucket, t if fed.mixer.topology.time_varying else None)
@@ -103,7 +109,7 @@ class RobustGossip:
         if key not in self._cache:
             if topology.time_varying:
                 self._cache.clear()
-            self._cache[key] = buckets(topology.matrix(t), z.device, z.dtype)
+            self._cache[key] = buckets(topology.edges(t), z.device, z.dtype)
         return self._cache[key]
 
 
@@ -189,10 +195,12 @@ def build_trust(config, algorithm, topology, distributed: bool = False) -> Trust
         attack = ATTACKS[spec.attack](m, len(ids), **spec.options)
         if len(ids):
             check_honest_connected(topology, ids)
+    if attack is not None and attack.reads_matrix and topology.sparse:
+        raise refuse_dense(m, f"byzantine.attack: {attack.name} (it reads the round's W)")
     rule = rule or Mean()
     rounds = ROUNDS_CHECKED if topology.time_varying else 1
     for t in range(rounds):
-        check_degree(rule, degrees(topology.matrix(t)), t if topology.time_varying else None)
+        check_degree(rule, degrees(topology.edges(t)), t if topology.time_varying else None)
     honest = None if spec is None else ~np.isin(np.arange(m), ids)
     sends = attack is not None and attack.sends and len(ids) > 0
     plain = isinstance(rule, Mean) and not sends

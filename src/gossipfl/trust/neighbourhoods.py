@@ -5,7 +5,9 @@ degree d_i = |N_i|. Receivers of one degree form a **bucket**: ``senders [n, d +
 0 the receiver itself, then its neighbours in ascending id) and ``weights [n, d + 1]`` (w_ij),
 so that a bucket's messages ``z[senders]`` are one ``[n, d + 1, P]`` tensor with no padding,
 and a rule is a sort or a reduction over its dimension 1. The buckets are as many as the
-distinct degrees (one on a regular graph), never a loop over clients.
+distinct degrees (one on a regular graph), never a loop over clients. W is read as edges
+(a dense W as its non-zero entries), so a topology built as edges (above
+``DENSE_MAX_CLIENTS`` clients) gathers its neighbourhoods in O(M + edges).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
+
+from gossipfl.topology.sparse import Edges
 
 #: float elements of one gathered block ``[rows, d + 1, P]`` (the rule's sort and its
 #: temporaries come on top): receivers are taken in chunks of at most this size
@@ -44,28 +48,36 @@ class Bucket:
             yield Bucket(self.receivers[part], self.senders[part], self.weights[part])
 
 
-def degrees(W: np.ndarray) -> np.ndarray:
+def as_edges(W: np.ndarray | Edges) -> Edges:
+    """W as edges: as given for a topology built as edges, else its non-zero entries."""
+    return W if isinstance(W, Edges) else Edges.from_dense(np.asarray(W))
+
+
+def degrees(W: np.ndarray | Edges) -> np.ndarray:
     """``[M]`` d_i = #{j ≠ i : w_ij ≠ 0}."""
-    nonzero = np.asarray(W) != 0
-    return nonzero.sum(axis=1) - np.diagonal(nonzero)
+    return as_edges(W).in_degree()
 
 
-def buckets(W: np.ndarray, device: torch.device, dtype: torch.dtype) -> list[Bucket]:
-    """The receivers of W grouped by degree (ascending)."""
-    W = np.asarray(W)
-    neighbour = W != 0
-    np.fill_diagonal(neighbour, False)
-    degree = neighbour.sum(axis=1)
+def buckets(W: np.ndarray | Edges, device: torch.device, dtype: torch.dtype) -> list[Bucket]:
+    """The receivers of W (dense, or as edges: a topology of many clients) grouped by degree
+    (ascending); O(M + edges), never an ``[M, M]`` array."""
+    E = as_edges(W)
+    m = E.num_clients
+    off = (E.rows != E.cols) & (E.values != 0)
+    rows_all, cols_all, values = E.rows[off], E.cols[off], E.values[off]  # by (row, column)
+    degree = np.bincount(rows_all, minlength=m)
+    start = np.searchsorted(rows_all, np.arange(m))  # row i's neighbours from start[i]
+    diagonal = E.diagonal()
     out = []
     for d in np.unique(degree):
         rows = np.flatnonzero(degree == d)
-        columns = np.nonzero(neighbour[rows])[1].reshape(len(rows), int(d))  # ascending ids
-        senders = np.concatenate([rows[:, None], columns], axis=1)
+        at = start[rows][:, None] + np.arange(int(d))  # [n, d]: ascending ids
+        senders = np.concatenate([rows[:, None], cols_all[at]], axis=1)
+        weights = np.concatenate([diagonal[rows][:, None], values[at]], axis=1)
         out.append(Bucket(torch.as_tensor(rows, device=device),
                           torch.as_tensor(senders, device=device),
-                          torch.as_tensor(W[rows[:, None], senders], device=device,
-                                          dtype=dtype)))
+                          torch.as_tensor(weights, device=device, dtype=dtype)))
     return out
 
 
-__all__ = ["BLOCK_ELEMENTS", "Bucket", "buckets", "degrees"]
+__all__ = ["BLOCK_ELEMENTS", "Bucket", "as_edges", "buckets", "degrees"]
