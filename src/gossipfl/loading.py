@@ -89,10 +89,8 @@ def load_config(source: Config | dict | str | Path | None = None,
     for item in overrides or []:
         apply_override(given, item, replace=False)
     check_exclusive(given, " on the command line", typed=True)
-    before = raw.get("model", {}).get("name") if isinstance(raw.get("model"), dict) else None
     for item in overrides or []:
-        apply_override(raw, item)
-    _drop_other_models_options(raw, given, before)
+        apply_override(raw, item)  # a switched model.name drops the old model's options
     config = parse_config(raw)
     check_config(config)
     return config
@@ -165,29 +163,6 @@ def _drop_foreign_options(model: dict, name: Any) -> None:
     warnings.warn(f"{shown}: dropped, because model.name is now {name}, which does not take "
                   f"{'it' if len(foreign) == 1 else 'them'} (an option of model "
                   f"{model.get('name', 'cnn')}).", IgnoredSetting, stacklevel=1)
-
-
-def _drop_other_models_options(raw: dict, given: dict, before: Any) -> None:
-    """A ``model.name`` override that switches models drops the options the new model does
-    not take (the old model's, e.g. the default mlp's ``hidden`` when switching to logistic),
-    with a note; options given on the command line too are kept (and checked as usual)."""
-    model, changed = raw.get("model"), given.get("model")
-    if not (isinstance(model, dict) and isinstance(changed, dict) and "name" in changed):
-        return
-    name, options = model.get("name"), model.get("options")
-    if name == before or "options" in changed or not isinstance(options, dict) or not options:
-        return
-    from gossipfl.models import MODELS, model_options
-
-    if name not in MODELS:
-        return
-    allowed = model_options(name)
-    dropped = [key for key in options if key not in allowed]
-    if dropped:
-        model["options"] = {k: v for k, v in options.items() if k in allowed}
-        warnings.warn(f"model.options.{', model.options.'.join(map(str, dropped))}: dropped, "
-                      f"options of model '{before}' that model '{name}' does not take.",
-                      stacklevel=3)
 
 
 # --------------------------------------------------------------------------------------------
