@@ -54,7 +54,7 @@ from gossipfl.topology.sparse import Edges, first_asymmetry
 def neighbours(W: np.ndarray | Edges) -> list[np.ndarray]:
     """Each client's neighbours j ≠ i (w_ij ≠ 0) of an undirected pattern, ascending; W dense
     or as edges (a topology of many clients)."""
-    E = W if isinstance(W, Edges) else Edges.from_dense(np.asarray(W))
+    E = Edges.of(W)
     A = E.pattern()
     if first_asymmetry(A)[0] >= 0:
         raise GossipflError("topology: the asynchronous order averages pairs of neighbours, "

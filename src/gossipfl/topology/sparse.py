@@ -76,6 +76,12 @@ class Edges:
         return cls(len(W), i.astype(np.int64), j.astype(np.int64),
                    np.asarray(W[i, j], dtype=np.float64))
 
+    @classmethod
+    def of(cls, W: np.ndarray | Edges) -> Edges:
+        """W as edges: as given (a topology of many clients), or a dense W's non-zero
+        entries (:meth:`from_dense`)."""
+        return W if isinstance(W, Edges) else cls.from_dense(W)
+
     def to_dense(self) -> np.ndarray:
         """The ``[M, M]`` float64 array (small M only: tests and plots)."""
         W = np.zeros((self.num_clients, self.num_clients))

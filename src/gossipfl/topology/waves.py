@@ -19,7 +19,7 @@ from gossipfl.topology.sparse import Edges
 def wave_numbers(W: np.ndarray | Edges) -> np.ndarray:
     """``[M]`` int: wave(i) = 1 + max wave(j) over j < i with w_ij ≠ 0 or w_ji ≠ 0 (0 if
     none); W dense or as edges (a topology of many clients): O(M + edges)."""
-    E = W if isinstance(W, Edges) else Edges.from_dense(np.asarray(W))
+    E = Edges.of(W)
     off = (E.rows != E.cols) & (E.values != 0)
     low = np.minimum(E.rows[off], E.cols[off])  # each link {j < i}, from either direction
     high = np.maximum(E.rows[off], E.cols[off])

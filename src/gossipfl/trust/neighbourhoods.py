@@ -48,20 +48,15 @@ class Bucket:
             yield Bucket(self.receivers[part], self.senders[part], self.weights[part])
 
 
-def as_edges(W: np.ndarray | Edges) -> Edges:
-    """W as edges: as given for a topology built as edges, else its non-zero entries."""
-    return W if isinstance(W, Edges) else Edges.from_dense(np.asarray(W))
-
-
 def degrees(W: np.ndarray | Edges) -> np.ndarray:
     """``[M]`` d_i = #{j ≠ i : w_ij ≠ 0}."""
-    return as_edges(W).in_degree()
+    return Edges.of(W).in_degree()
 
 
 def buckets(W: np.ndarray | Edges, device: torch.device, dtype: torch.dtype) -> list[Bucket]:
     """The receivers of W (dense, or as edges: a topology of many clients) grouped by degree
     (ascending); O(M + edges), never an ``[M, M]`` array."""
-    E = as_edges(W)
+    E = Edges.of(W)
     m = E.num_clients
     off = (E.rows != E.cols) & (E.values != 0)
     rows_all, cols_all, values = E.rows[off], E.cols[off], E.values[off]  # by (row, column)
@@ -80,4 +75,4 @@ def buckets(W: np.ndarray | Edges, device: torch.device, dtype: torch.dtype) -> 
     return out
 
 
-__all__ = ["BLOCK_ELEMENTS", "Bucket", "as_edges", "buckets", "degrees"]
+__all__ = ["BLOCK_ELEMENTS", "Bucket", "buckets", "degrees"]
