@@ -181,6 +181,12 @@ class Topology:
             return self._entry(round)[0]
         return self.edges(round).pattern()
 
+    def union_edges(self, rounds: int) -> Edges:
+        """The union of the adjacencies of rounds 0..rounds−1 as edges (each link once)."""
+        parts = [self.adjacency_edges(t) for t in range(rounds)]
+        return Edges.build(self.num_clients, np.concatenate([A.rows for A in parts]),
+                           np.concatenate([A.cols for A in parts]))
+
     def edges(self, round: int) -> Edges:
         """The round's W as edges (its non-zero entries, row-major; read-only)."""
         if self.sparse:

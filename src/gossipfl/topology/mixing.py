@@ -273,7 +273,6 @@ def check_connected(topology: Topology, window: int = 10) -> None:
 def _check_connected_edges(topology: Topology, window: int) -> None:
     """:func:`check_connected` on the edges of a topology built as edges (O(M + edges))."""
     from gossipfl.topology.sparse import (
-        Edges,
         components,
         count_strong_components,
         first_asymmetry,
@@ -287,9 +286,7 @@ def _check_connected_edges(topology: Topology, window: int) -> None:
     prefix = 1
     while True:
         prefix = min(prefix, last)
-        parts_of = [topology.adjacency_edges(t) for t in range(prefix)]
-        union = Edges.build(m, np.concatenate([A.rows for A in parts_of]),
-                            np.concatenate([A.cols for A in parts_of]))
+        union = topology.union_edges(prefix)
         directed = topology.directed or first_asymmetry(union)[0] >= 0
         if directed:
             if strongly_connected(m, union.rows, union.cols):

@@ -60,14 +60,9 @@ def check_honest_connected(topology, ids: np.ndarray) -> None:
     m = topology.num_clients
     honest = np.setdiff1d(np.arange(m), ids)
     rounds = max(WINDOW, topology.period or 0) if topology.time_varying else 1
-    rows, cols = [], []
-    for t in range(rounds):  # the union's links, as edges (any number of clients)
-        pattern = topology.edges(t).pattern()
-        rows.append(pattern.rows)
-        cols.append(pattern.cols)
-    rows, cols = np.concatenate(rows), np.concatenate(cols)
-    among = np.isin(rows, honest) & np.isin(cols, honest)
-    label = components(m, rows[among], cols[among])[honest]  # undirected
+    union = topology.union_edges(rounds)  # as edges: any number of clients
+    among = np.isin(union.rows, honest) & np.isin(union.cols, honest)
+    label = components(m, union.rows[among], union.cols[among])[honest]  # undirected
     if len(honest) > 1 and not (label == label[0]).all():
         # the component of the lowest honest id first; then the one of the lowest other id
         other = label[np.flatnonzero(label != label[0])[0]]
