@@ -97,12 +97,16 @@ def session_plugins() -> list[str]:
     return list(_SESSION)
 
 
-def register_piece(registry: dict, piece: typing.Any, kind: str) -> typing.Any:
-    """``registry[piece.name] = piece`` for a class decorator of a kind of piece (schedules,
-    compressors, robust rules, attacks); a name that is gossipfl's own is refused in one
-    sentence naming ``kind``, a plugin's may be replaced (the plugin loaded last wins)."""
+def register_piece(registry: dict, piece: typing.Any, kind: str,
+                   made_by: typing.Callable[[typing.Any], object] = lambda piece: piece
+                   ) -> typing.Any:
+    """``registry[piece.name] = piece`` for a decorator of a kind of piece (schedules,
+    compressors, robust rules, attacks, topologies, mixing rules); a name that is gossipfl's
+    own is refused in one sentence naming ``kind``, a plugin's may be replaced (the plugin
+    loaded last wins). ``made_by(piece)``: what the module that registered it is read from
+    (the piece itself for a class; its function for a registration record)."""
     existing = registry.get(piece.name, piece)
-    if existing is not piece and not replaceable(existing):
+    if existing is not piece and not replaceable(made_by(existing)):
         raise GossipflError(f"{kind} name {piece.name!r} is gossipfl's own; choose another.")
     registry[piece.name] = piece
     return piece

@@ -381,14 +381,12 @@ def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
     defaults = {key: defaults[key] for key in rules if key in defaults}
 
     def decorate(builder: Callable[[int, str, int, dict], Topology]) -> Callable:
-        from gossipfl.plugins import check_signature, replaceable
+        from gossipfl.plugins import check_signature, register_piece
 
         check_signature(builder, ("num_clients", "mixing", "seed", "params"),
                         f"the builder of topology {name!r}", options=False)
-        existing = TOPOLOGY_KINDS.get(name)
-        if existing is not None and not replaceable(existing.build):
-            raise GossipflError(f"topology name {name!r} is gossipfl's own; choose another.")
-        TOPOLOGY_KINDS[name] = TopologyKind(name, builder, rules, defaults)
+        register_piece(TOPOLOGY_KINDS, TopologyKind(name, builder, rules, defaults),
+                       "topology", made_by=lambda kind: kind.build)
         return builder
     return decorate
 

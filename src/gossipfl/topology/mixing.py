@@ -91,14 +91,12 @@ def register_mixing_rule(name: str, *, symmetric: bool = False) -> Callable:
                             f"than {CUSTOM!r}, got {name!r}.")
 
     def decorate(weights: EdgeWeights) -> EdgeWeights:
-        from gossipfl.plugins import check_signature, replaceable
+        from gossipfl.plugins import check_signature, register_piece
 
         check_signature(weights, ("rows", "cols", "degree"),
                         f"the weights of mixing rule {name!r}", options=False)
-        existing = MIXING_RULE_KINDS.get(name)
-        if existing is not None and not replaceable(existing.weights):
-            raise GossipflError(f"mixing rule name {name!r} is gossipfl's own; choose another.")
-        MIXING_RULE_KINDS[name] = MixingRule(name, weights, bool(symmetric))
+        register_piece(MIXING_RULE_KINDS, MixingRule(name, weights, bool(symmetric)),
+                       "mixing rule", made_by=lambda rule: rule.weights)
         return weights
     return decorate
 
