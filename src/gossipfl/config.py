@@ -190,6 +190,12 @@ class EngineConfig:
     # CUDA arithmetic: fp32 (TF32 off, the tests' numbers), tf32 or bf16 (autocast local steps);
     # see gossipfl.engine.precision
     precision: str = "fp32"
+    # the stacked oracle's GPU paths (gossipfl.engine.compiled), each true, false or auto:
+    # the local step's forward and backward compiled by torch.compile (the numbers to float
+    # rounding, not bit for bit; auto: off until measured on a GPU), and each block's step
+    # replayed from a CUDA graph (the same bits; auto: on for CUDA)
+    compile: bool | str = "auto"
+    cuda_graphs: bool | str = "auto"
     # on CPU: glibc reuses freed pages (10-30 % faster rounds), while one [M, P] stack is at
     # most 256 MiB (above, the heap fragments and the peak outgrows the memory plan)
     keep_freed_memory: bool = True

@@ -32,6 +32,7 @@ from gossipfl.data import (
 )
 from gossipfl.distributed import start_processes
 from gossipfl.engine import ParamLayout, keep_freed_memory, make_oracle
+from gossipfl.engine.compiled import resolve_compile, resolve_switch
 from gossipfl.engine.groups import ParamGroups
 from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError
@@ -276,7 +277,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     require_memory(2 * 4 * m * layout.P, f"holding the [M, P] = [{m}, {layout.P}] parameter stacks "
                    f"(X and X^0)", "data.clients", device)
     oracle = make_oracle(config.engine.oracle, model, loss=train.loss,
-                         chunk_size=config.engine.chunk_size, device=device)
+                         chunk_size=config.engine.chunk_size, device=device,
+                         compile=resolve_compile(config.engine.compile, device),
+                         cuda_graphs=resolve_switch(config.engine.cuda_graphs, device))
     algo_cls = get_algorithm(config.algorithm.name)
     draws = systems_model(config, m, processes.distributed)
     topology = mixer = None

@@ -270,6 +270,7 @@ def _check_eval(evaluation: EvalConfig) -> None:
 
 def _check_engine(engine: EngineConfig) -> None:
     from gossipfl.distributed.launch import BACKENDS
+    from gossipfl.engine.compiled import check_switch
     from gossipfl.engine.oracle import ORACLES
     from gossipfl.engine.precision import PRECISIONS
 
@@ -277,6 +278,8 @@ def _check_engine(engine: EngineConfig) -> None:
         "oracle": one_of(*ORACLES), "backend": one_of(*BACKENDS),
         "timeout": Rule(lambda v: v > 0, "> 0 seconds"), "chunk_size": COUNT.or_none(),
         "block_clients": COUNT.or_none(), "precision": one_of(*PRECISIONS)})
+    check_switch("engine.compile", engine.compile)
+    check_switch("engine.cuda_graphs", engine.cuda_graphs)
 
 
 def _check_output(output: OutputConfig) -> None:

@@ -318,9 +318,13 @@ def make_oracle(
     loss: str = "cross_entropy",
     chunk_size: int | None = None,
     device: torch.device | str = "cpu",
+    compile: bool = False,
+    cuda_graphs: bool = False,
 ) -> Oracle:
     """Build an oracle by name (config ``engine.oracle``): "stacked", "vmap", "loop" or
-    "auto" (:func:`auto_oracle`)."""
+    "auto" (:func:`auto_oracle`). ``compile`` and ``cuda_graphs`` (``engine.compile``,
+    ``engine.cuda_graphs``, resolved for the device: :mod:`gossipfl.engine.compiled`) apply
+    to the stacked oracle; the others run as they are."""
     from gossipfl.engine.stacked import StackedOracle
 
     if kind not in ORACLES:
@@ -336,7 +340,8 @@ def make_oracle(
             "rule for the LSTM kernel in evaluation, and trains it client by client, slower "
             "than 'loop'); use 'loop' or 'auto'.")
     builders: dict[str, Callable[[], Oracle]] = {
-        "stacked": lambda: StackedOracle(model, loss=loss, chunk_size=chunk_size),
+        "stacked": lambda: StackedOracle(model, loss=loss, chunk_size=chunk_size,
+                                         compile=compile, cuda_graphs=cuda_graphs),
         "vmap": lambda: VmapOracle(model, loss=loss, chunk_size=chunk_size),
         "loop": lambda: LoopOracle(model, loss=loss),
     }

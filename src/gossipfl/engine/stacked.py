@@ -36,6 +36,7 @@ cannot be traced, or have parameters in other module types, raise :class:`Stacke
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, fx, nn
 
+from gossipfl.engine.compiled import CompiledFunction, GraphedBlocks
 from gossipfl.engine.oracle import (
     Oracle,
     _prepare,
@@ -219,14 +221,16 @@ class StackedProgram:
         self.layers[node.target] = cls(module, names)
 
     def run(self, params: Params, x: Tensor, M: int, shared: bool = False,
-            taps: dict | None = None) -> Tensor:
+            taps: dict | None = None, gemm: bool = False) -> Tensor:
         """Outputs ``[M, N, *out]`` of the M clients' parameter views ``params`` (``[M, *shape]``
         each) on ``x``: client-major rows ``[M·N, *in]``, or ``[N, *in]`` shared by all
         clients when ``shared``. ``taps`` (a dict, per-client input only): filled with each
         per-client layer's ``(input, output)`` values, by module name (what DP-SGD's
-        per-sample gradient norms read, gossipfl.trust.ghost)."""
+        per-sample gradient norms read, gossipfl.trust.ghost). ``gemm``: the convolutions
+        that :func:`~gossipfl.engine.stacked_layers.per_client_gemm` names run as per-client
+        GEMMs (the compiled path)."""
         if not shared:
-            return self._run(params, Rows(x), M, STACKED, taps=taps)
+            return self._run(params, Rows(x), M, STACKED, taps=taps, gemm=gemm)
         try:
             return self._run(params, x, M, SHARED)
         except _NeedsExpansion:
@@ -244,7 +248,8 @@ class StackedProgram:
         return sum(sizes), max(sizes, default=0)
 
     def _run(self, params: Params, x: Any, M: int, input_kind: int,
-             sizes: list[int] | None = None, taps: dict | None = None) -> Tensor:
+             sizes: list[int] | None = None, taps: dict | None = None,
+             gemm: bool = False) -> Tensor:
         env: dict[fx.Node, Any] = {}
         kind: dict[fx.Node, int] = {}
         for node in self.nodes:
@@ -253,7 +258,7 @@ class StackedProgram:
             elif node.op == "output":
                 return self._output(node.args[0], env, kind, M)
             elif node.op == "call_module" and node.target in self.layers:
-                env[node] = self.layers[node.target](env[node.args[0]], params, M)
+                env[node] = self.layers[node.target](env[node.args[0]], params, M, gemm)
                 kind[node] = STACKED
                 if taps is not None:
                     taps[node.target] = (env[node.args[0]], env[node])
@@ -333,7 +338,8 @@ class StackedOracle(Oracle):
     bounds_memory = True
 
     def __init__(
-        self, model: nn.Module, loss: str = "cross_entropy", chunk_size: int | None = None
+        self, model: nn.Module, loss: str = "cross_entropy", chunk_size: int | None = None,
+        compile: bool = False, cuda_graphs: bool = False, compile_backend: str = "inductor",
     ):
         self.model = model
         self.loss = check_loss(loss)
@@ -341,6 +347,14 @@ class StackedOracle(Oracle):
         self.layout = ParamLayout.from_module(model)
         self.program = StackedProgram(model, self.layout)
         self._sample_numel: dict[tuple, tuple[int, int]] = {}
+        # engine.compile: the client losses (and their backward) compiled per signature
+        self.compiled = compile
+        self._losses = CompiledFunction(functools.partial(self._client_losses, gemm=True),
+                                        self._client_losses, backend=compile_backend) \
+            if compile else self._client_losses
+        # engine.cuda_graphs: blocks whose clients all have samples replayed from CUDA graphs
+        self.cuda_graphs = cuda_graphs
+        self._graphed: dict[frozenset[str] | None, GraphedBlocks] = {}
 
     def max_rows(self, sample_shape: tuple[int, ...], X: Tensor,
                  training: bool = True) -> int | None:
@@ -369,20 +383,41 @@ class StackedOracle(Oracle):
         rows = self.max_rows(sample_shape, X, training)
         return max(M, 1) if rows is None else max(1, min(M, rows // max(samples, 1)))
 
+    def _client_losses(self, leaves: Params, x: Tensor, targets: Tensor, mask: Tensor,
+                       gemm: bool = False) -> Tensor:
+        """L_i of the module docstring for the m clients of ``leaves`` (``[m, *shape]``
+        each) on their samples ``x [m·B, *in]``: ``[m]``."""
+        outputs = self.program.run(leaves, x, targets.shape[0], gemm=gemm)
+        values = per_sample_loss(outputs, targets, self.loss, sample_dims=2)
+        zero = torch.zeros((), dtype=values.dtype, device=values.device)
+        return torch.where(mask, values, zero).sum(1) / mask.sum(1).clamp_min(1).to(
+            values.dtype)
+
     def _block(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
-               wrt: frozenset[str] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+               wrt: frozenset[str] | None = None, graphed: bool = False
+               ) -> tuple[Tensor, dict[str, Tensor]]:
         """Loss ``[m]`` of a block of m clients and their gradients ``{name: [m, *shape]}``
-        (those of ``wrt``; None: all)."""
-        m = X.shape[0]
+        (those of ``wrt``; None: all). ``graphed``: replayed from a CUDA graph when
+        ``cuda_graphs`` is on, X is on a CUDA device and its rows take at most
+        :data:`GRAPH_MAX_ROWS_BYTES` (the outputs are then the graph's: read them before the
+        next block)."""
+        if graphed and self.cuda_graphs and X.is_cuda and \
+                X.numel() * X.element_size() <= GRAPH_MAX_ROWS_BYTES:
+            blocks = self._graphed.get(wrt)
+            if blocks is None:
+                blocks = self._graphed[wrt] = GraphedBlocks(
+                    functools.partial(self._eager_block, wrt=wrt))
+            return blocks(X, inputs, targets, mask)
+        return self._eager_block(X, inputs, targets, mask, wrt)
+
+    def _eager_block(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
+                     wrt: frozenset[str] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """:meth:`_block` without a graph: the losses (compiled or not) and autograd."""
         leaves = {name: v.detach().requires_grad_(wrt is None or name in wrt) for name, v in
                   self.layout.views(X).items()}
         names = [n for n in self.layout.names if wrt is None or n in wrt]
         with torch.enable_grad():
-            outputs = self.program.run(leaves, inputs.reshape(-1, *inputs.shape[2:]), m)
-            values = per_sample_loss(outputs, targets, self.loss, sample_dims=2)
-            zero = torch.zeros((), dtype=values.dtype, device=values.device)
-            client = torch.where(mask, values, zero).sum(1) / mask.sum(1).clamp_min(1).to(
-                values.dtype)
+            client = self._losses(leaves, inputs.reshape(-1, *inputs.shape[2:]), targets, mask)
             grads = torch.autograd.grad(client.sum(), [leaves[n] for n in names],
                                         allow_unused=True, materialize_grads=True)
         return client.detach(), dict(zip(names, grads, strict=True))
@@ -399,7 +434,7 @@ class StackedOracle(Oracle):
             step = self.block_size(X.shape[0], sample_shape, B, X)
             for a, b in client_blocks(X.shape[0], step):
                 losses[a:b], grads = self._block(X[a:b], inputs[a:b], targets[a:b],
-                                                 mask[a:b], wrt)
+                                                 mask[a:b], wrt, graphed=True)
                 use(slice(a, b), grads)
             return
         if idle is not None:
@@ -482,6 +517,11 @@ class StackedOracle(Oracle):
             outs.append(parts[0] if len(parts) == 1 else torch.cat(parts, dim=1))
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 
+
+#: the largest block of rows replayed from a CUDA graph: a graph keeps a copy of its rows and
+#: of their gradients, and a block that large is compute-bound (the paper-scale ResNet-18's
+#: block of 100 clients, 4.5 GB, gains nothing from one launch instead of hundreds)
+GRAPH_MAX_ROWS_BYTES = 2**30
 
 CPU_ACTIVATION_BUDGET = 32 * 2**20  # bytes of forward values per block on CPU (measured)
 

@@ -109,12 +109,17 @@ class StackedLayer:
         self.module = module
         self.names = names  # local parameter name -> ParamLayout name
 
-    def __call__(self, x: PerClient | Tensor, params: Params, M: int) -> PerClient:
-        """A per-client value, or a plain tensor ``[N, ...]`` shared by all clients."""
+    def __call__(self, x: PerClient | Tensor, params: Params, M: int,
+                 gemm: bool = False) -> PerClient:
+        """A per-client value, or a plain tensor ``[N, ...]`` shared by all clients.
+        ``gemm``: convolutions may run as per-client GEMMs where :func:`per_client_gemm`
+        says so (the compiled path)."""
         p = {local: params[name] for local, name in self.names.items()}
-        return self.stacked(x, p, M) if isinstance(x, PerClient) else self.shared(x, p, M)
+        return self.stacked(x, p, M, gemm) if isinstance(x, PerClient) else \
+            self.shared(x, p, M)
 
-    def stacked(self, x: PerClient, p: Params, M: int) -> PerClient:
+    def stacked(self, x: PerClient, p: Params, M: int, gemm: bool = False) -> PerClient:
+        """The layer on a per-client value (``gemm``: only convolutions read it)."""
         raise NotImplementedError
 
     def shared(self, x: Tensor, p: Params, M: int) -> PerClient:
@@ -129,7 +134,7 @@ def _bias(p: Params) -> Tensor | None:
 class StackedLinear(StackedLayer):
     """y = W_m x + b_m: ``Yᵀ_m = W_m X_mᵀ (+ b_m)`` for all m in one (b)addbmm."""
 
-    def stacked(self, x: PerClient, p: Params, M: int) -> PerClient:
+    def stacked(self, x: PerClient, p: Params, M: int, gemm: bool = False) -> PerClient:
         if isinstance(x, Features):
             xt = x.data
             inner: tuple[int, ...] = ()
@@ -160,9 +165,55 @@ _CONV_FN: dict[type, Callable[..., Tensor]] = {
 }
 
 
+#: per_client_gemm's rule, from the per-layer measurements of the paper-scale ResNet-18-GN on
+#: an H200 (docs/benchmarks.md, "The GPU paths, per layer"): compiled, the per-client GEMM
+#: beats cuDNN's grouped convolution 2-9x on every strided and 1x1 layer and on the stride-1
+#: 3x3 layers of output planes up to 8x8 (256 and 512 channels); cuDNN wins on the stride-1
+#: layers of 16x16 and 32x32 planes and on the stem (3 input channels: a GEMM of inner
+#: dimension 27)
+GEMM_MAX_PLANE = 64
+GEMM_MIN_IN_CHANNELS = 16
+
+
+def per_client_gemm(module: nn.Module, in_hw: tuple[int, ...]) -> bool:
+    """Whether the stacked 2-d convolution ``module`` on ``in_hw`` input planes runs as one
+    batched GEMM per client (im2col, then ``bmm`` over clients) rather than as one grouped
+    convolution: strided and 1x1 convolutions, and those whose output plane has at most
+    :data:`GEMM_MAX_PLANE` positions, with at least :data:`GEMM_MIN_IN_CHANNELS` input
+    channels (ordinary convolutions only: one group, no dilation, zero padding)."""
+    if type(module) is not nn.Conv2d or module.groups != 1 or module.dilation != (1, 1) \
+            or module.padding_mode != "zeros" or isinstance(module.padding, str) \
+            or len(in_hw) != 2 or module.in_channels < GEMM_MIN_IN_CHANNELS:
+        return False
+    if module.stride != (1, 1) or module.kernel_size == (1, 1):
+        return True
+    (kh, kw), (ph, pw) = module.kernel_size, module.padding
+    return (in_hw[0] + 2 * ph - kh + 1) * (in_hw[1] + 2 * pw - kw + 1) <= GEMM_MAX_PLANE
+
+
+def conv2d_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, int],
+                padding: tuple[int, int], M: int) -> Tensor:
+    """The M clients' 2-d convolutions of a grouped value ``x [N, M·C, H, W]`` with the
+    weights ``[M, O, C, kh, kw]`` (bias ``[M, O]``) as one batched matrix product:
+    y_m = W_m · im2col(x_m), ``[M, O, C·kh·kw] × [M, C·kh·kw, N·L]``; returned as the
+    grouped value ``[N, M·O, Ho, Wo]`` (a view of the product: no copy)."""
+    N, _, H, W = x.shape
+    _, O, C, kh, kw = weight.shape
+    cols = F.unfold(x, (kh, kw), padding=padding, stride=stride)  # [N, M·C·kh·kw, L]
+    L = cols.shape[-1]
+    cols = cols.view(N, M, C * kh * kw, L).permute(1, 2, 0, 3).reshape(M, C * kh * kw, N * L)
+    w = weight.reshape(M, O, C * kh * kw)
+    y = torch.bmm(w, cols) if bias is None else torch.baddbmm(bias.unsqueeze(2), w, cols)
+    Ho = (H + 2 * padding[0] - kh) // stride[0] + 1
+    Wo = (W + 2 * padding[1] - kw) // stride[1] + 1
+    return y.view(M, O, N, Ho, Wo).permute(2, 0, 1, 3, 4).reshape(N, M * O, Ho, Wo)
+
+
 class StackedConv(StackedLayer):
     """Per-client ConvNd as one grouped convolution (groups = M·g) on ``[N, M·C, ...]``;
-    2-d convolutions run channels-last (faster on CPU, see docs/benchmarks.md)."""
+    2-d convolutions run channels-last (faster on CPU, see docs/benchmarks.md). On the
+    compiled path (``gemm``), the layers :func:`per_client_gemm` names run as per-client
+    GEMMs (:func:`conv2d_gemm`): the same convolution, summed in another order."""
 
     def _conv(self, x: Tensor, p: Params, groups: int) -> Tensor:
         m, w = self.module, p["weight"]
@@ -174,8 +225,13 @@ class StackedConv(StackedLayer):
         return fn(channels_last(x), w.reshape(w.shape[0] * w.shape[1], *w.shape[2:]), _bias(p),
                   m.stride, padding, m.dilation, groups)
 
-    def stacked(self, x: PerClient, p: Params, M: int) -> Grouped:
-        return Grouped(self._conv(grouped(x, M), p, self.module.groups * M))
+    def stacked(self, x: PerClient, p: Params, M: int, gemm: bool = False) -> Grouped:
+        data = grouped(x, M)
+        m = self.module
+        if gemm and per_client_gemm(m, tuple(data.shape[2:])):
+            return Grouped(conv2d_gemm(data, p["weight"], p.get("bias"), m.stride, m.padding,
+                                       M))
+        return Grouped(self._conv(data, p, m.groups * M))
 
     def shared(self, x: Tensor, p: Params, M: int) -> PerClient:
         if self.module.groups != 1:
@@ -186,7 +242,7 @@ class StackedConv(StackedLayer):
 class StackedGroupNorm(StackedLayer):
     """GroupNorm(G, C) per client = GroupNorm(M·G, M·C) on ``[N, M·C, ...]``."""
 
-    def stacked(self, x: PerClient, p: Params, M: int) -> Grouped:
+    def stacked(self, x: PerClient, p: Params, M: int, gemm: bool = False) -> Grouped:
         m = self.module
         weight = p["weight"].reshape(-1) if "weight" in p else None
         return Grouped(F.group_norm(grouped(x, M), M * m.num_groups, weight, _bias(p), m.eps))
@@ -195,7 +251,7 @@ class StackedGroupNorm(StackedLayer):
 class StackedLayerNorm(StackedLayer):
     """Row-wise normalization over the last dims, then client m's affine γ_m ⊙ y + β_m."""
 
-    def stacked(self, x: PerClient, p: Params, M: int) -> Rows:
+    def stacked(self, x: PerClient, p: Params, M: int, gemm: bool = False) -> Rows:
         m, rows = self.module, x.rows(M)
         y = F.layer_norm(rows, m.normalized_shape, None, None, m.eps)
         y = y.view(M, -1, *rows.shape[1:])

@@ -1,0 +1,291 @@
+"""Issue 48 on a lent GPU: gossipfl's rounds with the compiled training path
+(``engine.compile``) and CUDA graphs (``engine.cuda_graphs``) against the eager path of the
+previous release, in one run, interleaved, on synthetic data of the papers' shapes.
+
+    PYTHONPATH=src python -m benchmarks.gpu_compile --out $OUT/gpu_compile.jsonl   # GPU
+    PYTHONPATH=src python -m benchmarks.gpu_compile --device cpu --small --out x.jsonl
+
+Sections (each case inside try/except: an error is recorded and the run goes on; every
+record is one JSON line of ``--out``, written as it comes):
+
+1. ``machine``: GPU, torch, the matmul peaks (TF32, bf16; n = 8192) and the copy bandwidth.
+2. ``same_numbers``: DFedAvgM with weight decay on the cnn and the mlp (20 clients, Dirichlet
+   0.5, 2 rounds of one epoch): the final models with graphs (bit for bit?) and with compile
+   + graphs (max relative difference) against the eager path, fp32.
+3. ``rounds``: DFedAvg rounds, the variants eager (engine.compile false, cuda_graphs false:
+   the previous release), graphs, compile, compile + graphs, timed interleaved after a
+   warm-up round (which compiles and captures): the mlp 784-200-200-10 and the cnn on 1×28×28,
+   M = 100, one epoch of 600, batch 32 (Fashion-MNIST's task in the README); the paper-scale
+   ResNet-18-GN (CIFAR-10's 3×32×32, M = 100, batch 32) timed per local step
+   (``--resnet-steps`` a round) and projected to 80 steps (5 epochs of 500), in TF32 and
+   bf16. Seconds per round (training and gossip; no evaluation), the ratio to eager, and for
+   the ResNet the training TFLOP/s against the measured peak.
+4. ``profile``: the compiled ResNet-18-GN step in TF32, time per op family
+   (``torch.profiler``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.common import bandwidth, cifar_like, flops_per_sample, matmul_peak, median
+from gossipfl.loading import load_config
+from gossipfl.models import build_model
+from gossipfl.runner import Runner
+
+VARIANTS = {"eager": (False, False), "graphs": (False, True), "compile": (True, False),
+            "compile+graphs": (True, True)}
+
+
+class Record:
+    def __init__(self, path: Path):
+        self.file = path.open("a")
+
+    def __call__(self, section: str, case: str, **values: Any) -> dict:
+        row = {"section": section, "case": case, **values}
+        self.file.write(json.dumps(row, default=str) + "\n")
+        self.file.flush()
+        print(json.dumps(row, default=str), flush=True)
+        return row
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def config(device: str, model: str, clients: int, per_client: int, shape: tuple[int, ...],
+           variant: str, precision: str = "tf32", local_steps: int | None = None,
+           algorithm: str = "dfedavg", partition: str = "iid", **train: Any):
+    compiled, graphs = VARIANTS[variant]
+    data = cifar_like(train=per_client * clients, test=200, shape=shape)
+    train_section = {"rounds": 100, "batch_size": 32, "lr": 0.05, **train}
+    train_section.update({"local_steps": local_steps} if local_steps else {"local_epochs": 1})
+    data_section = {"tensors": data, "clients": clients, "partition": partition}
+    if partition == "dirichlet":
+        data_section["alpha"] = 0.5
+    return load_config({
+        "data": data_section, "model": {"name": model}, "topology": {"name": "ring"},
+        "algorithm": {"name": algorithm}, "train": train_section,
+        "eval": {"local_models": False, "every": 1000},
+        "engine": {"precision": precision, "compile": compiled, "cuda_graphs": graphs},
+        "device": device, "seed": 0})
+
+
+def timed_round(runner: Runner, t: int, device: torch.device) -> float:
+    sync(device)
+    start = time.perf_counter()
+    with torch.no_grad():
+        runner.run_round(t)
+    sync(device)
+    return time.perf_counter() - start
+
+
+def section_machine(record: Record, device: torch.device, small: bool) -> None:
+    row: dict[str, Any] = {"torch": torch.__version__}
+    if device.type == "cuda":
+        row.update(gpu=torch.cuda.get_device_name(device),
+                   cudnn=torch.backends.cudnn.version())
+        n = 2048 if small else 8192
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        row["tf32_tflops"] = matmul_peak(device, n=n) / 1e3
+        torch.backends.cuda.matmul.allow_tf32 = saved
+        row["bf16_tflops"] = matmul_peak(device, n=n, dtype=torch.bfloat16) / 1e3
+        row.update({f"{k}_gb_s": v for k, v in bandwidth(device, 2**28).items()})
+    record("machine", "machine", **row)
+
+
+def final_models(cfg) -> torch.Tensor:
+    runner = Runner(cfg)
+    with torch.no_grad():
+        for t in range(cfg.train.rounds):
+            runner.run_round(t)
+    return runner.client_models().double().cpu()
+
+
+def section_same_numbers(record: Record, device: str, small: bool) -> None:
+    M = 8 if small else 20
+    for model in ("mlp", "cnn"):
+        cfgs = {v: config(device, model, M, 64 if small else 300, (1, 28, 28), v,
+                          precision="fp32", algorithm="dfedavgm", partition="dirichlet",
+                          rounds=2, weight_decay=5e-4) for v in ("eager", "graphs",
+                                                                 "compile+graphs")}
+        try:
+            want = final_models(cfgs["eager"])
+            for variant in ("graphs", "compile+graphs"):
+                got = final_models(cfgs[variant])
+                rel = float((got - want).abs().max() / want.abs().max())
+                record("same_numbers", model, variant=variant, bit_equal=bool(
+                    torch.equal(got, want)), max_relative=rel)
+        except Exception as err:  # noqa: BLE001
+            record("same_numbers", model, error=traceback.format_exc()[-2000:],
+                   message=str(err)[:300])
+
+
+def round_case(record: Record, name: str, cfgs: dict, reps: int, device: torch.device,
+               deadline: float, per_step: int | None = None, flops: float | None = None,
+               peak: float | None = None) -> None:
+    runners: dict[str, Runner] = {}
+    for variant, cfg in cfgs.items():
+        try:
+            start = time.perf_counter()
+            runners[variant] = Runner(cfg)
+            first = timed_round(runners[variant], 0, device)  # compiles, captures
+            record("rounds", name, variant=variant, first_round_s=first,
+                   build_s=time.perf_counter() - start - first)
+        except Exception as err:  # noqa: BLE001
+            record("rounds", name, variant=variant, error=traceback.format_exc()[-2500:],
+                   message=str(err)[:300])
+    seconds: dict[str, list[float]] = {v: [] for v in runners}
+    for rep in range(1, reps + 1):
+        for variant, runner in runners.items():
+            if time.perf_counter() > deadline and rep > 1:
+                break
+            try:
+                seconds[variant].append(timed_round(runner, rep, device))
+            except Exception as err:  # noqa: BLE001
+                record("rounds", name, variant=variant, rep=rep, message=str(err)[:300])
+    base = median(seconds["eager"]) if seconds.get("eager") else None
+    for variant, values in seconds.items():
+        if not values:
+            continue
+        s = median(values)
+        row: dict[str, Any] = {"variant": variant, "s_per_round": s, "all": values,
+                               "vs_eager": base / s if base else None}
+        if per_step:  # the round's local steps scaled to per_step steps
+            steps = cfgs[variant].train.local_steps
+            row["projected_s_per_round"] = s * per_step / steps
+        if flops and peak:
+            row["tflops"] = flops / s / 1e12
+            row["of_peak"] = flops / s / 1e12 / peak
+        if device.type == "cuda":
+            row["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        record("rounds", name, **row)
+    runners.clear()
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def section_rounds(record: Record, device: str, small: bool, args, deadline: float,
+                   peaks: dict) -> None:
+    dev = torch.device(device)
+    M = 8 if small else 100
+    per = 64 if small else 600
+    for model in args.models.split(","):
+        if model == "resnet18":
+            continue
+        cfgs = {v: config(device, model, M, per, (1, 28, 28), v) for v in VARIANTS}
+        round_case(record, f"{model} M={M} 1 epoch of {per}", cfgs, args.reps, dev, deadline)
+    if "resnet18" not in args.models.split(","):
+        return
+    shape, steps = (3, 32, 32), args.resnet_steps
+    flops_sample, _ = flops_per_sample(build_model("resnet18", shape, 10), shape, 10)
+    flops = flops_sample * 32 * M * steps
+    for precision in args.resnet_precisions.split(","):
+        if time.perf_counter() > deadline:
+            record("rounds", f"resnet18 {precision}", skipped="deadline")
+            continue
+        cfgs = {v: config(device, "resnet18", M, 64 if small else 500, shape, v,
+                          precision=precision, local_steps=steps)
+                for v in ("eager", "compile")}
+        round_case(record, f"resnet18-GN M={M} {steps} steps {precision}", cfgs, args.reps,
+                   dev, deadline, per_step=80, flops=flops,
+                   peak=peaks.get(f"{precision}_tflops"))
+
+
+def op_family(name: str) -> str:
+    n = name.lower()
+    for family, keys in (("convolution", ("conv", "cudnn", "xmma", "cutlass", "wgrad",
+                                          "dgrad", "fprop")),
+                         ("matmul (bmm, GEMM convolutions)", ("gemm", "bmm", "mm", "sm90")),
+                         ("group norm", ("group_norm", "groupnorm")),
+                         ("triton fused", ("triton",)),
+                         ("copy / layout", ("copy", "im2col", "col2im", "unfold"))):
+        if any(k in n for k in keys):
+            return family
+    return "other"
+
+
+def section_profile(record: Record, device: str, small: bool) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    M = 8 if small else 100
+    cfg = config(device, "resnet18", M, 64 if small else 500, (3, 32, 32), "compile",
+                 local_steps=1)
+    runner = Runner(cfg)
+    dev = torch.device(device)
+    timed_round(runner, 0, dev)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda"
+                                           else [])
+    with profile(activities=activities) as prof:
+        timed_round(runner, 1, dev)
+    families: dict[str, float] = {}
+    kernels = []
+    for e in prof.key_averages():
+        t = getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0)
+        if not t or e.key.startswith("aten::") or e.key.startswith("Torch-Compiled"):
+            continue
+        families[op_family(e.key)] = families.get(op_family(e.key), 0.0) + t / 1e3
+        kernels.append((t / 1e3, e.count, e.key[:110]))
+    kernels.sort(reverse=True)
+    record("profile", "resnet18 compiled tf32 step", ms_by_family=families,
+           top_kernels=kernels[:15])
+
+
+SECTIONS = ("machine", "rounds", "same_numbers", "profile")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--small", action="store_true")
+    parser.add_argument("--out", default="benchmarks/results/gpu_compile.jsonl")
+    parser.add_argument("--sections", default=",".join(SECTIONS))
+    parser.add_argument("--models", default="mlp,cnn,resnet18")
+    parser.add_argument("--resnet-steps", type=int, default=2)
+    parser.add_argument("--resnet-precisions", default="tf32,bf16")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=330.0)
+    args = parser.parse_args(argv)
+    record = Record(Path(args.out))
+    deadline = time.perf_counter() + args.budget
+    sections = args.sections.split(",")
+    peaks: dict = {}
+    for name in SECTIONS:
+        if name not in sections:
+            continue
+        start = time.perf_counter()
+        try:
+            if name == "machine":
+                section_machine(record, torch.device(args.device), args.small)
+            elif name == "same_numbers":
+                section_same_numbers(record, args.device, args.small)
+            elif name == "rounds":
+                section_rounds(record, args.device, args.small, args, deadline, peaks)
+            elif name == "profile":
+                if time.perf_counter() < deadline:
+                    section_profile(record, args.device, args.small)
+        except Exception as err:  # noqa: BLE001
+            record(name, "section", error=traceback.format_exc()[-2500:], message=str(err))
+        record(name, "section_done", seconds=time.perf_counter() - start)
+        if name == "machine":
+            machine_rows = [json.loads(line) for line in Path(args.out).read_text().splitlines()
+                            if '"case": "machine"' in line]
+            if machine_rows:
+                peaks = {k: v for k, v in machine_rows[-1].items() if k.endswith("tflops")}
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
