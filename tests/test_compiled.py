@@ -14,7 +14,7 @@ from torch import nn
 
 import gossipfl
 from gossipfl.data import from_tensors
-from gossipfl.engine.compiled import resolve_compile, resolve_switch
+from gossipfl.engine.compiled import GraphedBlocks, resolve_compile, resolve_switch
 from gossipfl.engine.stacked import StackedOracle
 from gossipfl.engine.stacked_layers import conv2d_gemm, per_client_gemm
 from gossipfl.errors import GossipflError
@@ -136,6 +136,25 @@ def test_the_compiled_step_moves_the_rows_as_the_eager_one():
     StackedOracle(model, compile=True, compile_backend="aot_eager").loss_and_step(
         got, inputs, targets, mask, sgd)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_block_that_cannot_be_captured_runs_eagerly_and_says_why_once(caplog):
+    """GraphedBlocks' fallback (here: CPU tensors, which no CUDA graph captures): the block's
+    own outputs, the reason logged once per reason, no second capture attempted."""
+    calls = []
+
+    def block(x, y):
+        calls.append(1)
+        return x.sum(1), {"w": x * y}
+
+    graphed = GraphedBlocks(block)
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    with caplog.at_level("WARNING", logger="gossipfl.engine.compiled"):
+        loss, grads = graphed(x, y)
+        graphed(x, y)
+    assert torch.equal(loss, x.sum(1)) and torch.equal(grads["w"], x * y)
+    assert len([r for r in caplog.records if "runs without a CUDA graph" in r.message]) == 1
+    assert len(graphed.failures) == 1 and len(calls) == 2
 
 
 def test_the_switches():

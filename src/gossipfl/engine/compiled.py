@@ -190,7 +190,8 @@ class GraphedBlocks:
                 self.failures[reason] = str(_signature(args))[:200]
                 log.warning("engine.cuda_graphs: a block of shapes %s runs without a CUDA "
                             "graph (%s).", [tuple(a.shape) for a in args], reason)
-            torch.cuda.synchronize(args[0].device)
+            if args[0].is_cuda:
+                torch.cuda.synchronize(args[0].device)
             return None
 
 
