@@ -219,5 +219,11 @@ class _Captured:
         return self.outputs
 
 
-__all__ = ["CompiledFunction", "GraphedBlocks", "SWITCHES", "check_switch", "resolve_compile",
-           "resolve_switch"]
+__all__ = [
+    "SWITCHES",
+    "CompiledFunction",
+    "GraphedBlocks",
+    "check_switch",
+    "resolve_compile",
+    "resolve_switch",
+]
