@@ -224,9 +224,10 @@ def test_centralized_algorithms_are_refused_by_the_order():
 
 def test_the_distributed_backend_is_refused():
     from gossipfl.algorithms.decentralized.adpsgd import ADPSGD
-    from gossipfl.schedules.asynchronous import Asynchronous
+    from gossipfl.compat import features, schedule_refusal
 
-    message = Asynchronous.refusal(ADPSGD(None, None, None), 2)
+    cfg = load_config({"algorithm": {"name": "adpsgd"}, "topology": {"order": "asynchronous"}})
+    message = schedule_refusal(features(cfg, ADPSGD(None, None, None), world=2))
     assert "engine.backend: distributed" in message and one_sentence(message)
 
 

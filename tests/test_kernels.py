@@ -143,7 +143,7 @@ def test_choco_step_equals_the_consensus_computed_after_the_messages(path, compr
     hat2, mixed2 = hat.clone(), mixed.clone()
     for t in range(4):
         z = torch.randn(m, p, generator=gen)
-        x, hat, mixed = choco.step(fed, z, hat, mixed, t, ("0", t, 0))
+        x, hat, mixed = choco.step(fed.wire, z, hat, mixed, t, ("0", t, 0))
         fed.publish(z, t, choco.compressor, ("0", t, 0), hat2, mixed2)
         x2 = torch.sub(mixed2, hat2).mul_(gamma).add_(z)
         assert torch.equal(bits(hat), bits(hat2)) and torch.equal(bits(mixed), bits(mixed2))

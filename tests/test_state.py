@@ -64,7 +64,8 @@ def test_each_component_keeps_its_state_in_its_namespace():
     state, exp = runner.run_state, runner.exp
     assert isinstance(state, RunState) and state is exp.state
     assert runner.state is state.algorithm  # what the schedule and the evaluator are handed
-    assert exp.fed.compression.state is state.gossip  # given to the Federation when built
+    channels = next(s for s in exp.fed.pipeline.stages if isinstance(s, Channels))
+    assert channels.state is state.gossip  # a stage of the Federation's gossip pipeline
     assert exp.systems.clock.state is state.systems
     assert exp.privacy.gradient.state is state.privacy
     assert exp.systems.clock.T is state.systems["clocks"] and state.systems["clocks"].max() > 0

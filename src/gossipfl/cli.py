@@ -155,7 +155,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from gossipfl.loading import load_config
         from gossipfl.plan import format_plan, memory_plan
 
+        from gossipfl.compat import preflight
+
         config = load_config(args.config if args.config else QUICKSTART, list(args.set))
+        preflight(config)  # every refusal the run gives before training that needs no data
         print(format_plan(*memory_plan(config)))
         return 0
     else:

@@ -45,11 +45,12 @@ from typing import Any
 import yaml
 
 from gossipfl import plugins
+from gossipfl.compat import preflight
 from gossipfl.config import Config, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
 from gossipfl.loading import apply_override, load_config, replace_partner
-from gossipfl.results.inputs import compute_path, with_absolute_paths
+from gossipfl.results.inputs import with_absolute_paths
 from gossipfl.results.lifecycle import (
     PreparedRun,
     RunOutcome,
@@ -318,50 +319,19 @@ def check_trust(config: Config) -> None:
     """Byzantine clients and the robust rule, as the run would draw them (its seed): the honest
     clients connected without the Byzantine ones, every receiver's degree enough for the
     rule's b, the algorithm able to gossip robustly — refused before any run of a study
-    trains (without the data: the topology alone)."""
+    trains (without the data: the topology alone; :func:`gossipfl.compat.preflight`)."""
     if config.byzantine is None and config.topology.robust is None:
         return
-    from gossipfl.algorithms import get_algorithm
-    from gossipfl.topology import build_topology
-    from gossipfl.trust.gossip import build_trust
-
-    algorithm, topo = get_algorithm(config.algorithm.name), config.topology
-    if algorithm.centralized or topo.matrix is not None:
-        return  # refused as centralized when the run is built; an API matrix: built there
-    topology = build_topology(topo.name, config.data.clients, mixing=topo.mixing,
-                              seed=config.seed, **topo.parameters())
-    build_trust(config, algorithm, topology)
+    preflight(config)
 
 
 def check_buildable(config: Config) -> None:
-    """What can be checked without the data: whether the gossip order (schedule) is defined
-    for the algorithm and its parameters, the compute-speeds file (one number per client),
-    and the algorithm's topology for the client count (a graph that cannot be built, or is
-    too large for memory, is refused here)."""
-    from gossipfl.algorithms import get_algorithm
-    from gossipfl.schedules import get_schedule
-    from gossipfl.topology import build_topology
-
-    topo = config.topology
-    algorithm = get_algorithm(config.algorithm.name)
-    try:  # the declarations need no data: a built algorithm without clients
-        declared = algorithm(config.algorithm.params, None, None)
-    except GossipflError:
-        raise
-    except Exception:  # noqa: BLE001 - a plugin that needs its clients to be built: the
-        declared = None  # run checks the order when it builds the experiment
-    refusal = None if declared is None else get_schedule(topo.order).refusal(declared, None)
-    if refusal:
-        raise GossipflError(refusal)
-    speeds = compute_path(config)
-    if speeds is not None and config.data.tensors is None:  # one number per client
-        from gossipfl.systems.model import read_values
-
-        read_values(speeds, config.data.clients)
-    if algorithm.centralized or topo.matrix is not None:
-        return
-    build_topology(topo.name, config.data.clients, mixing=topo.mixing, seed=config.seed,
-                   **topo.parameters())
+    """What can be checked without the data (:func:`gossipfl.compat.preflight`): which
+    features combine (the gossip order for the algorithm and its parameters, the stages, the
+    systems model), the compute-speeds file (one number per client), and the algorithm's
+    topology for the client count (a graph that cannot be built, or is too large for memory,
+    is refused here)."""
+    preflight(config)
 
 
 def check_analysis_fits(analysis: dict, variants: list[Variant]) -> None:

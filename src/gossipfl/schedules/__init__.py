@@ -24,7 +24,7 @@ schedule is one module with a :func:`register_schedule` class.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -56,6 +56,12 @@ class Schedule:
     ``ctx.round`` of ``algorithm``, updating ``state``."""
 
     name: str = ""
+    #: why it cannot split the ``[M, P]`` stack over processes (None: it can); the words
+    #: after "topology.order: <name>" in the refusal (gossipfl.compat)
+    one_process: ClassVar[str | None] = None
+    #: why it cannot run with offline clients or failed links (None: it can)
+    no_failures: ClassVar[str | None] = None
+
     def __init__(self, algorithm: Algorithm, trainer: LocalTrainer, fed: Federation):
         self.algorithm = algorithm
         self.trainer = trainer
@@ -64,16 +70,17 @@ class Schedule:
     @classmethod
     def refusal(cls, algorithm: Algorithm, distributed_world: int | None) -> str | None:
         """Why this schedule cannot run ``algorithm`` (None: it can); ``distributed_world``:
-        the number of processes when the rows are split over several. A schedule that
-        changes what an algorithm's round means (the sequential order) asks the algorithm
+        the number of processes when the rows are split over several (``one_process`` is
+        checked before, by :mod:`gossipfl.compat`). The built-in orders ask the algorithm
         (:meth:`~gossipfl.algorithms.base.Algorithm.order_error`); by default every algorithm
         runs."""
         return None
 
     @classmethod
     def systems_refusal(cls, model) -> str | None:
-        """Why this schedule cannot run with the ``systems`` draws ``model`` (a
-        :class:`gossipfl.systems.SystemsModel`; None: it can)."""
+        """Why this schedule cannot run with the values of the ``systems`` draws ``model``
+        (a :class:`gossipfl.systems.SystemsModel`; None: it can; ``no_failures`` is checked
+        by :mod:`gossipfl.compat`)."""
         return None
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:

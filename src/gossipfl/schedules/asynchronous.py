@@ -96,21 +96,16 @@ class Asynchronous(Schedule):
         super().__init__(algorithm, trainer, fed)
         self.wave = wave or waves
 
+    one_process = ("runs one global sequence of pairwise events over the whole [M, P] stack "
+                   "(an event's pair may sit on two processes at once)")
+    no_failures = "its events have no rounds for a client or link to miss"
+
     @classmethod
     def refusal(cls, algorithm, distributed_world):
-        if distributed_world is not None:
-            return ("topology.order: asynchronous runs one global sequence of pairwise events "
-                    "over the whole [M, P] stack (an event's pair may sit on two processes at "
-                    f"once), which engine.backend: distributed splits over {distributed_world} "
-                    "processes; run it with engine.backend: single.")
         return algorithm.order_error(cls.name)
 
     @classmethod
     def systems_refusal(cls, model):
-        if model.has_failures:
-            return ("systems.availability: not implemented for topology.order: asynchronous "
-                    "(its events have no rounds for a client or link to miss); remove "
-                    "systems.availability.")
         if (model.compute(0) <= 0).any():
             return ("systems.compute: topology.order: asynchronous orders its events by "
                     "completion time, which needs every client's seconds_per_step > 0.")

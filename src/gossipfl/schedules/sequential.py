@@ -52,12 +52,10 @@ class Sequential(Schedule):
         super().__init__(algorithm, trainer, fed)
         self.waves = waves
 
+    one_process = "sweeps the clients one wave after another through the whole [M, P] stack"
+
     @classmethod
     def refusal(cls, algorithm, distributed_world):
-        if distributed_world is not None:
-            return (f"topology.order: sequential sweeps the clients one wave after another "
-                    f"through the whole [M, P] stack, which engine.backend: distributed splits "
-                    f"over {distributed_world} processes; run it with engine.backend: single.")
         return algorithm.order_error(cls.name)
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
