@@ -102,7 +102,8 @@ def test_loading_restores_every_namespace_in_place_with_copies():
             if isinstance(live, torch.Tensor):  # never the checkpoint's own tensors
                 assert live.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()
     assert isinstance(spaces["systems"]["clocks"], np.ndarray)
-    assert runner.exp.fed.compression.state is spaces["gossip"]
+    channels = next(s for s in runner.exp.fed.pipeline.stages if isinstance(s, Channels))
+    assert channels.state is spaces["gossip"]
     for t in range(2, 4):  # and it goes on as the run it came from
         first.step(t)
         runner.step(t)

@@ -287,6 +287,19 @@ def check_config(config) -> None:
         raise GossipflError(reason)
 
 
+def declared_features(config) -> Features:
+    """The :class:`Features` of ``config`` with its algorithm built without clients (its
+    hooks may read its parameters), or its class where it cannot be built so."""
+    f = features(config)
+    try:  # the declarations need no data: a built algorithm without clients
+        f.algorithm = f.algorithm(config.algorithm.params, None, None)
+    except GossipflError:
+        raise
+    except Exception:  # noqa: BLE001 - a plugin that needs its clients: its class's declarations
+        pass
+    return f
+
+
 def preflight(config) -> None:
     """What a run checks before training that needs no data, as a dry run sees it: the
     features with the algorithm built without clients and the topology built, then the
@@ -295,13 +308,7 @@ def preflight(config) -> None:
     from gossipfl.topology import build_topology
     from gossipfl.trust.gossip import build_trust
 
-    f = features(config)
-    try:  # the declarations need no data: a built algorithm without clients
-        f.algorithm = f.algorithm(config.algorithm.params, None, None)
-    except GossipflError:
-        raise
-    except Exception:  # noqa: BLE001 - a plugin that needs its clients: its class's declarations
-        pass
+    f = declared_features(config)
     topo = config.topology
     if not f.algorithm.centralized and topo.matrix is None:
         f.topology = build_topology(topo.name, config.data.clients, mixing=topo.mixing,
@@ -313,5 +320,5 @@ def preflight(config) -> None:
         build_trust(config, f.topology)
 
 
-__all__ = ["SENTENCES", "Asked", "Features", "check", "check_config", "features", "preflight",
-           "refusals", "stage_refusal", "stages_asked"]
+__all__ = ["SENTENCES", "Asked", "Features", "check", "check_config", "declared_features",
+           "features", "preflight", "refusals", "stage_refusal", "stages_asked"]

@@ -50,7 +50,7 @@ from gossipfl.config import Config, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
 from gossipfl.loading import apply_override, load_config, replace_partner
-from gossipfl.results.inputs import with_absolute_paths
+from gossipfl.results.inputs import compute_path, with_absolute_paths
 from gossipfl.results.lifecycle import (
     PreparedRun,
     RunOutcome,
@@ -326,12 +326,27 @@ def check_trust(config: Config) -> None:
 
 
 def check_buildable(config: Config) -> None:
-    """What can be checked without the data (:func:`gossipfl.compat.preflight`): which
-    features combine (the gossip order for the algorithm and its parameters, the stages, the
-    systems model), the compute-speeds file (one number per client), and the algorithm's
-    topology for the client count (a graph that cannot be built, or is too large for memory,
-    is refused here)."""
-    preflight(config)
+    """What can be checked without the data: whether the gossip order (schedule) is defined
+    for the algorithm and its parameters, the compute-speeds file (one number per client),
+    and the algorithm's topology for the client count (a graph that cannot be built, or is
+    too large for memory, is refused here)."""
+    from gossipfl.compat import declared_features, schedule_refusal
+    from gossipfl.topology import build_topology
+
+    f = declared_features(config)
+    refusal = schedule_refusal(f)
+    if refusal:
+        raise GossipflError(refusal)
+    speeds = compute_path(config)
+    if speeds is not None and config.data.tensors is None:  # one number per client
+        from gossipfl.systems.model import read_values
+
+        read_values(speeds, config.data.clients)
+    topo = config.topology
+    if f.algorithm.centralized or topo.matrix is not None:
+        return
+    build_topology(topo.name, config.data.clients, mixing=topo.mixing, seed=config.seed,
+                   **topo.parameters())
 
 
 def check_analysis_fits(analysis: dict, variants: list[Variant]) -> None:
