@@ -152,10 +152,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0
         prepared = prepare_resume(args.resume, args.device, args.allow_changed_inputs)
     elif getattr(args, "dry_run", False):
+        from gossipfl.compat import preflight
         from gossipfl.loading import load_config
         from gossipfl.plan import format_plan, memory_plan
-
-        from gossipfl.compat import preflight
 
         config = load_config(args.config if args.config else QUICKSTART, list(args.set))
         preflight(config)  # every refusal the run gives before training that needs no data

@@ -292,11 +292,12 @@ def declared_features(config) -> Features:
     hooks may read its parameters), or its class where it cannot be built so."""
     f = features(config)
     try:  # the declarations need no data: a built algorithm without clients
-        f.algorithm = f.algorithm(config.algorithm.params, None, None)
+        built = f.algorithm(config.algorithm.params, None, None)
     except GossipflError:
         raise
     except Exception:  # noqa: BLE001 - a plugin that needs its clients: its class's declarations
-        pass
+        built = f.algorithm
+    f.algorithm = built
     return f
 
 
