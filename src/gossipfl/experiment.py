@@ -40,6 +40,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation
 from gossipfl.models import build_model, check_model_fits, head_names
 from gossipfl.rng import derive_seed, numpy_generator
+from gossipfl.schedules import get_schedule
 from gossipfl.state import RunState
 from gossipfl.systems import Systems, build_systems, mixing_topology, systems_model
 from gossipfl.topology import Mixer, Topology, build_topology
@@ -312,6 +313,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     algorithm = algo_cls(config.algorithm.params, env, fed)
     state.algorithm.declare(f"algorithm {algorithm.name}", rows=algorithm.client_state,
                             kept=(*algorithm.client_state, *algorithm.global_state))
+    # the schedule's own rows (topology.order: asynchronous), declared by the schedule
+    state.schedule = get_schedule(config.topology.order).namespace(len(fed.own_clients()),
+                                                                   device)
     groups.check_used(algorithm)  # a personalized split needs a shared and a personal part
     check(features(config, algorithm, topology, world, draws))  # its hooks read its params
     caution = None if topology is None else algorithm.mixing_check(topology)[1]

@@ -109,10 +109,13 @@ class RunState:
 
     #: owner: the algorithm (gossipfl.algorithms), as functions of a state it does not hold:
     #: the runner fills it with ``algorithm.init(X⁰)``, the schedule hands it to every hook
-    #: of a round (and the asynchronous schedule keeps its ``finish`` and ``updates`` rows
-    #: here, which adpsgd declares). Rows: ``algorithm.client_state``; a checkpoint keeps
-    #: those and ``algorithm.global_state`` (declared by ``build_experiment``).
+    #: of a round. Rows: ``algorithm.client_state``; a checkpoint keeps those and
+    #: ``algorithm.global_state`` (declared by ``build_experiment``).
     algorithm: Namespace = field(default_factory=lambda: Namespace("algorithm"))
+    #: owner: the schedule (gossipfl.schedules, ``topology.order``) when it keeps rows from
+    #: round to round (the asynchronous order's ``finish`` and ``updates``): its
+    #: ``client_state``, declared and made by ``Schedule.namespace``
+    schedule: Namespace | None = None
     #: owner: CHOCO-Gossip's channels (gossipfl.compression.gossip.Channels, a stage of the
     #: Federation's gossip pipeline) with ``topology.compression``: :func:`gossip_namespace`
     gossip: Namespace | None = None
@@ -163,9 +166,14 @@ class RunState:
         runner's own entries), in place: each namespace object stays, its entries are
         replaced by copies of the saved ones (this process's block of the rows), each where
         and as the live entry is (device, dtype; a NumPy array stays one). A namespace
-        absent from ``saved`` is restored from nothing: a kept entry it lacks is refused."""
+        absent from ``saved`` is restored from nothing: a kept entry it lacks is refused (the
+        schedule's rows of a checkpoint written before the schedule had a namespace of its
+        own are read from the algorithm's, where they were kept)."""
         for name, space in self.namespaces().items():
-            _load(space, saved.get(name, {}), fed)
+            entries = saved.get(name)
+            if entries is None and name == "schedule":
+                entries = saved.get("algorithm")
+            _load(space, entries or {}, fed)
 
 
 def _own_copy(saved: torch.Tensor, live: torch.Tensor) -> torch.Tensor:

@@ -34,6 +34,8 @@ from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.clients import ClientEnv
 from gossipfl.federation import Federation
 from gossipfl.schedules import RoundOutcome, get_schedule
+from gossipfl.state import Namespace, RunState
+from gossipfl.systems.rounds import run_round
 from gossipfl.training import LocalTrainer
 from gossipfl.wire import Wire
 
@@ -294,7 +296,17 @@ class Pack:
         self.schedule = get_schedule(config.topology.order)(self.algorithm, self.trainer,
                                                             self.fed)
         keys = self.algorithm.client_state
-        self.state = {k: torch.cat([r.state[k] for r in self.runners]) for k in keys}
+        # the joint rows' state: an algorithm namespace of a RunState, as a run's (packed
+        # runs are synchronous: the schedule keeps no rows of its own)
+        self.run_state = RunState(algorithm=Namespace(
+            f"algorithm {self.algorithm.name} (packed)", rows=keys, kept=keys))
+        self.run_state.algorithm.update(
+            {k: torch.cat([r.state[k] for r in self.runners]) for k in keys})
+
+    @property
+    def state(self):
+        """The joint rows' algorithm state (the RunState's algorithm namespace)."""
+        return self.run_state.algorithm
 
     def round(self, t: int) -> list:
         """Round t of every run; each runner's state is then its block, and the list holds
@@ -306,7 +318,7 @@ class Pack:
         keep = any(r.evaluator.measures_before_gossip() and r.should_evaluate(t)
                    for r in self.runners)
         self.tally.reset()
-        outcome = self.schedule.run_round(ctx, self.state, keep)
+        outcome = run_round(self.schedule, self.state, ctx, keep)
         sent = self.fed.run_bytes()
         seconds = (time.perf_counter() - start) / len(self.runners)  # each run's share
         measured = []
