@@ -32,6 +32,7 @@ from gossipfl.data import (
     summarize_partition,
 )
 from gossipfl.distributed import start_processes
+from gossipfl.distributed.federation import federation_of
 from gossipfl.engine import ParamLayout, keep_freed_memory, make_oracle
 from gossipfl.engine.compiled import resolve_compile, resolve_switch
 from gossipfl.engine.groups import ParamGroups
@@ -300,9 +301,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     trust = build_trust(config, topology)
     privacy = build_privacy(config, model, np.array([len(p) for p in parts]), device,
                             state.privacy)
-    fed = processes.federation(m, groups, sizes, seed=config.seed, mixer=mixer,
-                               stages=gossip_stages(config, trust, state),
-                               channels=algo_cls.gossip_channels)
+    fed = federation_of(processes, m, groups, sizes, seed=config.seed, mixer=mixer,
+                        stages=gossip_stages(config, trust, state),
+                        channels=algo_cls.gossip_channels)
     local = LocalTraining(weight_decay=train.weight_decay, momentum=train.momentum,
                           clip_norm=train.clip_norm)
     counts = label_counts(dataset, parts)

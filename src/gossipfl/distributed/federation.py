@@ -377,6 +377,14 @@ class DistributedFederation(Federation):
         return out
 
 
+def federation_of(processes: Processes, num_clients: int, *args, **kwargs) -> Federation:
+    """The Federation of this process: every client (one process), or this rank's block of
+    them (:class:`DistributedFederation`)."""
+    if not processes.distributed:
+        return Federation(num_clients, *args, **kwargs)
+    return DistributedFederation(processes, num_clients, *args, **kwargs)
+
+
 def _unpadded(parts: list[Tensor], sizes: list[int]) -> Tensor:
     """The blocks of equal-size ``parts`` cut to their ``sizes``, in rank order."""
     return torch.cat([part[:size] for part, size in zip(parts, sizes, strict=True)])
