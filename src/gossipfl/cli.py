@@ -552,7 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "has changed since it started")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     run.add_argument("--dry-run", action="store_true",
-                     help="print the memory the run will hold, state by state, and stop")
+                     help="check what the run checks before training (the same refusals), "
+                          "print the memory it will hold, state by state, and stop")
     run.set_defaults(func=cmd_run)
 
     sweep = sub.add_parser("sweep", help="run a study: a grid of runs, then a table")

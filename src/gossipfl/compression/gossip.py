@@ -26,8 +26,8 @@ no public copies, and the compression error is never corrected.
 **Where it applies.** ``topology.compression: {compressor: top_k, fraction: 0.01, gamma:
 0.2}`` replaces every :meth:`~gossipfl.federation.Federation.gossip` of a decentralized
 algorithm (DFedAvg, DFedSAM, OledFL, DFedCata, the tracking methods, the personalized ones on
-their shared group) by this step. Each gossip call of a round is its own channel with its own
-public copies: a channel is the variable the algorithm gossips (its ``gossip_channels``:
+their shared group) by this step. Each channel has its own public copies: a channel is the
+variable the algorithm gossips (its ``gossip_channels``:
 DSGT's ``x`` and ``tracker`` are two channels, Q gossip steps share one). Algorithms that
 gossip otherwise (push-sum's ``sgp``, DisPFL's masked gossip), the sequential order and
 centralized algorithms refuse it (:mod:`gossipfl.compat`, from this stage's
