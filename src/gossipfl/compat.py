@@ -17,7 +17,8 @@ refusals from those declarations, each one sentence naming the key (the CLI exit
   (:meth:`~gossipfl.algorithms.base.Algorithm.mixing_check`) and its own
   :meth:`~gossipfl.algorithms.base.Algorithm.refusal` (Muffliato's guarantee);
 - the systems section and the privacy section against the backend (their state is not
-  split over the ranks), privacy against an algorithm that ``reads_label_counts``.
+  split over the ranks), privacy against an algorithm that ``reads_label_counts``; a
+  stability study against the backend (:func:`stability_refusal`).
 
 :func:`check` raises the first refusal of a run's :class:`Features`;
 :func:`check_config` is what can be decided from the config alone (when it is read),
@@ -258,6 +259,19 @@ def privacy_refusal(f: Features) -> str | None:
     if f.algorithm.reads_label_counts:
         return (f"privacy: algorithm {f.name} reads each client's label counts, which "
                 f"DP-SGD does not privatize; remove privacy or choose another algorithm.")
+    return None
+
+
+def stability_refusal(config, where: str = "") -> str | None:
+    """A stability study (gossipfl stability) steps two runs in one process: not under the
+    distributed backend (``where``: the study's pair, in the sentence)."""
+    from gossipfl.distributed.launch import resolve_backend
+
+    backend = config.engine.backend
+    if backend == "distributed" or resolve_backend(backend) == "distributed":
+        return (f"engine.backend: distributed splits one run over several processes, but "
+                f"gossipfl stability runs two neighbouring runs side by side in one process; "
+                f"use engine.backend: single{where}.")
     return None
 
 
