@@ -36,6 +36,7 @@ from gossipfl.engine import ParamLayout
 from gossipfl.engine.groups import ParamGroups
 from gossipfl.federation import Federation
 from gossipfl.topology import Mixer, build_topology
+from gossipfl.wire import Pipeline
 
 CASES = [(100, 199_210), (1000, 50_890)]
 GRAPHS = {"ring": {}, "k_regular": {"k": 10}, "exponential": {}}
@@ -68,17 +69,18 @@ def timed(fn) -> float:
 def case(m: int, p: int, graph: str, repeats: int) -> list[dict]:
     fed = federation(m, p, graph)
     z = torch.randn(m, p)
-    channels = {name: Channels(build_choco(spec)) for name, spec in COMPRESSIONS.items()}
+    channels = {name: Pipeline(fed.wire, [Channels(build_choco(spec))])
+                for name, spec in COMPRESSIONS.items()}
     runs = {"exact": lambda: fed.gossip(z, 0)}
     rounds = itertools.count()
     for name, ch in channels.items():
-        # one step per round, so that every call is channel 0's next step (a second call in
-        # the same round would be a new channel with new public copies)
-        runs[name] = (lambda ch=ch: ch.gossip(fed, z, next(rounds), 1))
+        # one step per round, so that every call is channel x's next step (a second call in
+        # the same round is refused: a channel is gossiped once a round)
+        runs[name] = (lambda ch=ch: ch.mix(z, next(rounds), 1))
         runs[name]()  # allocates the public copies (warm-up)
-    torch_kernels = Channels(build_choco(COMPRESSIONS["top_k 1%"]))
+    torch_kernels = Pipeline(fed.wire, [Channels(build_choco(COMPRESSIONS["top_k 1%"]))])
     runs["top_k 1%, torch code"] = lambda: with_torch_kernels(
-        lambda: torch_kernels.gossip(fed, z, next(rounds), 1))
+        lambda: torch_kernels.mix(z, next(rounds), 1))
     runs["top_k 1%, torch code"]()
     times = {name: [] for name in runs}
     for name, fn in runs.items():  # warm-up

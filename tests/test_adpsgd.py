@@ -75,7 +75,7 @@ def test_waves_equal_the_literal_event_loop_with_stragglers(m, graph):
     speeds = runner.exp.systems.model.compute(0)  # 0.1 and 0.1·3 (ties as gossipfl has them)
     X, count, times, sent = literal_loop(p, W, 5, speeds)
     assert_close(runner.state["x"].numpy(), X)
-    np.testing.assert_array_equal(runner.state["updates"].numpy(), count)
+    np.testing.assert_array_equal(runner.run_state.schedule["updates"].numpy(), count)
     assert count.max() > count.min()  # unequal speeds: unequal work, and stale reads
     np.testing.assert_allclose([r["sim_time"] for r in runner.rows], times, rtol=0, atol=1e-12)
     assert [r["bytes_round"] for r in runner.rows] == sent
@@ -133,7 +133,7 @@ def test_fast_workers_do_more_updates_in_proportion_to_speed():
     systems = {"compute": {"stragglers": 0.5, "slowdown": 4.0, "seconds_per_step": 0.1}}
     runner = run(config(p, random_doubly_stochastic(6, seed=5), rounds=20, systems=systems))
     slow = runner.exp.systems.model.stragglers
-    count = runner.state["updates"].numpy()
+    count = runner.run_state.schedule["updates"].numpy()
     assert count.sum() == 20 * 6
     ratio = count[~slow].mean() / count[slow].mean()
     assert 3.5 < ratio < 4.5
@@ -154,11 +154,31 @@ def test_resume_is_exact():
     cfg = config(p, random_doubly_stochastic(6, seed=7), rounds=5, systems=STRAGGLERS)
     whole = run(cfg)
     saved, resumed = stopped_and_resumed(cfg)
-    assert {"x", "read", "finish", "updates"} <= set(saved["algorithm"])
-    for name, value in whole.state_dict()["algorithm"].items():
-        assert torch.equal(value, resumed.state_dict()["algorithm"][name]), name
+    assert set(saved["algorithm"]) == {"x", "read"}  # the algorithm's rows
+    assert set(saved["schedule"]) == {"finish", "updates"}  # the schedule's own, declared
+    for space in ("algorithm", "schedule"):
+        for name, value in whole.state_dict()[space].items():
+            assert torch.equal(value, resumed.state_dict()[space][name]), (space, name)
     np.testing.assert_array_equal(whole.exp.systems.clock.T, resumed.exp.systems.clock.T)
     assert whole.rows[-1]["sim_time"] == resumed.rows[-1]["sim_time"]
+
+
+def test_a_checkpoint_with_the_schedule_rows_in_the_algorithm_namespace_resumes_exactly():
+    """Checkpoints written before the schedule had a namespace of its own kept ``finish``
+    and ``updates`` among adpsgd's rows; they resume as the uninterrupted run."""
+    p = Problem(clients=6, seed=7)
+    cfg = config(p, random_doubly_stochastic(6, seed=7), rounds=5, systems=STRAGGLERS)
+    whole = run(cfg)
+    first = Runner(load_config(cfg))
+    for t in range(2):
+        first.step(t)
+    saved = first.state_dict()
+    saved["algorithm"].update(saved.pop("schedule"))  # the old layout
+    resumed = Runner(load_config(cfg))
+    resumed.load_state_dict(saved)
+    resumed.run()
+    assert torch.equal(whole.state["x"], resumed.state["x"])
+    assert torch.equal(whole.run_state.schedule["updates"], resumed.run_state.schedule["updates"])
 
 
 def test_minibatch_draws_do_not_depend_on_the_waves():
@@ -224,9 +244,10 @@ def test_centralized_algorithms_are_refused_by_the_order():
 
 def test_the_distributed_backend_is_refused():
     from gossipfl.algorithms.decentralized.adpsgd import ADPSGD
-    from gossipfl.schedules.asynchronous import Asynchronous
+    from gossipfl.compat import features, schedule_refusal
 
-    message = Asynchronous.refusal(ADPSGD(None, None, None), 2)
+    cfg = load_config({"algorithm": {"name": "adpsgd"}, "topology": {"order": "asynchronous"}})
+    message = schedule_refusal(features(cfg, ADPSGD(None, None, None), world=2))
     assert "engine.backend: distributed" in message and one_sentence(message)
 
 

@@ -181,6 +181,59 @@ def test_identity_compression_with_unit_step_changes_no_algorithm(name):
     assert [r["bytes_total"] for r in a.metrics] == [r["bytes_total"] for r in b.metrics]
 
 
+# -- channels: the variables an algorithm gossips ------------------------------------------------
+def test_each_variable_an_algorithm_gossips_is_its_own_channel():
+    """DSGT gossips x and its tracker: two channels (its gossip_channels), each with its own
+    public copies, the tracker's the second (the k-th declared channel is key k)."""
+    p = Problem(clients=5, dim=4)
+    config = p.config({"name": "dsgt"}, W=ring_mh(5), rounds=2)
+    config["topology"]["compression"] = {"compressor": "top_k", "k": 2, "gamma": 0.5}
+    runner = Runner(load_config(config))
+    runner.run()
+    assert DSGT.gossip_channels == ("x", "tracker")
+    copies = runner.run_state.gossip
+    assert set(copies) == {"0.hat", "0.mixed", "1.hat", "1.mixed"}
+    assert not torch.equal(copies["0.hat"], copies["1.hat"])
+
+
+def _pipeline(channels=("x",)):
+    from gossipfl.compression.gossip import Channels, build_choco
+    from gossipfl.engine import ParamLayout
+    from gossipfl.engine.groups import ParamGroups
+    from gossipfl.federation import Federation
+    from gossipfl.topology import Mixer, build_topology
+
+    topology = build_topology("ring", 5, mixing="metropolis_hastings", seed=0)
+    groups = ParamGroups.build(ParamLayout.from_module(torch.nn.Linear(3, 1, bias=False)), [])
+    stage = Channels(build_choco({"compressor": "sign", "gamma": 0.5}))
+    return Federation(5, groups, torch.ones(5), seed=0, mixer=Mixer(topology),
+                      stages=[stage], channels=channels)
+
+
+def test_a_channel_gossiped_twice_in_a_round_is_refused_in_one_sentence():
+    fed = _pipeline()
+    z = torch.randn(5, 3)
+    fed.gossip(z, 0)
+    with pytest.raises(GossipflError, match=r"^topology.compression: channel 'x' was gossiped "
+                                            r"twice in round 0; .*gossip_channels\)\.$"):
+        fed.gossip(z, 0)
+    fed.gossip(z, 1)  # the next round: the channel's next step
+
+
+def test_a_channel_the_algorithm_did_not_declare_is_refused():
+    with pytest.raises(GossipflError, match="gossip channel 'tracker': not among the "
+                                            "algorithm's gossip_channels"):
+        _pipeline().gossip(torch.randn(5, 3), 0, channel="tracker")
+    _pipeline(("x", "tracker")).gossip(torch.randn(5, 3), 0, channel="tracker")
+
+
+def test_operations_that_bypass_the_pipeline_are_refused_by_a_stage_that_changes_messages():
+    fed = _pipeline()
+    with pytest.raises(GossipflError, match="^topology.compression: push-sum gossip has no "
+                                            "compressed form; remove topology.compression.$"):
+        fed.push_sum(torch.randn(5, 3), torch.ones(5, 1), 0)
+
+
 def test_dfedavg_with_top_k_compression_is_local_steps_then_choco_gossip():
     p = Problem(clients=5, dim=8)
     W = ring_mh(5)

@@ -178,6 +178,7 @@ def test_a_killed_rank_ends_the_job_naming_it_and_the_run_resumes(tmp_path, caps
 
 def test_backend_resolution_and_block_bounds(monkeypatch):
     from gossipfl.distributed import Processes, resolve_backend
+    from gossipfl.distributed.federation import federation_of
     from gossipfl.errors import GossipflError
 
     monkeypatch.delenv("RANK", raising=False)
@@ -191,7 +192,7 @@ def test_backend_resolution_and_block_bounds(monkeypatch):
     blocks = [Processes(rank, 3, distributed=True).bounds(8) for rank in range(3)]
     assert blocks == [(0, 3), (3, 6), (6, 8)]
     with pytest.raises(GossipflError, match=r"^data.clients: 3 clients cannot be shared by 4"):
-        Processes(0, 4, distributed=True).federation(3, None, None, None, seed=0)
+        federation_of(Processes(0, 4, distributed=True), 3, None, None, None, seed=0)
 
 
 def test_a_stalled_rank_ends_the_job_after_the_timeout_naming_it(tmp_path):

@@ -18,8 +18,8 @@ PACKAGE = Path(gossipfl.__file__).resolve().parent
 #: docs/design.md's order, top to bottom; units of one layer may import each other.
 LAYERS = [
     ["cli"], ["api"], ["stability_study"], ["sweep"], ["results"], ["runner"], ["evaluation"],
-    ["analysis"], ["experiment", "loading"], ["systems"], ["schedules"], ["training"],
-    ["algorithms"], ["clients", "federation"],
+    ["analysis"], ["experiment", "loading", "compat"], ["systems"], ["schedules"],
+    ["training"], ["algorithms"], ["clients", "federation"], ["wire"],
     ["topology", "data", "models", "trust", "compression"], ["engine"], ["config"],
     ["sections"], ["validation", "plugins", "state"], ["errors"],
 ]

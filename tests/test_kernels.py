@@ -10,6 +10,7 @@ import torch
 
 from gossipfl.compression import RandK, TopK, kernels
 from gossipfl.compression.gossip import ChocoGossip
+from gossipfl.compression.sampling import RUN, sampling
 from gossipfl.engine import ParamLayout
 from gossipfl.engine import threads as threads_module
 from gossipfl.engine.groups import ParamGroups
@@ -93,8 +94,8 @@ def test_fused_kernels_equal_the_torch_definition_bitwise(monkeypatch, dtype, n,
 
 def test_the_sampled_threshold_falls_back_where_it_misses_or_overflows():
     p, k = 100_000, 2000
-    stride, _ = kernels._sampling(p, k)
-    run = kernels._kernels().RUN
+    stride, _ = sampling(p, k)
+    run = RUN
     sampled = torch.arange(p) % (run * stride) < run
     assert k > int(sampled.sum())
     missing = torch.rand(2, p) * 1e-3
@@ -143,7 +144,7 @@ def test_choco_step_equals_the_consensus_computed_after_the_messages(path, compr
     hat2, mixed2 = hat.clone(), mixed.clone()
     for t in range(4):
         z = torch.randn(m, p, generator=gen)
-        x, hat, mixed = choco.step(fed, z, hat, mixed, t, ("0", t, 0))
+        x, hat, mixed = choco.step(fed.wire, z, hat, mixed, t, ("0", t, 0))
         fed.publish(z, t, choco.compressor, ("0", t, 0), hat2, mixed2)
         x2 = torch.sub(mixed2, hat2).mul_(gamma).add_(z)
         assert torch.equal(bits(hat), bits(hat2)) and torch.equal(bits(mixed), bits(mixed2))

@@ -64,7 +64,8 @@ def test_each_component_keeps_its_state_in_its_namespace():
     state, exp = runner.run_state, runner.exp
     assert isinstance(state, RunState) and state is exp.state
     assert runner.state is state.algorithm  # what the schedule and the evaluator are handed
-    assert exp.fed.compression.state is state.gossip  # given to the Federation when built
+    channels = next(s for s in exp.fed.pipeline.stages if isinstance(s, Channels))
+    assert channels.state is state.gossip  # a stage of the Federation's gossip pipeline
     assert exp.systems.clock.state is state.systems
     assert exp.privacy.gradient.state is state.privacy
     assert exp.systems.clock.T is state.systems["clocks"] and state.systems["clocks"].max() > 0
@@ -101,7 +102,8 @@ def test_loading_restores_every_namespace_in_place_with_copies():
             if isinstance(live, torch.Tensor):  # never the checkpoint's own tensors
                 assert live.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()
     assert isinstance(spaces["systems"]["clocks"], np.ndarray)
-    assert runner.exp.fed.compression.state is spaces["gossip"]
+    channels = next(s for s in runner.exp.fed.pipeline.stages if isinstance(s, Channels))
+    assert channels.state is spaces["gossip"]
     for t in range(2, 4):  # and it goes on as the run it came from
         first.step(t)
         runner.step(t)

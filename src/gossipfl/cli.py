@@ -152,10 +152,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0
         prepared = prepare_resume(args.resume, args.device, args.allow_changed_inputs)
     elif getattr(args, "dry_run", False):
+        from gossipfl.compat import preflight
         from gossipfl.loading import load_config
         from gossipfl.plan import format_plan, memory_plan
 
         config = load_config(args.config if args.config else QUICKSTART, list(args.set))
+        preflight(config)  # every refusal the run gives before training that needs no data
         print(format_plan(*memory_plan(config)))
         return 0
     else:
@@ -550,7 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "has changed since it started")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     run.add_argument("--dry-run", action="store_true",
-                     help="print the memory the run will hold, state by state, and stop")
+                     help="check what the run checks before training (the same refusals), "
+                          "print the memory it will hold, state by state, and stop")
     run.set_defaults(func=cmd_run)
 
     sweep = sub.add_parser("sweep", help="run a study: a grid of runs, then a table")

@@ -17,7 +17,8 @@ import torch
 
 from gossipfl.algorithms import Algorithm, get_algorithm
 from gossipfl.clients import ClientEnv, LocalTraining
-from gossipfl.compression.gossip import Channels, build_choco, compression_refusal
+from gossipfl.compat import check, features
+from gossipfl.compression.gossip import Channels, build_choco
 from gossipfl.config import Config
 from gossipfl.data import (
     ClientSampler,
@@ -31,6 +32,7 @@ from gossipfl.data import (
     summarize_partition,
 )
 from gossipfl.distributed import start_processes
+from gossipfl.distributed.federation import federation_of
 from gossipfl.engine import ParamLayout, keep_freed_memory, make_oracle
 from gossipfl.engine.compiled import resolve_compile, resolve_switch
 from gossipfl.engine.groups import ParamGroups
@@ -281,7 +283,8 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                          compile=resolve_compile(config.engine.compile, device),
                          cuda_graphs=resolve_switch(config.engine.cuda_graphs, device))
     algo_cls = get_algorithm(config.algorithm.name)
-    draws = systems_model(config, m, processes.distributed)
+    world = processes.world if processes.distributed else None
+    draws = systems_model(config, m)
     topology = mixer = None
     if not algo_cls.centralized:
         topo = config.topology
@@ -291,16 +294,16 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     sizes = torch.as_tensor([len(p) for p in parts], dtype=torch.float32, device=device)
     personal = config.model.personal
     groups = ParamGroups.build(layout, head_names(model) if personal is None else personal)
-    choco = build_choco(config.topology.compression)  # checked when the config was read
-    channels = None if choco is None else Channels(choco, state.gossip)
-    # the robust rule and the attack (byzantine, topology.robust) and DP-SGD (privacy): each
-    # refuses in one sentence what it cannot run (the algorithm's class declares what it does)
-    trust = build_trust(config, algo_cls, topology, processes.distributed)
-    privacy = build_privacy(config, algo_cls, model, np.array([len(p) for p in parts]),
-                            processes.distributed, device, state.privacy)
-    fed = processes.federation(m, groups, sizes, seed=config.seed, mixer=mixer,
-                               compression=channels,
-                               robust=None if trust is None else trust.gossip)
+    # which features combine, from the declarations of the algorithm's class, the schedule,
+    # the stages asked for, the backend and the systems draws (gossipfl.compat)
+    check(features(config, algo_cls, topology, world, draws))
+    # the robust rule and the attack (byzantine, topology.robust): the honest graph, degrees
+    trust = build_trust(config, topology)
+    privacy = build_privacy(config, model, np.array([len(p) for p in parts]), device,
+                            state.privacy)
+    fed = federation_of(processes, m, groups, sizes, seed=config.seed, mixer=mixer,
+                        stages=gossip_stages(config, trust, state),
+                        channels=algo_cls.gossip_channels)
     local = LocalTraining(weight_decay=train.weight_decay, momentum=train.momentum,
                           clip_norm=train.clip_norm)
     counts = label_counts(dataset, parts)
@@ -311,21 +314,12 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     algorithm = algo_cls(config.algorithm.params, env, fed)
     state.algorithm.declare(f"algorithm {algorithm.name}", rows=algorithm.client_state,
                             kept=(*algorithm.client_state, *algorithm.global_state))
+    # the schedule's own rows (topology.order: asynchronous), declared by the schedule
+    state.schedule = get_schedule(config.topology.order).namespace(len(fed.own_clients()),
+                                                                   device)
     groups.check_used(algorithm)  # a personalized split needs a shared and a personal part
-    order = get_schedule(config.topology.order)
-    refusal = order.refusal(algorithm, processes.world if processes.distributed else None)
-    if refusal:
-        raise GossipflError(refusal)
-    refusal, caution = algorithm.mixing_check(topology)  # doubly / row / column-stochastic W
-    if refusal:
-        raise GossipflError(refusal)
-    refusal = algorithm.refusal(config, topology)
-    if refusal:
-        raise GossipflError(refusal)
-    if choco is not None:
-        refusal = compression_refusal(algorithm, topology, config.topology.order)
-        if refusal:
-            raise GossipflError(refusal)
+    check(features(config, algorithm, topology, world, draws))  # its hooks read its params
+    caution = None if topology is None else algorithm.mixing_check(topology)[1]
     systems = build_systems(config, draws, fed, algorithm, layout.P, state.systems)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
@@ -339,6 +333,21 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                       topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
                       systems=systems, honest=None if trust is None else trust.honest,
                       privacy=privacy, state=state, **evaluation)
+
+
+def gossip_stages(config: Config, trust, state: RunState) -> list:
+    """The gossip pipeline's stages, outermost first (gossipfl.topology.stages): robust
+    aggregation under attack (``byzantine``, ``topology.robust``; none with the plain mean
+    and no attack that sends: the same W z), then compression with error feedback
+    (``topology.compression``: CHOCO-Gossip's channels, their public copies in the run's
+    gossip namespace)."""
+    stages = []
+    if trust is not None and trust.gossip is not None:
+        stages.append(trust.gossip)
+    choco = build_choco(config.topology.compression)  # checked when the config was read
+    if choco is not None:
+        stages.append(Channels(choco, state.gossip))
+    return stages
 
 
 def _evaluation_inputs(config: Config, dataset, parts, m: int, algo_cls, processes,

@@ -4,14 +4,16 @@ Algorithms never reduce, mix or index across the client dimension themselves; ev
 interaction between clients goes through these methods, which also count the bytes that
 are really sent:
 
-- :meth:`Federation.gossip` — X ← W^Q Z with round t's mixing matrix, optionally only on a
+- :meth:`Federation.gossip` — X ← W^Q Z with round t's mixing matrix through the gossip
+  pipeline (:class:`~gossipfl.wire.Pipeline`: the stages the composition root built around
+  W_t, e.g. CHOCO-Gossip's compression or robust aggregation), optionally only on a
   parameter group, or weighted coordinate-wise by per-client masks (the DisPFL rule
   x_i = Σ_j w_ij m_j ⊙ z_j / Σ_j w_ij m_j, own value where no neighbour holds the coordinate);
 - :meth:`Federation.push_sum` — (W x, W w): push-sum's message, a model and its scalar
   weight, over a column-stochastic (or doubly stochastic) W;
 - :meth:`Federation.send_compressed` — (C(v), W C(v)): every client sends its row compressed
-  (gossipfl.compression), the receivers mix what they decode; with ``topology.compression``
-  :meth:`gossip` is CHOCO-Gossip built on it (:mod:`gossipfl.compression.gossip`);
+  (gossipfl.compression), the receivers mix what they decode (the :class:`~gossipfl.wire.Wire`
+  sends it: the products of W_t and the bytes live there);
 - :meth:`Federation.sample`, :meth:`Federation.broadcast`, :meth:`Federation.aggregate` —
   a server's client sampling, download and (n_i-weighted, uniform or summed) upload;
 - :meth:`Federation.rows` / :meth:`Federation.set_rows` — a server reading and writing the
@@ -33,6 +35,7 @@ step, client j sends one message to each out-neighbour (w_ij ≠ 0, i ≠ j).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -41,17 +44,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gossipfl.compression import kernels
 from gossipfl.engine.groups import ParamGroup, ParamGroups
-from gossipfl.errors import GossipflError, unknown_choice
-from gossipfl.rng import client_keys, numpy_generator, vectorized_keys
+from gossipfl.errors import unknown_choice
+from gossipfl.rng import numpy_generator
+from gossipfl.topology.stages import Stage
+from gossipfl.wire import Pipeline, Wire, message_bytes
 
 if TYPE_CHECKING:  # annotations only
-    from gossipfl.compression.gossip import Channels
     from gossipfl.topology.sparse import Edges
-
-FLOAT_BYTES = 4
-
 
 class Weighting(str, Enum):
     """How a server reduces the uploaded rows (:meth:`Federation.aggregate`)."""
@@ -94,188 +94,97 @@ class Traffic:
         return {}
 
 
-def message_bytes(numel: int, nonzeros: Tensor | None = None) -> Tensor | int:
-    """Bytes of a dense message of ``numel`` floats, or of masked ones with ``nonzeros``."""
-    if nonzeros is None:
-        return FLOAT_BYTES * numel
-    values = FLOAT_BYTES * nonzeros
-    return values + torch.minimum(values, torch.full_like(values, -(-numel // 8)))
-
-
 class Federation:
     """The only operations that cross the client dimension, the bytes they send, and where
     the rows live. ``groups`` name the column sets a message may carry (``all``, ``shared``,
     ``personal``); ``sample_sizes`` ``[M]`` are the n_i a server weights by; ``seed`` draws
     the server's client samples; ``mixer`` holds the topology (None for centralized runs);
-    ``compression``: CHOCO-Gossip's channels with ``topology.compression`` (None: exact
-    gossip; their public copies are the run's gossip namespace, gossipfl.state). Of the
-    run's state it keeps only the byte count of the round in progress (``traffic``, taken by
-    the runner every round); the rest is caches of the round's W."""
+    ``stages``: the gossip pipeline's stages around W_t, built by the composition root
+    (compression with error feedback, robust aggregation: :mod:`gossipfl.topology.stages`;
+    none: exact gossip), and ``channels`` the algorithm's ``gossip_channels``. Of the run's
+    state it keeps only the byte count of the round in progress (``traffic``, taken by the
+    runner every round); the rest is caches of the round's W (in its :class:`Wire`)."""
 
     def __init__(self, num_clients: int, groups: ParamGroups, sample_sizes: Tensor, seed: int,
-                 mixer=None, compression: Channels | None = None, robust=None):
+                 mixer=None, stages: Sequence[Stage] = (), channels: Sequence[str] = ("x",)):
         self.num_clients = num_clients
         self._groups = groups
         self.sample_sizes = sample_sizes  # [M] float, n_i
         self.seed = seed
         self.mixer = mixer  # gossipfl.topology.Mixer; None for centralized algorithms
-        self.traffic = Traffic(num_clients)
-        self._degree: tuple[int | None, np.ndarray] | None = None  # (round or None, degrees)
-        self.compression = compression  # their public copies: the run's gossip namespace
-        # gossipfl.trust.gossip.RobustGossip: topology.robust and byzantine; None: W z
-        self.robust = robust
-        self._nonzeros: tuple | None = None  # (key, (i, j, w_ij)) of W's entries
+        self.traffic = self._traffic()
+        self.wire = self._wire(mixer)
+        self.pipeline = Pipeline(self.wire, stages, channels)
+
+    def _traffic(self) -> Traffic:
+        return Traffic(self.num_clients)
+
+    def _wire(self, mixer) -> Wire:
+        return Wire(self.num_clients, mixer, self.traffic, self.seed)
 
     # -- decentralized ---------------------------------------------------------------------
     def gossip(self, z: Tensor, t: int, steps: int = 1, group: str = "all",
-               masks: Tensor | None = None) -> Tensor:
+               masks: Tensor | None = None, channel: str = "x") -> Tensor:
         """W^Q z with round t's W (Q = ``steps``) on the columns of ``group`` (the others
-        keep z's values); with ``masks [M, P]`` (bool or 0/1) the DisPFL rule; with
-        ``robust`` (``topology.robust``, ``byzantine``) Q robust steps under attack."""
+        keep z's values), through the gossip pipeline's stages (``channel``: the variable
+        gossiped, one of the algorithm's ``gossip_channels``); with ``masks [M, P]`` (bool
+        or 0/1) the DisPFL rule."""
         columns = self._groups[group]
-        out_degree = self._out_degree(t)
-        if masks is None:
-            if self.compression is None:
-                self.traffic.clients += out_degree * steps * message_bytes(columns.numel)
-                mix = self._mix if self.robust is None else self._robust_mix
-            else:
-                def mix(x, t, steps):
-                    return self.compression.gossip(self, x, t, steps)
-            if columns.is_all:
-                return mix(z, t, steps)
-            mixed = z.clone()
-            columns.assign(mixed, mix(columns.select(z), t, steps))
-            return mixed
-        self._uncompressed("masked gossip (DisPFL)")
-        return self._masked_gossip(z, t, steps, columns, masks, out_degree)
-
-    def _robust_mix(self, x: Tensor, t: int, steps: int) -> Tensor:
-        """``steps`` robust gossip steps under attack (gossipfl.trust.gossip)."""
-        return self.robust.gossip(self, x, t, steps)
+        if masks is not None:
+            self.pipeline.bypass("masked gossip (DisPFL)")
+            return self._masked_gossip(z, t, steps, columns, masks)
+        if columns.is_all:
+            return self.pipeline.mix(z, t, steps, channel)
+        mixed = z.clone()
+        columns.assign(mixed, self.pipeline.mix(columns.select(z), t, steps, channel))
+        return mixed
 
     def send_compressed(self, v: Tensor, t: int, compressor, key: tuple
                         ) -> tuple[Tensor, Tensor]:
-        """(q, W q) with q_j = C(v_j): every client j sends its row compressed by
-        ``compressor`` to each out-neighbour (``compressor.width(P)`` bytes each) and every
-        client mixes the messages it decodes. ``key`` (with the seed and the client id)
-        draws a randomized compressor's stream, so sender and receivers agree on it."""
-        return self._send(v, t, compressor, key, self.compress_keys(v, key, compressor))
+        """(q, W q) with q_j = C(v_j) (:meth:`Wire.send_compressed`: ``compressor.width(P)``
+        bytes per message)."""
+        return self.wire.send_compressed(v, t, compressor, key)
 
     def publish(self, target: Tensor, t: int, compressor, key: tuple, copy: Tensor,
                 mixed: Tensor, gamma: float | None = None) -> Tensor | None:
-        """With q = C(target − copy): copy ← copy + q, mixed ← mixed + W q, in place —
-        :meth:`send_compressed` for public copies (CHOCO-Gossip's x̂ and s = W x̂). A
-        compressor that keeps k of the P coordinates is applied without densifying its
-        messages (:meth:`publish_sparse`). With ``gamma``, also returns CHOCO-Gossip's
-        consensus target + γ (mixed − copy) on the updated copies
-        (:func:`~gossipfl.compression.kernels.consensus`; computed row by row with the
-        delivery where the messages are sparse)."""
-        keys = self.compress_keys(target, key, compressor)
-        sparse = (compressor.sparse(target, keys, copy) if self.mixes_sparse_messages()
-                  else None)
-        consensus_of = None if gamma is None else (target, gamma)
-        if sparse is None:
-            q, mixed_q = self._send(target - copy, t, compressor, key, keys)
-            copy.add_(q)
-            mixed.add_(mixed_q)
-            return None if gamma is None else kernels.consensus(target, copy, mixed, gamma)
-        return self.publish_sparse(*sparse, t, compressor, copy, mixed, consensus_of)
-
-    def publish_sparse(self, idx: Tensor, values: Tensor, t: int, compressor, copy: Tensor,
-                       mixed: Tensor, consensus_of: tuple[Tensor, float] | None = None
-                       ) -> Tensor | None:
-        """:meth:`publish` of the messages q given as ``(idx, values)`` ``[M, k]`` (each
-        client's k coordinates): copy ← copy + q, mixed ← mixed + W q in nnz(W)·k products
-        instead of nnz(W)·P (:func:`~gossipfl.compression.kernels.deliver`, which also
-        returns the consensus of ``consensus_of = (target, γ)``)."""
-        self._charge_compressed(t, compressor, copy.shape[1])
-        return kernels.deliver(idx, values, self._entries(t, values.device, values.dtype),
-                               copy, mixed, consensus_of)
-
-    def compress_keys(self, v: Tensor, key: tuple, compressor, clients=None) -> Tensor | None:
-        """The stream keys of ``clients`` (default: this process's) for the compressed
-        messages of ``key`` (None for a compressor that draws no randomness)."""
-        if not compressor.keyed:
-            return None
-        clients = self.own_clients() if clients is None else clients
-        return client_keys(self.seed, clients, "compress", *key, device=v.device,
-                           vectorized=vectorized_keys(self.num_clients))
-
-    def _charge_compressed(self, t: int, compressor, numel: int) -> None:
-        self.traffic.clients += self._out_degree(t) * compressor.width(numel)
-
-    def _send(self, v: Tensor, t: int, compressor, key: tuple, keys: Tensor
-              ) -> tuple[Tensor, Tensor]:
-        """:meth:`send_compressed` with the senders' ``keys`` already drawn."""
-        self._charge_compressed(t, compressor, v.shape[1])
-        q = compressor.compress(v, keys)
-        return q, self._mix_compressed(q, v, t, compressor, key, keys)
-
-    def mixes_sparse_messages(self) -> bool:
-        """Whether :meth:`publish` may mix sparse messages directly (one process: yes)."""
-        return True
-
-    def _entries(self, t: int, device, dtype) -> tuple[Tensor, Tensor, Tensor]:
-        """Round t's nonzero w_ij as (i, j, w_ij) tensors (cached for a static graph)."""
-        key = (t if self.time_varying else None, device, dtype)
-        if self._nonzeros is None or self._nonzeros[0] != key:
-            if self.edges_only:
-                E = self.mixer.topology.edges(t)
-                self._nonzeros = key, (torch.as_tensor(E.rows, device=device),
-                                       torch.as_tensor(E.cols, device=device),
-                                       torch.as_tensor(E.values, device=device, dtype=dtype))
-                return self._nonzeros[1]
-            W = np.asarray(self.mixer.topology.matrix(t))
-            i, j = np.nonzero(W)
-            self._nonzeros = key, (torch.as_tensor(i, device=device),
-                                   torch.as_tensor(j, device=device),
-                                   torch.as_tensor(W[i, j], device=device, dtype=dtype))
-        return self._nonzeros[1]
-
-    def _mix_compressed(self, q: Tensor, v: Tensor, t: int, compressor, key: tuple,
-                        keys: Tensor) -> Tensor:
-        """W q (one process: the decoded messages are q itself)."""
-        return self._mix(q, t, 1)
-
-    def _uncompressed(self, what: str) -> None:
-        if self.compression is not None:
-            raise GossipflError(f"topology.compression: {what} has no compressed form; "
-                                "remove topology.compression.")
+        """With q = C(target − copy): copy ← copy + q, mixed ← mixed + W q, in place
+        (:meth:`Wire.publish`: CHOCO-Gossip's public copies x̂ and s = W x̂)."""
+        return self.wire.publish(target, t, compressor, key, copy, mixed, gamma)
 
     def push_sum(self, x: Tensor, w: Tensor, t: int) -> tuple[Tensor, Tensor]:
         """(W x, W w) with round t's W, for ``x [M, P]`` and push-sum weights ``w [M, 1]``:
         client j sends w_ij x_j and w_ij w_j to each out-neighbour i (w_ij ≠ 0, i ≠ j), one
         message of P + 1 floats. With a column-stochastic W, Σ_i x_i and Σ_i w_i are kept."""
-        self._uncompressed("push-sum gossip")
-        self.traffic.clients += self._out_degree(t) * message_bytes(self._groups.all.numel + 1)
-        both = self._mix(torch.cat([x, w.to(x.dtype)], dim=1), t, 1)
+        self.pipeline.bypass("push-sum gossip")
+        self.wire.charge(t, message_bytes(self._groups.all.numel + 1))
+        both = self.wire.mix(torch.cat([x, w.to(x.dtype)], dim=1), t, 1)
         return both[:, :-1], both[:, -1:]
 
     def matrix(self, t: int, what: str = "this gossip order") -> np.ndarray:
         """Round t's mixing matrix W ``[M, M]`` (what a schedule orders its events by);
         refused, naming ``what``, for a topology built as edges."""
-        return np.asarray(self.mixer.topology.matrix(t, what))
+        return self.wire.matrix(t, what)
 
     def edges(self, t: int) -> Edges:
         """Round t's mixing matrix W as edges (its non-zero entries), dense topology or not."""
-        return self.mixer.topology.edges(t)
+        return self.wire.edges(t)
 
     @property
     def time_varying(self) -> bool:
         """Whether W changes from round to round (False without a topology)."""
-        return self.mixer is not None and bool(self.mixer.topology.time_varying)
+        return self.wire.time_varying
 
     @property
     def edges_only(self) -> bool:
         """Whether the topology is built as edges only (no dense W: many clients)."""
-        return self.mixer is not None and bool(getattr(self.mixer.topology, "sparse", False))
+        return self.wire.edges_only
 
     def gossip_rows(self, z: Tensor, t: int, rows: Tensor) -> Tensor:
         """``(W z)[rows]`` with round t's W: one gossip step received by the clients ``rows``
         only (a sequential sweep mixes a few clients at a time). Each neighbour j ≠ i of a
         receiver i (w_ij ≠ 0) sends i one message, so the receivers of a whole round together
         cost what one synchronous gossip step costs."""
-        self._uncompressed("the sequential order's gossip")
+        self.pipeline.bypass("the sequential order's gossip")
         index = rows.cpu().numpy()
         if self.edges_only:
             part = self.edges(t).rows_of(index)
@@ -293,7 +202,7 @@ class Federation:
         """x_i, x_j ← (x_i + x_j) / 2 for every pair (first[k], second[k]), in place (the
         pairs must be disjoint): the pairwise averaging of an asynchronous gossip order
         (AD-PSGD). Each pair exchanges one model each way: both ends send 4P bytes."""
-        self._uncompressed("pairwise averaging (an asynchronous order)")
+        self.pipeline.bypass("pairwise averaging (an asynchronous order)")
         mean = (x[first] + x[second]) / 2
         x[first] = mean
         x[second] = mean
@@ -303,34 +212,20 @@ class Federation:
         return x
 
     def _masked_gossip(self, z: Tensor, t: int, steps: int, columns: ParamGroup,
-                       masks: Tensor, out_degree: np.ndarray) -> Tensor:
+                       masks: Tensor) -> Tensor:
+        out_degree = self.wire.out_degree(t)
         m = columns.select(masks).to(z.dtype)
         held = columns.select(z)
         nonzeros = (m != 0).sum(dim=1).cpu()
         sent = message_bytes(columns.numel, nonzeros).numpy()
         for _ in range(steps):
-            numerator = self._mix(m * held, t, 1)
-            denominator = self._mix(m, t, 1)
+            numerator = self.wire.mix(m * held, t, 1)
+            denominator = self.wire.mix(m, t, 1)
             held = torch.where(denominator > 0, numerator / denominator.clamp_min(1e-30), held)
             self.traffic.clients += out_degree * sent
         mixed = z.clone()
         columns.assign(mixed, held)
         return mixed
-
-    def _mix(self, x: Tensor, t: int, steps: int) -> Tensor:
-        """W_t^steps x for this process's rows (one process: every row)."""
-        return self.mixer.mix(x, t, steps=steps)
-
-    def _out_degree(self, t: int) -> np.ndarray:
-        """[M] messages client j sends per gossip step: #{i ≠ j : w_ij ≠ 0}."""
-        key = t if self.time_varying else None
-        if self._degree is None or self._degree[0] != key:
-            if self.edges_only:
-                self._degree = key, self.mixer.topology.edges(t).out_degree()
-                return self._degree[1]
-            nonzero = np.asarray(self.mixer.topology.matrix(t)) != 0
-            self._degree = key, nonzero.sum(axis=0) - np.diagonal(nonzero)
-        return self._degree[1]
 
     # -- centralized -----------------------------------------------------------------------
     def sample(self, t: int, fraction: float, eligible: np.ndarray | None = None) -> Tensor:

@@ -172,6 +172,7 @@ def check_config(config: Config) -> None:
     """Type the algorithm's hyperparameters (a mapping from the parse) through the algorithm
     registry, then check every section; one sentence on the first mistake. ``config`` is
     changed in place: its algorithm's and model's and dataset's options typed."""
+    from gossipfl.compat import check_config as check_combination
     from gossipfl.data.datasets import check_dataset_options
     from gossipfl.models import check_options
 
@@ -188,10 +189,6 @@ def check_config(config: Config) -> None:
     _check_output(config.output)
     if config.systems is not None:
         _check_systems(config.systems)
-        if config.engine.backend == "distributed":
-            raise GossipflError("systems: not implemented under engine.backend: distributed "
-                                "yet (the clocks and failures are not split over the ranks); "
-                                "remove systems or use engine.backend: single.")
     if config.byzantine is not None:
         _check_byzantine(config.byzantine, config.data.clients)
     if config.privacy is not None:
@@ -199,6 +196,7 @@ def check_config(config: Config) -> None:
     if config.algorithm.params is not None and hasattr(config.algorithm.params, "validate"):
         config.algorithm.params.validate()
     _warn_ignored(config)
+    check_combination(config)  # what the config alone decides of which features combine
     if not isinstance(config.device, str) or not (
             config.device in ("cpu", "auto") or config.device.startswith("cuda")):
         raise GossipflError(f"device: must be cpu, cuda, cuda:N or auto, got {config.device!r}.")

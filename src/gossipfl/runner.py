@@ -34,7 +34,7 @@ from gossipfl.experiment import (  # noqa: F401  (the builders, importable from 
 from gossipfl.result import Result
 from gossipfl.schedules import Schedule, get_schedule
 from gossipfl.state import RunState
-from gossipfl.systems.rounds import idle_outcome, offline_rows_kept
+from gossipfl.systems.rounds import run_round
 from gossipfl.training import LocalTrainer
 
 Callback = Callable[["Runner", int, "dict | None"], None]
@@ -75,8 +75,9 @@ class Runner:
                                     step=apply_precision(config.engine.precision, exp.device,
                                                          local_step),
                                     block_clients=config.engine.block_clients)
+        own = {} if exp.state.schedule is None else {"state": exp.state.schedule}
         self.schedule: Schedule = get_schedule(config.topology.order)(
-            exp.algorithm, self.trainer, exp.fed)
+            exp.algorithm, self.trainer, exp.fed, **own)
         self.evaluator = Evaluator(config, exp.algorithm, exp.fed, exp.oracle, exp.dataset,
                                    self.trainer, exp.eval_subset, exp.local_test_parts,
                                    exp.honest, eval_clients=exp.eval_clients,
@@ -111,11 +112,7 @@ class Runner:
         ctx = Context(round=t, lr=self.lr(t), rounds=self.config.train.rounds, env=exp.env,
                       plan=plan)
         keep = self.evaluator.measures_before_gossip() and self.should_evaluate(t)
-        if plan.idle:
-            outcome = idle_outcome(exp.algorithm, self.state, keep)
-        else:
-            with offline_rows_kept(plan, exp.algorithm, self.state):
-                outcome = self.schedule.run_round(ctx, self.state, keep)
+        outcome = run_round(self.schedule, self.state, ctx, keep)
         clock = {} if exp.systems is None else exp.systems.advance(
             t, exp.fed.traffic.clients, plan, outcome.clocks)
         sent = exp.fed.traffic.take()

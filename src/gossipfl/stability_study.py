@@ -161,16 +161,13 @@ def check_request(perturb: str, client: int | None = None, every: int | None = N
 def check_config(config: Config, client: int | None, where: str = "") -> None:
     """What refuses a config before its data are loaded: the distributed backend (both runs
     live in one process), a device this machine lacks and a ``client`` out of range."""
-    from gossipfl.distributed.launch import resolve_backend
+    from gossipfl.compat import stability_refusal
     from gossipfl.runner import resolve_device
 
     resolve_device(config.device)
-
-    backend = config.engine.backend
-    if backend == "distributed" or resolve_backend(backend) == "distributed":
-        raise GossipflError(f"engine.backend: distributed splits one run over several "
-                            f"processes, but gossipfl stability runs two neighbouring runs "
-                            f"side by side in one process; use engine.backend: single{where}.")
+    refusal = stability_refusal(config, where)
+    if refusal:
+        raise GossipflError(refusal)
     m = config.data.clients
     if client is not None and not client < m:
         raise GossipflError(f"--client: must be in 0..{m - 1} for {m} clients, "

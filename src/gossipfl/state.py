@@ -14,10 +14,11 @@ components hold references to them), both generically from each namespace's decl
 What is not here is derived, and rebuilt the same from the config and the round: the
 topology's matrices and their caches, the systems model's draws (and its Markov chain, rerun
 from round 0), an attack's cached Fiedler vector, the accountant's ε. The Federation keeps
-only the byte count of the round in progress (taken by the runner every round). A gossip
-call's position within a round (:class:`~gossipfl.compression.gossip.Channels`,
-:class:`~gossipfl.trust.gossip.RobustGossip`) is scratch: it starts afresh every round, and a
-checkpoint falls between rounds.
+only the byte count of the round in progress (taken by the runner every round). The gossip
+pipeline's stages (:class:`~gossipfl.compression.gossip.Channels`,
+:class:`~gossipfl.trust.gossip.RobustGossip`) key their state and streams by the channel the
+algorithm names (its position in ``gossip_channels``); which channels a round has gossiped
+is scratch, started afresh every round, and a checkpoint falls between rounds.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class Namespace(dict):
 
 def gossip_namespace(device: torch.device | str | None = None) -> Namespace:
     """Compressed gossip's public copies (:class:`~gossipfl.compression.gossip.Channels`):
-    ``"k.hat"`` x̂ and ``"k.mixed"`` s = W x̂ of the round's k-th gossip call, per-client rows
+    ``"k.hat"`` x̂ and ``"k.mixed"`` s = W x̂ of the algorithm's k-th gossip channel (its
+    ``gossip_channels``; the k-th gossip call of a round before they had names), per-client rows
     ``[M, n]``, made at the channel's first use."""
     return Namespace("gossip", rows=EVERY, kept=EVERY, device=device)
 
@@ -107,12 +109,15 @@ class RunState:
 
     #: owner: the algorithm (gossipfl.algorithms), as functions of a state it does not hold:
     #: the runner fills it with ``algorithm.init(X⁰)``, the schedule hands it to every hook
-    #: of a round (and the asynchronous schedule keeps its ``finish`` and ``updates`` rows
-    #: here, which adpsgd declares). Rows: ``algorithm.client_state``; a checkpoint keeps
-    #: those and ``algorithm.global_state`` (declared by ``build_experiment``).
+    #: of a round. Rows: ``algorithm.client_state``; a checkpoint keeps those and
+    #: ``algorithm.global_state`` (declared by ``build_experiment``).
     algorithm: Namespace = field(default_factory=lambda: Namespace("algorithm"))
-    #: owner: CHOCO-Gossip's channels (gossipfl.compression.gossip.Channels, held by the
-    #: Federation) with ``topology.compression``: :func:`gossip_namespace`
+    #: owner: the schedule (gossipfl.schedules, ``topology.order``) when it keeps rows from
+    #: round to round (the asynchronous order's ``finish`` and ``updates``): its
+    #: ``client_state``, declared and made by ``Schedule.namespace``
+    schedule: Namespace | None = None
+    #: owner: CHOCO-Gossip's channels (gossipfl.compression.gossip.Channels, a stage of the
+    #: Federation's gossip pipeline) with ``topology.compression``: :func:`gossip_namespace`
     gossip: Namespace | None = None
     #: owner: the systems model's clocks (gossipfl.systems.clock.Clock) with a ``systems``
     #: section: :func:`systems_namespace`
@@ -161,9 +166,14 @@ class RunState:
         runner's own entries), in place: each namespace object stays, its entries are
         replaced by copies of the saved ones (this process's block of the rows), each where
         and as the live entry is (device, dtype; a NumPy array stays one). A namespace
-        absent from ``saved`` is restored from nothing: a kept entry it lacks is refused."""
+        absent from ``saved`` is restored from nothing: a kept entry it lacks is refused (the
+        schedule's rows of a checkpoint written before the schedule had a namespace of its
+        own are read from the algorithm's, where they were kept)."""
         for name, space in self.namespaces().items():
-            _load(space, saved.get(name, {}), fed)
+            entries = saved.get(name)
+            if entries is None and name == "schedule":
+                entries = saved.get("algorithm")
+            _load(space, entries or {}, fed)
 
 
 def _own_copy(saved: torch.Tensor, live: torch.Tensor) -> torch.Tensor:

@@ -45,6 +45,7 @@ from typing import Any
 import yaml
 
 from gossipfl import plugins
+from gossipfl.compat import preflight
 from gossipfl.config import Config, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
@@ -318,19 +319,10 @@ def check_trust(config: Config) -> None:
     """Byzantine clients and the robust rule, as the run would draw them (its seed): the honest
     clients connected without the Byzantine ones, every receiver's degree enough for the
     rule's b, the algorithm able to gossip robustly — refused before any run of a study
-    trains (without the data: the topology alone)."""
+    trains (without the data: the topology alone; :func:`gossipfl.compat.preflight`)."""
     if config.byzantine is None and config.topology.robust is None:
         return
-    from gossipfl.algorithms import get_algorithm
-    from gossipfl.topology import build_topology
-    from gossipfl.trust.gossip import build_trust
-
-    algorithm, topo = get_algorithm(config.algorithm.name), config.topology
-    if algorithm.centralized or topo.matrix is not None:
-        return  # refused as centralized when the run is built; an API matrix: built there
-    topology = build_topology(topo.name, config.data.clients, mixing=topo.mixing,
-                              seed=config.seed, **topo.parameters())
-    build_trust(config, algorithm, topology)
+    preflight(config)
 
 
 def check_buildable(config: Config) -> None:
@@ -338,19 +330,11 @@ def check_buildable(config: Config) -> None:
     for the algorithm and its parameters, the compute-speeds file (one number per client),
     and the algorithm's topology for the client count (a graph that cannot be built, or is
     too large for memory, is refused here)."""
-    from gossipfl.algorithms import get_algorithm
-    from gossipfl.schedules import get_schedule
+    from gossipfl.compat import declared_features, schedule_refusal
     from gossipfl.topology import build_topology
 
-    topo = config.topology
-    algorithm = get_algorithm(config.algorithm.name)
-    try:  # the declarations need no data: a built algorithm without clients
-        declared = algorithm(config.algorithm.params, None, None)
-    except GossipflError:
-        raise
-    except Exception:  # noqa: BLE001 - a plugin that needs its clients to be built: the
-        declared = None  # run checks the order when it builds the experiment
-    refusal = None if declared is None else get_schedule(topo.order).refusal(declared, None)
+    f = declared_features(config)
+    refusal = schedule_refusal(f)
     if refusal:
         raise GossipflError(refusal)
     speeds = compute_path(config)
@@ -358,7 +342,8 @@ def check_buildable(config: Config) -> None:
         from gossipfl.systems.model import read_values
 
         read_values(speeds, config.data.clients)
-    if algorithm.centralized or topo.matrix is not None:
+    topo = config.topology
+    if f.algorithm.centralized or topo.matrix is not None:
         return
     build_topology(topo.name, config.data.clients, mixing=topo.mixing, seed=config.seed,
                    **topo.parameters())

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from gossipfl.algorithms.base import Batch, Context, Phase, Work
+from gossipfl.algorithms.base import NO_PLAN, Batch, Context, Phase, RoundPlan, Work
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.algorithms.terms import local_step
 from gossipfl.clients import ClientEnv
@@ -103,14 +103,15 @@ class LocalTrainer:
 
     def train(self, t: int, work: Work, phases: Sequence[Phase],
               stream: str = "phase", counters: torch.Tensor | None = None,
-              offline=None) -> tuple[torch.Tensor, int]:
+              offline=None, plan: RoundPlan | None = None) -> tuple[torch.Tensor, int]:
         """Round t's ``phases`` on the rows of ``work`` (in place), minibatches from the
         sampler's ``stream``; returns the summed per-row loss and the number of client-steps
         computed. ``counters`` (``[S]`` ints, one per row of ``work``): hashed into each
         row's minibatch and augmentation streams, so that a client computing several times
-        in one round (an asynchronous order) draws new samples each time. ``offline`` (``[M]``
-        bool, the round plan's): the clients that sit the round out, handed no minibatch, so
-        they cost no compute and add no loss.
+        in one round (an asynchronous order) draws new samples each time. ``plan``: the
+        round's :class:`~gossipfl.algorithms.base.RoundPlan`, carried into every step's
+        context; its ``offline`` (``[M]`` bool; or ``offline`` given alone): the clients that
+        sit the round out, handed no minibatch, so they cost no compute and add no loss.
 
         With ``block_clients`` set (block-major order), the rows run in blocks of that many
         clients, each block through all its phases and steps before the next: the same
@@ -118,6 +119,8 @@ class LocalTrainer:
         batched products over fewer rows sum in another order, ~1e-7), with a block's
         parameters hot in the cache instead of the whole stack streamed from memory at every
         step."""
+        plan = NO_PLAN if plan is None else plan
+        offline = plan.offline if offline is None else offline
         clients = work.clients
         ids = self.fed.own_clients(work.y.device) if clients is None else clients
         sizes = self.env.sample_sizes[ids]
@@ -144,7 +147,7 @@ class LocalTrainer:
                 t, block, rows[start:stop], phases, stream,
                 None if counters is None else counters[start:stop],
                 None if keys is None else keys[start:stop],
-                None if idle is None else idle[start:stop])
+                None if idle is None else idle[start:stop], plan)
             loss_sum += block_loss
             loss_count += block_count
         if permuted:
@@ -153,9 +156,11 @@ class LocalTrainer:
 
     def _train_block(self, t: int, inner: Work, rows: torch.Tensor, phases: Sequence[Phase],
                      stream: str, counters: list | None, keys: torch.Tensor | None,
-                     idle: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+                     idle: torch.Tensor | None = None, plan: RoundPlan = NO_PLAN
+                     ) -> tuple[torch.Tensor, int]:
         """All phases and steps of the rows ``inner`` (clients ``rows``, largest data first;
-        ``idle``: the rows that sit the round out, last)."""
+        ``idle``: the rows that sit the round out, last), every context with the round's
+        ``plan``."""
         drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
         loss_sum = torch.zeros((), device=inner.y.device)
         loss_count = 0
@@ -166,7 +171,8 @@ class LocalTrainer:
             optimizer = self.local_optimizer(phase, t, lr, momentum, inner)
             if phase.begin is not None:
                 phase.begin(Context(round=t, lr=lr, phase=phase, rounds=rounds,
-                                    phase_index=index, optimizer=optimizer, env=self.env), inner)
+                                    phase_index=index, optimizer=optimizer, env=self.env,
+                                    plan=plan), inner)
             for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows,
                                                                   stream, counters)):
                 if idle is not None:
@@ -178,7 +184,7 @@ class LocalTrainer:
                 batch = self.make_batch(idx[:active], mask[:active], augment, rows[:active])
                 drawn[:active] += mask[:active].sum(dim=1)
                 step_ctx = Context(round=t, lr=lr, phase=phase, rounds=rounds, phase_index=index,
-                                   step=step, optimizer=optimizer, env=self.env)
+                                   step=step, optimizer=optimizer, env=self.env, plan=plan)
                 rows_at_work = inner.head(active)
                 rows_at_work.steps.add_(1)
                 loss = self.local_step(step_ctx, rows_at_work, batch)

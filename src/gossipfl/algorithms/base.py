@@ -242,6 +242,10 @@ class Algorithm:
     compressible: ClassVar[bool] = True
     #: whether it compresses its own messages (``algorithm.compressor``: choco, beer, ...)
     own_compression: ClassVar[bool] = False
+    #: the variables it gossips, each a channel of the gossip pipeline
+    #: (``fed.gossip(z, t, channel=name)``; gossipfl.topology.stages.Channel): a stage keeps
+    #: per-channel state and streams (CHOCO-Gossip's public copies), keyed by the position
+    gossip_channels: ClassVar[tuple[str, ...]] = ("x",)
     #: whether it reads its clients' label counts (``env.label_counts``): data that DP-SGD
     #: does not privatize, so ``privacy`` refuses it
     reads_label_counts: ClassVar[bool] = False

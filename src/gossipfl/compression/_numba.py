@@ -16,7 +16,7 @@ from numba.core import types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import overload
 
-from gossipfl.compression.kernels import RUN
+from gossipfl.compression.sampling import RUN
 
 
 @numba.njit(inline="always")

@@ -26,11 +26,13 @@ no public copies, and the compression error is never corrected.
 **Where it applies.** ``topology.compression: {compressor: top_k, fraction: 0.01, gamma:
 0.2}`` replaces every :meth:`~gossipfl.federation.Federation.gossip` of a decentralized
 algorithm (DFedAvg, DFedSAM, OledFL, DFedCata, the tracking methods, the personalized ones on
-their shared group) by this step. Each gossip call of a round is its own channel with its own
-public copies (the k-th call of every round: DSGT's x and y are two channels, Q gossip steps
-share one). Algorithms that gossip otherwise (push-sum's ``sgp``, DisPFL's masked gossip), the
-sequential order and centralized algorithms refuse it; ``choco``, ``deepsqueeze`` and ``beer``
-compress their own messages (``algorithm.compressor``).
+their shared group) by this step. Each channel has its own public copies: a channel is the
+variable the algorithm gossips (its ``gossip_channels``:
+DSGT's ``x`` and ``tracker`` are two channels, Q gossip steps share one). Algorithms that
+gossip otherwise (push-sum's ``sgp``, DisPFL's masked gossip), the sequential order and
+centralized algorithms refuse it (:mod:`gossipfl.compat`, from this stage's
+:class:`~gossipfl.topology.stages.Needs`); ``choco``, ``deepsqueeze`` and ``beer`` compress
+their own messages (``algorithm.compressor``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from torch import Tensor
 from gossipfl.compression.compressors import Compressor, build_compressor
 from gossipfl.errors import GossipflError
 from gossipfl.state import Namespace, gossip_namespace
+from gossipfl.topology.stages import Channel, Needs, Stage
 from gossipfl.validation import BOOLEAN, FRACTION
 
 #: keys of ``topology.compression`` besides the compressor's own
@@ -59,14 +62,15 @@ class ChocoGossip:
     gamma: float
     error_feedback: bool = True
 
-    def step(self, fed, z: Tensor, hat: Tensor, mixed: Tensor, t: int, key: tuple
+    def step(self, wire, z: Tensor, hat: Tensor, mixed: Tensor, t: int, key: tuple
              ) -> tuple[Tensor, Tensor, Tensor]:
-        """(x, x̂, s) after one step on ``z`` (``hat`` = x̂, ``mixed`` = s, updated in place);
+        """(x, x̂, s) after one step on ``z`` (``hat`` = x̂, ``mixed`` = s, updated in place)
+        over ``wire`` (:class:`gossipfl.wire.Wire`: the compressed sends and their bytes);
         ``key`` names the channel for the compressor's randomness."""
         if not self.error_feedback:
-            q, mixed_q = fed.send_compressed(z, t, self.compressor, key)
+            q, mixed_q = wire.send_compressed(z, t, self.compressor, key)
             return z + self.gamma * (mixed_q - q), hat, mixed
-        return fed.publish(z, t, self.compressor, key, hat, mixed, self.gamma), hat, mixed
+        return wire.publish(z, t, self.compressor, key, hat, mixed, self.gamma), hat, mixed
 
 
 def build_choco(spec: Any, key: str = "topology.compression") -> ChocoGossip | None:
@@ -85,59 +89,42 @@ def build_choco(spec: Any, key: str = "topology.compression") -> ChocoGossip | N
     return ChocoGossip(compressor, float(gamma), feedback)
 
 
-def compression_refusal(algorithm: Any, topology: Any, order: str) -> str | None:
-    """Why ``topology.compression`` cannot apply to this run (None: it can)."""
-    name = algorithm.name
-    if algorithm.centralized:
-        return (f"topology.compression: algorithm {name} is centralized and does not gossip; "
-                "topology.compression compresses gossip.")
-    if algorithm.own_compression:
-        return (f"topology.compression: algorithm {name} compresses its own messages "
-                "(algorithm.compressor); remove topology.compression.")
-    if not algorithm.compressible:
-        return (f"topology.compression: algorithm {name} gossips in a form CHOCO-Gossip does "
-                "not cover (push-sum weights or masks); remove topology.compression.")
-    if topology.time_varying:
-        return (f"topology.compression: CHOCO-Gossip keeps each client's public copy at its "
-                f"neighbours, which needs a fixed graph, but the {topology.name} topology "
-                "changes every round; use a static one (ring, k_regular, exponential, ...).")
-    if order != "synchronous":
-        return (f"topology.compression: needs topology.order: synchronous (got {order!r}); "
-                "the sequential order mixes a few rows at a time, without public copies.")
-    return None
+class Channels(Stage):
+    """The compression stage of the gossip pipeline (``topology.compression``): each channel
+    of the algorithm (:class:`~gossipfl.topology.stages.Channel`, the variable it gossips)
+    has its own public copies (x̂, s). The copies live in the run's gossip namespace
+    ``state`` (:func:`gossipfl.state.gossip_namespace`; a fresh one when none is given):
+    ``"k.hat"`` / ``"k.mixed"`` for the channel declared k-th, this process's rows
+    ``[M, n]``, made at the channel's first use. The compressor's streams are keyed by
+    (k, round, step)."""
 
-
-class Channels:
-    """The public copies (x̂, s) of each gossip call of a round, for ``topology.compression``
-    (held by the Federation, given to its constructor): the k-th ``gossip`` call of round t
-    uses channel k. The copies live in the run's gossip namespace ``state``
-    (:func:`gossipfl.state.gossip_namespace`; a fresh one when none is given):
-    ``"k.hat"`` / ``"k.mixed"``, this process's rows ``[M, n]``, made at the channel's first
-    use; which call of the round comes next is scratch, counted afresh every round."""
+    kind = "compression"
+    key = "topology.compression"
+    form = "compressed"
+    whole = False  # the messages are C(z − x̂)
+    #: x̂ lives at the neighbours (a fixed graph), s = W x̂ is kept incrementally (the same W
+    #: every round), a step is x ← W x (synchronous: every row's new public copy at once)
+    needs = Needs(static_graph=True, same_w=True)
 
     def __init__(self, choco: ChocoGossip, state: Namespace | None = None):
         self.choco = choco
         self.state = gossip_namespace() if state is None else state
-        self._round: int | None = None
-        self._calls = 0
 
-    def gossip(self, fed, z: Tensor, t: int, steps: int) -> Tensor:
-        """``steps`` compressed gossip steps of z on the next channel of round t."""
-        if self._round != t:
-            self._round, self._calls = t, 0
-        channel = str(self._calls)
-        self._calls += 1
-        if f"{channel}.hat" not in self.state:
-            self.state[f"{channel}.hat"] = torch.zeros_like(z)
-            self.state[f"{channel}.mixed"] = torch.zeros_like(z)
-        hat, mixed = self.state[f"{channel}.hat"], self.state[f"{channel}.mixed"]
+    def mix(self, z: Tensor, t: int, steps: int, channel: Channel, link) -> Tensor:
+        """``steps`` compressed gossip steps of z on ``channel`` in round t."""
+        self.claim(channel, t)
+        name = str(channel.index)
+        if f"{name}.hat" not in self.state:
+            self.state[f"{name}.hat"] = torch.zeros_like(z)
+            self.state[f"{name}.mixed"] = torch.zeros_like(z)
+        hat, mixed = self.state[f"{name}.hat"], self.state[f"{name}.mixed"]
         if hat.shape != z.shape:
-            raise GossipflError(f"topology.compression: gossip channel {channel} carried "
+            raise GossipflError(f"topology.compression: gossip channel {channel.name} carried "
                                 f"{hat.shape[1]} values per client and now {z.shape[1]}.")
         x = z
         for step in range(steps):
-            x, hat, mixed = self.choco.step(fed, x, hat, mixed, t, (channel, t, step))
+            x, hat, mixed = self.choco.step(link.wire, x, hat, mixed, t, (name, t, step))
         return x
 
 
-__all__ = ["GOSSIP_KEYS", "Channels", "ChocoGossip", "build_choco", "compression_refusal"]
+__all__ = ["GOSSIP_KEYS", "Channels", "ChocoGossip", "build_choco"]

@@ -43,12 +43,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gossipfl.compression.sampling import RUN, STRIDE, sampling
 from gossipfl.engine.threads import in_threads, torch_forced
-
-#: the compiled top-k's threshold samples 1 coordinate in STRIDE ...
-STRIDE = 64
-#: ... in runs of RUN consecutive ones (1 KiB of float32: few scattered reads per row)
-RUN = 256
 
 
 def top_k(x: Tensor, k: int, copy: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -135,26 +131,11 @@ def fused(*tensors: Tensor | None) -> bool:
     return _kernels() is not None
 
 
-def _sampling(p: int, k: int) -> tuple[int, int]:
-    """(stride, rank): the threshold is the rank-th largest of a sample of the |d_j| — runs of
-    RUN coordinates, one every RUN·stride, n values in all — with rank set so that the
-    expected λ = k·n/p sampled coordinates among the top k exceed it with probability below
-    1e-9 (a Poisson tail: rank = λ + 6√λ + 6); stride 1 (no sampling) where the candidates
-    would not be fewer than the row."""
-    period = RUN * STRIDE
-    n = (p // period) * RUN + min(RUN, p % period)
-    lam = k * n / p
-    rank = math.ceil(lam + 6 * math.sqrt(lam) + 6)
-    if 4 * rank * STRIDE >= p or rank > n:
-        return 1, 1
-    return STRIDE, rank
-
-
 def _run_rows(kernel, x: Tensor, copy: Tensor | None, k: int, idx: Tensor, values: Tensor
               ) -> None:
     """A selection ``kernel`` on blocks of rows (:func:`~gossipfl.engine.threads.in_threads`); a row's result depends
     on that row alone, so the split changes no bit."""
-    stride, rank = _sampling(x.shape[1], k)
+    stride, rank = sampling(x.shape[1], k)
 
     def rows(a, lo: int, hi: int):
         return a[lo:hi].numpy() if isinstance(a, Tensor) else a

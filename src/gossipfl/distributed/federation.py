@@ -4,7 +4,7 @@ Rank r holds the contiguous block of clients ``[lo, hi)`` (:meth:`Processes.boun
 per-client tensor an algorithm keeps or is handed is that block's rows, so algorithms run
 unchanged. The operations that cross the client dimension become collectives:
 
-- ``gossip``: for round t's W each rank sends to each other rank exactly the rows of its
+- ``gossip`` (:class:`DistributedWire`): for round t's W each rank sends to each other rank exactly the rows of its
   block that the other's rows mix with (w_ij ≠ 0, j in the block; point-to-point
   ``isend``/``irecv``), then applies its rows of W to its own and the received rows. When
   every rank needs every other rank's whole block (a dense W) it all-gathers instead. Each of
@@ -34,8 +34,9 @@ from torch import Tensor
 
 from gossipfl.distributed.launch import Processes
 from gossipfl.errors import GossipflError
-from gossipfl.federation import Federation, Traffic, message_bytes
+from gossipfl.federation import Federation, Traffic
 from gossipfl.topology.sparse import Edges, unique_sorted
+from gossipfl.wire import Wire, message_bytes
 
 FAILURE_KEY = "gossipfl/failed"
 
@@ -183,26 +184,25 @@ def exchange_plan_edges(W: Edges, processes: Processes, mixer) -> ExchangePlan:
                         bool(all(full)), columns)
 
 
-class DistributedFederation(Federation):
-    """The Federation of rank ``processes.rank``: its block of clients, collectives across."""
+class DistributedWire(Wire):
+    """The wire of rank ``processes.rank``: its block's rows of W_t's products, the rows its
+    clients mix with exchanged point to point (or all-gathered), compressed messages sent as
+    their encodings."""
 
-    def __init__(self, processes: Processes, num_clients: int, *args, **kwargs):
-        if num_clients < processes.world:
-            raise GossipflError(f"data.clients: {num_clients} clients cannot be shared by "
-                                f"{processes.world} processes (each rank owns at least one); "
-                                f"start at most {num_clients} processes.")
-        super().__init__(num_clients, *args, **kwargs)
+    def __init__(self, processes: Processes, lo: int, hi: int, *args):
+        super().__init__(*args)
         self.processes = processes
-        self.lo, self.hi = processes.bounds(num_clients)
-        self.traffic = BlockTraffic(self.hi - self.lo, processes, self.sample_sizes.device)
+        self.lo, self.hi = lo, hi
         self._plan: tuple[int | None, ExchangePlan] | None = None  # (round or None, plan)
 
     @property
     def block_size(self) -> int:
         return self.hi - self.lo
 
-    # -- gossip ------------------------------------------------------------------------------
-    def _mix(self, x: Tensor, t: int, steps: int) -> Tensor:
+    def own_clients(self, device=None) -> Tensor:
+        return torch.arange(self.lo, self.hi, device=device)
+
+    def mix(self, x: Tensor, t: int, steps: int) -> Tensor:
         plan = self.plan(t)
         flat = x.reshape(self.block_size, -1)
         for _ in range(steps):
@@ -211,6 +211,9 @@ class DistributedFederation(Federation):
                 held = self._exchange(plan, flat, what)
             flat = plan.weights @ held
         return flat.reshape(x.shape)
+
+    def out_degree(self, t: int) -> np.ndarray:
+        return super().out_degree(t)[self.lo:self.hi]
 
     def mixes_sparse_messages(self) -> bool:
         return False  # the ranks exchange encodings: the dense path decodes them
@@ -245,7 +248,7 @@ class DistributedFederation(Federation):
     def _exchange(self, plan: ExchangePlan, rows: Tensor, what: str) -> Tensor:
         """The rows this rank's product needs: its own, then each peer's (plan order)."""
         if plan.all_gather:
-            return self._all_rows(rows)
+            return self.all_rows(rows)
         ops = []
         for peer, positions in plan.send.items():
             message = rows[positions].contiguous()
@@ -264,15 +267,15 @@ class DistributedFederation(Federation):
                                    f"engine.timeout = {self.processes.timeout:g} s.") from None
         return torch.cat([rows, *received.values()])
 
-    def _all_rows(self, rows: Tensor) -> Tensor:
+    def all_rows(self, rows: Tensor) -> Tensor:
         """Every rank's block, in client order (all-gather of blocks padded to equal size)."""
-        sizes, padded = self._padded_block(rows)
+        sizes, padded = self.padded_block(rows)
         parts = [torch.empty_like(padded) for _ in sizes]
         self.traffic.wire += (len(sizes) - 1) * padded.numel() * padded.element_size()
         dist.all_gather(parts, padded)
         return _unpadded(parts, sizes)
 
-    def _padded_block(self, rows: Tensor) -> tuple[list[int], Tensor]:
+    def padded_block(self, rows: Tensor) -> tuple[list[int], Tensor]:
         """(every rank's block size, ``rows`` padded with zero rows to the longest): the
         collectives move blocks of one size."""
         world = self.processes.world
@@ -283,8 +286,29 @@ class DistributedFederation(Federation):
             return sizes, rows
         return sizes, torch.cat([rows, rows.new_zeros(max(sizes) - len(rows), *rows.shape[1:])])
 
-    def _out_degree(self, t: int) -> np.ndarray:
-        return super()._out_degree(t)[self.lo:self.hi]
+
+class DistributedFederation(Federation):
+    """The Federation of rank ``processes.rank``: its block of clients, collectives across."""
+
+    def __init__(self, processes: Processes, num_clients: int, *args, **kwargs):
+        if num_clients < processes.world:
+            raise GossipflError(f"data.clients: {num_clients} clients cannot be shared by "
+                                f"{processes.world} processes (each rank owns at least one); "
+                                f"start at most {num_clients} processes.")
+        self.processes = processes
+        self.lo, self.hi = processes.bounds(num_clients)
+        super().__init__(num_clients, *args, **kwargs)
+
+    def _traffic(self) -> BlockTraffic:
+        return BlockTraffic(self.hi - self.lo, self.processes, self.sample_sizes.device)
+
+    def _wire(self, mixer) -> DistributedWire:
+        return DistributedWire(self.processes, self.lo, self.hi, self.num_clients, mixer,
+                               self.traffic, self.seed)
+
+    @property
+    def block_size(self) -> int:
+        return self.hi - self.lo
 
     # -- centralized -----------------------------------------------------------------------
     def sample(self, t: int, fraction: float, eligible=None) -> Tensor:
@@ -323,13 +347,13 @@ class DistributedFederation(Federation):
 
     def gather(self, x: Tensor) -> Tensor:
         with communicating(self.processes, "gathering every rank's clients"):
-            return self._all_rows(x.contiguous())
+            return self.wire.all_rows(x.contiguous())
 
     def gather_to_writer(self, x: Tensor) -> Tensor:
         """Every rank's block on rank 0 only (``dist.gather`` into one buffer; blocks padded
         to equal size), ``[0, ...]`` elsewhere: a checkpoint of 10⁵ clients holds one copy
         of X in the job, not one per rank."""
-        sizes, padded = self._padded_block(x)
+        sizes, padded = self.wire.padded_block(x)
         with communicating(self.processes, "gathering every rank's clients"):
             if self.processes.rank != 0:
                 self.traffic.wire += padded.numel() * padded.element_size()
@@ -351,6 +375,14 @@ class DistributedFederation(Federation):
         with communicating(self.processes, what):
             dist.all_reduce(out)
         return out
+
+
+def federation_of(processes: Processes, num_clients: int, *args, **kwargs) -> Federation:
+    """The Federation of this process: every client (one process), or this rank's block of
+    them (:class:`DistributedFederation`)."""
+    if not processes.distributed:
+        return Federation(num_clients, *args, **kwargs)
+    return DistributedFederation(processes, num_clients, *args, **kwargs)
 
 
 def _unpadded(parts: list[Tensor], sizes: list[int]) -> Tensor:

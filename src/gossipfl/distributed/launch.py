@@ -77,16 +77,6 @@ class Processes:
             return torch.device("cuda", self.local_rank)
         return device
 
-    def federation(self, num_clients: int, *args: Any, **kwargs: Any):
-        """The Federation of this process: every client, or this rank's block of them."""
-        if not self.distributed:
-            from gossipfl.federation import Federation
-
-            return Federation(num_clients, *args, **kwargs)
-        from gossipfl.distributed.federation import DistributedFederation
-
-        return DistributedFederation(self, num_clients, *args, **kwargs)
-
     def agree(self, value: Any) -> Any:
         """Rank 0's ``value`` on every rank (e.g. a run directory named by the time)."""
         if not self.distributed or self.world == 1:

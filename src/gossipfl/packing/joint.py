@@ -34,28 +34,47 @@ from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.clients import ClientEnv
 from gossipfl.federation import Federation
 from gossipfl.schedules import RoundOutcome, get_schedule
+from gossipfl.state import Namespace, RunState
+from gossipfl.systems.rounds import run_round
 from gossipfl.training import LocalTrainer
+from gossipfl.wire import Wire
+
+
+class PackedWire(Wire):
+    """The wire of S runs of M clients each: each run's block mixed by that run's own wire
+    (its topology and W), its messages counted in its own rows."""
+
+    def __init__(self, members: Sequence[Wire], *args):
+        super().__init__(*args)
+        self.members = list(members)
+        self.m = members[0].num_clients
+
+    def mix(self, x: Tensor, t: int, steps: int) -> Tensor:
+        # each block copied to its own allocation: the products see run r's rows exactly as
+        # run r alone does (BLAS kernels may round differently at another memory alignment)
+        m = self.m
+        return torch.cat([wire.mix(x[r * m:(r + 1) * m].clone(), t, steps)
+                          for r, wire in enumerate(self.members)])
+
+    def out_degree(self, t: int) -> np.ndarray:
+        return np.concatenate([wire.out_degree(t) for wire in self.members])
 
 
 class PackedFederation(Federation):
     """The federation of S runs of M clients each: gossip mixes each run's block with that
-    run's mixer; bytes are counted per client (run r's clients are its rows)."""
+    run's mixer (:class:`PackedWire`); bytes are counted per client (run r's clients are its
+    rows)."""
 
-    def __init__(self, members: Sequence[Federation], groups, sample_sizes: Tensor):
-        m = members[0].num_clients
-        super().__init__(m * len(members), groups, sample_sizes, seed=members[0].seed)
+    def __init__(self, members: Sequence[Federation], groups, sample_sizes: Tensor,
+                 channels: Sequence[str] = ("x",)):
         self.members = list(members)
-        self.m = m
+        self.m = members[0].num_clients
+        super().__init__(self.m * len(members), groups, sample_sizes, seed=members[0].seed,
+                         channels=channels)
 
-    def _mix(self, x: Tensor, t: int, steps: int) -> Tensor:
-        # each block copied to its own allocation: the products see run r's rows exactly as
-        # run r alone does (BLAS kernels may round differently at another memory alignment)
-        m = self.m
-        return torch.cat([fed._mix(x[r * m:(r + 1) * m].clone(), t, steps)
-                          for r, fed in enumerate(self.members)])
-
-    def _out_degree(self, t: int) -> np.ndarray:
-        return np.concatenate([fed._out_degree(t) for fed in self.members])
+    def _wire(self, mixer) -> PackedWire:
+        return PackedWire([fed.wire for fed in self.members], self.num_clients, mixer,
+                          self.traffic, self.seed)
 
     def run_bytes(self) -> list[int]:
         """Each run's bytes since the last call (one round's), and start afresh."""
@@ -264,7 +283,8 @@ class Pack:
         fields.update(sample_sizes=sizes, label_counts=counts)
         rates = {r.config.train.lr for r in self.runners}
         self.env = (ClientEnv if len(rates) == 1 else StepwiseEnv)(**fields)
-        self.fed = PackedFederation([e.fed for e in exps], env0.groups, sizes)
+        self.fed = PackedFederation([e.fed for e in exps], env0.groups, sizes,
+                                    type(exps[0].algorithm).gossip_channels)
         config = first.config
         self.algorithm = type(exps[0].algorithm)(config.algorithm.params, self.env, self.fed)
         trainers = [r.trainer for r in self.runners]
@@ -276,7 +296,17 @@ class Pack:
         self.schedule = get_schedule(config.topology.order)(self.algorithm, self.trainer,
                                                             self.fed)
         keys = self.algorithm.client_state
-        self.state = {k: torch.cat([r.state[k] for r in self.runners]) for k in keys}
+        # the joint rows' state: an algorithm namespace of a RunState, as a run's (packed
+        # runs are synchronous: the schedule keeps no rows of its own)
+        self.run_state = RunState(algorithm=Namespace(
+            f"algorithm {self.algorithm.name} (packed)", rows=keys, kept=keys))
+        self.run_state.algorithm.update(
+            {k: torch.cat([r.state[k] for r in self.runners]) for k in keys})
+
+    @property
+    def state(self):
+        """The joint rows' algorithm state (the RunState's algorithm namespace)."""
+        return self.run_state.algorithm
 
     def round(self, t: int) -> list:
         """Round t of every run; each runner's state is then its block, and the list holds
@@ -288,7 +318,7 @@ class Pack:
         keep = any(r.evaluator.measures_before_gossip() and r.should_evaluate(t)
                    for r in self.runners)
         self.tally.reset()
-        outcome = self.schedule.run_round(ctx, self.state, keep)
+        outcome = run_round(self.schedule, self.state, ctx, keep)
         sent = self.fed.run_bytes()
         seconds = (time.perf_counter() - start) / len(self.runners)  # each run's share
         measured = []

@@ -24,12 +24,13 @@ schedule is one module with a :func:`register_schedule` class.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from gossipfl.algorithms.base import Algorithm, Context, State
 from gossipfl.errors import unknown_choice
+from gossipfl.state import Namespace
 
 if TYPE_CHECKING:  # annotations only: naming the schedules needs neither
     from gossipfl.federation import Federation
@@ -56,24 +57,53 @@ class Schedule:
     ``ctx.round`` of ``algorithm``, updating ``state``."""
 
     name: str = ""
-    def __init__(self, algorithm: Algorithm, trainer: LocalTrainer, fed: Federation):
+    #: why it cannot split the ``[M, P]`` stack over processes (None: it can); the words
+    #: after "topology.order: <name>" in the refusal (gossipfl.compat)
+    one_process: ClassVar[str | None] = None
+    #: why it cannot run with offline clients or failed links (None: it can)
+    no_failures: ClassVar[str | None] = None
+    #: the per-client rows it keeps from round to round (its namespace of the run's state,
+    #: gossipfl.state.RunState.schedule, checkpointed; made by :meth:`initial_state`)
+    client_state: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, algorithm: Algorithm, trainer: LocalTrainer, fed: Federation,
+                 state: Namespace | None = None):
         self.algorithm = algorithm
         self.trainer = trainer
         self.fed = fed
+        #: its own state (the run's schedule namespace; a fresh one when none is given)
+        self.state = self.namespace(len(fed.own_clients()), None) if state is None else state
+
+    @classmethod
+    def namespace(cls, num_clients: int, device) -> Namespace | None:
+        """Its namespace of the run's state, filled with :meth:`initial_state` of this
+        process's ``num_clients`` rows (None: it keeps nothing between rounds)."""
+        if not cls.client_state:
+            return None
+        space = Namespace(f"schedule {cls.name}", rows=cls.client_state,
+                          kept=cls.client_state, device=device)
+        space.update(cls.initial_state(num_clients, device))
+        return space
+
+    @classmethod
+    def initial_state(cls, num_clients: int, device) -> dict:
+        """Its ``client_state`` rows before the first round."""
+        return {}
 
     @classmethod
     def refusal(cls, algorithm: Algorithm, distributed_world: int | None) -> str | None:
         """Why this schedule cannot run ``algorithm`` (None: it can); ``distributed_world``:
-        the number of processes when the rows are split over several. A schedule that
-        changes what an algorithm's round means (the sequential order) asks the algorithm
+        the number of processes when the rows are split over several (``one_process`` is
+        checked before, by :mod:`gossipfl.compat`). The built-in orders ask the algorithm
         (:meth:`~gossipfl.algorithms.base.Algorithm.order_error`); by default every algorithm
         runs."""
         return None
 
     @classmethod
     def systems_refusal(cls, model) -> str | None:
-        """Why this schedule cannot run with the ``systems`` draws ``model`` (a
-        :class:`gossipfl.systems.SystemsModel`; None: it can)."""
+        """Why this schedule cannot run with the values of the ``systems`` draws ``model``
+        (a :class:`gossipfl.systems.SystemsModel`; None: it can; ``no_failures`` is checked
+        by :mod:`gossipfl.compat`)."""
         return None
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:

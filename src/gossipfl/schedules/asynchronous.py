@@ -34,9 +34,10 @@ algorithm's phases → ``end_event``) and one vectorized pair average, and the r
 the literal event-at-a-time loop. Waves do not cross rounds. Minibatches are drawn per
 (client, update count), so they do not depend on which events share a wave.
 
-State (the algorithm's per-client rows, checkpointed): ``finish`` (each worker's next
-completion time, < 0 before its first computation) and ``updates`` (its update count k_i),
-beside the algorithm's own rows (x and the reads).
+State: the schedule's own per-client rows (its namespace of the run's state,
+``RunState.schedule``, checkpointed): ``finish`` (each worker's next completion time, < 0
+before its first computation) and ``updates`` (its update count k_i); the algorithm keeps
+its own rows (x and the reads).
 """
 
 from __future__ import annotations
@@ -92,25 +93,29 @@ class Asynchronous(Schedule):
 
     name = "asynchronous"
 
-    def __init__(self, algorithm, trainer, fed, wave=None):
-        super().__init__(algorithm, trainer, fed)
+    #: each worker's next completion time (< 0 before its first computation) and its
+    #: update count k_i
+    client_state = ("finish", "updates")
+
+    def __init__(self, algorithm, trainer, fed, wave=None, state=None):
+        super().__init__(algorithm, trainer, fed, state)
         self.wave = wave or waves
 
     @classmethod
+    def initial_state(cls, num_clients, device):
+        return {"finish": torch.full((num_clients,), -1.0, dtype=torch.float64, device=device),
+                "updates": torch.zeros(num_clients, dtype=torch.int64, device=device)}
+
+    one_process = ("runs one global sequence of pairwise events over the whole [M, P] stack "
+                   "(an event's pair may sit on two processes at once)")
+    no_failures = "its events have no rounds for a client or link to miss"
+
+    @classmethod
     def refusal(cls, algorithm, distributed_world):
-        if distributed_world is not None:
-            return ("topology.order: asynchronous runs one global sequence of pairwise events "
-                    "over the whole [M, P] stack (an event's pair may sit on two processes at "
-                    f"once), which engine.backend: distributed splits over {distributed_world} "
-                    "processes; run it with engine.backend: single.")
         return algorithm.order_error(cls.name)
 
     @classmethod
     def systems_refusal(cls, model):
-        if model.has_failures:
-            return ("systems.availability: not implemented for topology.order: asynchronous "
-                    "(its events have no rounds for a client or link to miss); remove "
-                    "systems.availability.")
         if (model.compute(0) <= 0).any():
             return ("systems.compute: topology.order: asynchronous orders its events by "
                     "completion time, which needs every client's seconds_per_step > 0.")
@@ -146,10 +151,11 @@ class Asynchronous(Schedule):
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo, t = self.algorithm, ctx.round
         device = state["x"].device
-        finish = state["finish"].cpu().numpy().astype(np.float64)
+        own = self.state  # the schedule's namespace: finish, updates
+        finish = own["finish"].cpu().numpy().astype(np.float64)
         if (finish < 0).any():  # the first computations start at time 0
             finish = np.where(finish < 0, self.compute(ctx.plan), finish)
-        updates = state["updates"].cpu().numpy().astype(np.int64)
+        updates = own["updates"].cpu().numpy().astype(np.int64)
         events, finish, updates = self.events(t, ctx.plan, finish, updates)
         pairs = [(i, j) for i, j, _, _ in events]
         loss_sum = torch.zeros((), device=device)
@@ -161,13 +167,12 @@ class Asynchronous(Schedule):
             counts = torch.tensor([events[e][2] for e in wave])
             work = algo.begin_event(ctx, state, first).of(first)
             wave_loss, wave_count = self.trainer.train(t, work, algo.phases(), "async",
-                                                       counters=counts)
+                                                       counters=counts, plan=ctx.plan)
             loss_sum += wave_loss
             loss_count += wave_count
             algo.end_event(ctx, state, work, second)
-        state["finish"] = torch.as_tensor(finish, dtype=state["finish"].dtype, device=device)
-        state["updates"] = torch.as_tensor(updates, dtype=state["updates"].dtype,
-                                           device=device)
+        own["finish"] = torch.as_tensor(finish, dtype=own["finish"].dtype, device=device)
+        own["updates"] = torch.as_tensor(updates, dtype=own["updates"].dtype, device=device)
         clocks = None
         if ctx.plan.clocks is not None:  # each client's clock: its last event's time
             clocks = np.array(ctx.plan.clocks, dtype=np.float64)

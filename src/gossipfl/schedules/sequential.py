@@ -48,16 +48,14 @@ class Sequential(Schedule):
 
     name = "sequential"
 
-    def __init__(self, algorithm, trainer, fed, waves=None):
-        super().__init__(algorithm, trainer, fed)
+    def __init__(self, algorithm, trainer, fed, waves=None, state=None):
+        super().__init__(algorithm, trainer, fed, state)
         self.waves = waves
+
+    one_process = "sweeps the clients one wave after another through the whole [M, P] stack"
 
     @classmethod
     def refusal(cls, algorithm, distributed_world):
-        if distributed_world is not None:
-            return (f"topology.order: sequential sweeps the clients one wave after another "
-                    f"through the whole [M, P] stack, which engine.backend: distributed splits "
-                    f"over {distributed_world} processes; run it with engine.backend: single.")
         return algorithm.order_error(cls.name)
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
@@ -74,8 +72,7 @@ class Sequential(Schedule):
                     for key, value in full.items()}
             part["x"] = fed.gossip_rows(full["x"], t, rows)
             work = algo.begin_round(ctx, part).of(rows)
-            wave_loss, wave_count = self.trainer.train(t, work, algo.phases(),
-                                                       offline=ctx.plan.offline)
+            wave_loss, wave_count = self.trainer.train(t, work, algo.phases(), plan=ctx.plan)
             loss_sum += wave_loss
             loss_count += wave_count
             algo.keep(ctx, part, work)

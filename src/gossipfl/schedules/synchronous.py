@@ -21,7 +21,7 @@ class Synchronous(Schedule):
         algo = self.algorithm
         work = algo.begin_round(ctx, state)
         loss_sum, loss_count = self.trainer.train(ctx.round, work, algo.phases(),
-                                                  offline=ctx.plan.offline)
+                                                  plan=ctx.plan)
         trained = algo.trained_models(state, work).clone() if keep_trained else None
         algo.end_round(ctx, state, work)
         return RoundOutcome(loss_sum, loss_count, trained=trained)

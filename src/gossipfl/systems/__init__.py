@@ -25,9 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gossipfl.algorithms.base import RoundPlan
-from gossipfl.errors import GossipflError
 from gossipfl.federation import message_bytes
-from gossipfl.schedules import get_schedule
 from gossipfl.systems.clock import Clock, message_seconds, planned_steps
 from gossipfl.systems.failures import FailingTopology, renormalize, renormalize_edges
 from gossipfl.systems.model import SystemsModel
@@ -114,14 +112,11 @@ class Systems:
         return self.clock.metrics()
 
 
-def systems_model(config: Config, num_clients: int, distributed: bool) -> SystemsModel | None:
-    """The run's draws (None without a ``systems`` section)."""
+def systems_model(config: Config, num_clients: int) -> SystemsModel | None:
+    """The run's draws (None without a ``systems`` section; one process:
+    :mod:`gossipfl.compat` refuses several)."""
     if config.systems is None:
         return None
-    if distributed:
-        raise GossipflError("systems: not implemented under several processes yet (the clocks "
-                            "and failures are not split over the ranks); remove systems or "
-                            "run on one process.")
     return SystemsModel(config.systems, num_clients, config.seed)
 
 
@@ -136,19 +131,11 @@ def mixing_topology(topology: Topology, model: SystemsModel | None) -> Topology:
 def build_systems(config: Config, model: SystemsModel | None, fed: Federation,
                   algorithm: Algorithm, num_params: int,
                   state: Namespace | None = None) -> Systems | None:
-    """The run's :class:`Systems` (None without a ``systems`` section); ``state``: the run's
-    systems namespace, where its clocks live."""
+    """The run's :class:`Systems` (None without a ``systems`` section), once
+    :mod:`gossipfl.compat` has let its combination with the rest through; ``state``: the
+    run's systems namespace, where its clocks live."""
     if model is None:
         return None
-    if not algorithm.centralized and model.has_failures and (
-            config.topology.compression is not None or algorithm.own_compression):
-        raise GossipflError(
-            "systems.availability: not implemented with compressed gossip yet (its public "
-            "copies s = W x̂ are updated incrementally and assume the same W every round); "
-            "remove systems.availability or the compression.")
-    refusal = get_schedule(config.topology.order).systems_refusal(model)
-    if refusal:
-        raise GossipflError(refusal)
     return Systems(model, fed, algorithm, config.train, num_params, state)
 
 

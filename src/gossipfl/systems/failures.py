@@ -14,7 +14,7 @@ link, both directions), so W' is symmetric and doubly stochastic again.
 
 :class:`FailingTopology` is a topology whose round-t matrix is W'_t: the Mixer and the
 Federation use it in place of the graph's own, so every decentralized algorithm mixes with
-W'_t and the byte count (``Federation._out_degree``, read from the matrix) charges no message
+W'_t and the byte count (``Wire.out_degree``, read from the matrix) charges no message
 of an offline client or a failed link.
 
 A topology built as edges (more than ``DENSE_MAX_CLIENTS`` clients) is renormalized on its

@@ -13,6 +13,9 @@ made by :meth:`gossipfl.systems.Systems.plan` before the round and passed as an 
   model and every state stay, no bytes are sent; :func:`idle_outcome`).
 
 Any schedule runs under a plan: nothing is set on it or cleared around its call.
+:func:`run_round` is the one round driver, used by the runner and by a packed study's joint
+round (gossipfl.packing): round t of a schedule on the algorithm's state, under the plan of
+``ctx`` (idle, or with the offline clients' rows kept).
 """
 
 from __future__ import annotations
@@ -23,8 +26,20 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from gossipfl.algorithms.base import Algorithm, RoundPlan, State
-from gossipfl.schedules import RoundOutcome
+from gossipfl.algorithms.base import Algorithm, Context, RoundPlan, State
+from gossipfl.schedules import RoundOutcome, Schedule
+
+
+def run_round(schedule: Schedule, state: State, ctx: Context,
+              keep_trained: bool = False) -> RoundOutcome:
+    """Round ``ctx.round`` of ``schedule`` on the algorithm's ``state`` under ``ctx.plan``:
+    nothing when the plan is idle (:func:`idle_outcome`), else the schedule's round with the
+    plan's offline clients' rows kept (:func:`offline_rows_kept`). ``keep_trained``: return
+    the personalized models as they leave local training (evaluated before gossip)."""
+    if ctx.plan.idle:
+        return idle_outcome(schedule.algorithm, state, keep_trained)
+    with offline_rows_kept(ctx.plan, schedule.algorithm, state):
+        return schedule.run_round(ctx, state, keep_trained)
 
 
 @contextmanager

@@ -1,8 +1,8 @@
 """Robust gossip under Byzantine attack as one operation every decentralized algorithm uses.
 
-With ``topology.robust`` or a ``byzantine`` section, the Federation holds a
-:class:`RobustGossip` (``fed.robust``) and every :meth:`~gossipfl.federation.Federation.gossip`
-of a decentralized algorithm becomes, per gossip step on the gossiped columns z:
+With ``topology.robust`` or a ``byzantine`` section, the gossip pipeline holds the stage
+:class:`RobustGossip` (:mod:`gossipfl.topology.stages`, built by the composition root) and
+every :meth:`~gossipfl.federation.Federation.gossip` of a decentralized algorithm becomes, per gossip step on the gossiped columns z:
 
     m_{j→i} = attack's message   (j ∈ B, i honest)      m_{j→i} = z_j   (otherwise)
     x_i     = rule(z_i, {m_{j→i} : j ∈ N_i}, w_i·)
@@ -17,12 +17,14 @@ gossip: every client, Byzantine or not, sends one dense message per out-neighbou
 synchronous order; refused (one sentence, before training) for centralized algorithms,
 push-sum (``sgp``), masked gossip (``dispfl``), pairwise averaging (``adpsgd``), compressed
 gossip (``topology.compression``, ``choco``, ``deepsqueeze``, ``beer``), the sequential
-order and several processes, and where the rule's b is too large for a receiver's degree.
+order and several processes (:mod:`gossipfl.compat`, from the stage's ``needs``), and where
+the rule's b is too large for a receiver's degree.
 A topology built as edges (above ``DENSE_MAX_CLIENTS`` clients) gossips robustly as any
 other: the neighbourhoods are read from its edges; only an attack that reads the whole W
 (``spectral``: its Fiedler vector) is refused there.
 
-The randomness of an attack (``gaussian``) is hashed from (seed, round, call, step), so a
+The randomness of an attack (``gaussian``) is hashed from (seed, round, channel, step), the
+channel the position of the gossiped variable in the algorithm's ``gossip_channels``, so a
 resumed run draws what the uninterrupted one drew; nothing else is kept between rounds.
 """
 
@@ -37,6 +39,7 @@ from torch import Tensor
 
 from gossipfl.errors import GossipflError
 from gossipfl.topology.sparse import refuse_dense
+from gossipfl.topology.stages import Channel, Needs, Stage
 from gossipfl.trust.attacks import ATTACKS, Attack, Scene, Step
 from gossipfl.trust.byzantine import (
     byzantine_ids,
@@ -48,40 +51,45 @@ from gossipfl.trust.rules import Mean, RobustRule, build_rule
 ROUNDS_CHECKED = 10  # of a time-varying topology, for the degree check
 
 
-class RobustGossip:
-    """``gossip(fed, z, t, steps)``: ``steps`` robust gossip steps of round t (see the module
-    docstring); ``byzantine`` the ids (sorted), ``attack`` None without attackers."""
+class RobustGossip(Stage):
+    """The robust stage of the gossip pipeline: ``steps`` robust gossip steps of round t (see
+    the module docstring); ``byzantine`` the ids (sorted), ``attack`` None without attackers;
+    ``key`` the config key that asked for it (``topology.robust`` or ``byzantine``)."""
+
+    kind = "robust"
+    form = "robust"
+    #: a rule reads every neighbour's whole message; the neighbourhoods are gathered in one
+    #: process; a step is x ← W x of every row at once (synchronous)
+    needs = Needs(whole_messages=True, one_process=True)
 
     def __init__(self, rule: RobustRule, attack: Attack | None, byzantine: np.ndarray,
-                 num_clients: int, seed: int):
-        self.rule, self.attack, self.seed = rule, attack, seed
+                 num_clients: int, seed: int, key: str = "topology.robust"):
+        self.rule, self.attack, self.seed, self.key = rule, attack, seed, key
         self.byzantine_ids = byzantine
         self._mask = np.zeros(num_clients, dtype=bool)
         self._mask[byzantine] = True
         self._cache: dict = {}  # (round or None, device, dtype) -> buckets
         self._tensors: dict = {}  # device -> (byzantine ids, mask)
-        self._round: int | None = None
-        self._calls = 0
 
-    def gossip(self, fed, z: Tensor, t: int, steps: int) -> Tensor:
-        if self._round != t:
-            self._round, self._calls = t, 0
-        call = self._calls
-        self._calls += 1
+    def mix(self, z: Tensor, t: int, steps: int, channel: Channel, link) -> Tensor:
+        """Bytes as for plain gossip (every client sends its whole row to each out-neighbour,
+        every step); the attack's streams keyed by (round, channel, step)."""
+        self.claim(channel, t)
+        wire = link.wire
+        wire.charge_rows(t, z.shape[1], steps)
         x = z
         for step in range(steps):
-            x = self.step(fed, x, t, (t, call, step))
+            x = self.step(wire.topology, x, t, (t, channel.index, step))
         return x
 
-    def step(self, fed, z: Tensor, t: int, key: tuple) -> Tensor:
-        """One robust gossip step of ``z [M, n]`` with round t's W."""
+    def step(self, topology, z: Tensor, t: int, key: tuple) -> Tensor:
+        """One robust gossip step of ``z [M, n]`` with round t's W of ``topology``."""
         ids, mask = self._byzantine(z.device)
-        topology = fed.mixer.topology
         matrix = None if topology.sparse else topology.matrix(t)  # an attack that reads W
         state = Step(z, ids, ~mask, self.seed, key, matrix, self.rule)
         out = torch.empty_like(z)
-        for bucket in self._buckets(fed, t, z):
-            check_degree(self.rule, bucket, t if fed.mixer.topology.time_varying else None)
+        for bucket in self._buckets(topology, t, z):
+            check_degree(self.rule, bucket, t if topology.time_varying else None)
             for part in bucket.chunks(z.shape[1]):
                 out[part.receivers] = self._receive(state, part, mask)
         return out
@@ -103,8 +111,7 @@ class RobustGossip:
                                      torch.as_tensor(self._mask, device=device))
         return self._tensors[device]
 
-    def _buckets(self, fed, t: int, z: Tensor) -> list[Bucket]:
-        topology = fed.mixer.topology
+    def _buckets(self, topology, t: int, z: Tensor) -> list[Bucket]:
         key = (t if topology.time_varying else None, z.device, z.dtype)
         if key not in self._cache:
             if topology.time_varying:
@@ -154,40 +161,15 @@ def byzantine_of(config) -> np.ndarray:
     return byzantine_ids(spec.clients, config.data.clients, seed)
 
 
-def refusal(config, algorithm, topology, distributed: bool) -> str | None:
-    """Why ``byzantine`` / ``topology.robust`` cannot apply to this run (None: they can)."""
-    key = "topology.robust" if config.topology.robust is not None else "byzantine"
-    name = algorithm.name
-    if algorithm.centralized:
-        return (f"{key}: algorithm {name} is centralized and does not gossip; Byzantine "
-                "neighbours and robust gossip are defined for decentralized algorithms.")
-    if algorithm.own_compression or config.topology.compression is not None:
-        return (f"{key}: robust gossip is not defined for compressed gossip ({name}, "
-                "topology.compression): a rule needs every neighbour's full message; "
-                "remove one of them.")
-    if not algorithm.compressible:
-        return (f"{key}: algorithm {name} gossips with push-sum weights, masks or pairwise "
-                "averages, for which no robust rule is defined; use an algorithm that mixes "
-                "x <- W x (dfedavg, dpsgd, dsgt, ...).")
-    if config.topology.order != "synchronous":
-        return (f"{key}: needs topology.order: synchronous (got {config.topology.order!r}); "
-                "the sequential order mixes a few rows at a time.")
-    if distributed:
-        return (f"{key}: not implemented under engine.backend: distributed yet (the "
-                "neighbourhoods are gathered in one process); use engine.backend: single.")
-    return None
-
-
-def build_trust(config, algorithm, topology, distributed: bool = False) -> Trust | None:
-    """The run's :class:`Trust` (None when neither setting is given); refuses in one
-    sentence what it cannot run."""
+def build_trust(config, topology) -> Trust | None:
+    """The run's :class:`Trust` (None when neither setting is given), once
+    :mod:`gossipfl.compat` has let the combination of features through; refuses in one
+    sentence a graph it cannot run on (the honest clients disconnected, a receiver's degree
+    too low for the rule, an attack that reads the dense W of a topology built as edges)."""
     spec = config.byzantine
     rule = build_rule(config.topology.robust)
     if spec is None and rule is None:
         return None
-    reason = refusal(config, algorithm, topology, distributed)
-    if reason:
-        raise GossipflError(reason)
     ids = byzantine_of(config)
     m = config.data.clients
     attack = None
@@ -205,8 +187,9 @@ def build_trust(config, algorithm, topology, distributed: bool = False) -> Trust
     sends = attack is not None and attack.sends and len(ids) > 0
     plain = isinstance(rule, Mean) and not sends
     seed = config.seed if spec is None or spec.seed is None else spec.seed
-    gossip = None if plain else RobustGossip(rule, attack if sends else None, ids, m, seed)
+    key = "topology.robust" if config.topology.robust is not None else "byzantine"
+    gossip = None if plain else RobustGossip(rule, attack if sends else None, ids, m, seed, key)
     return Trust(gossip, honest, ids)
 
 
-__all__ = ["RobustGossip", "Trust", "build_trust", "byzantine_of", "check_degree", "refusal"]
+__all__ = ["RobustGossip", "Trust", "build_trust", "byzantine_of", "check_degree"]

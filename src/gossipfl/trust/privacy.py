@@ -3,9 +3,9 @@ private run holds (:class:`Privacy`: the DP-SGD mechanism and its accountant).
 
 What it means is in :mod:`gossipfl.trust.dpsgd` (the gradient) and
 :mod:`gossipfl.trust.accountant` (ε). Refused, in one sentence each: several processes
-(``engine.backend: distributed``), models with BatchNorm (no per-sample gradient), algorithms
-that read their clients' data other than through gradients (their label counts: ``fedrod``),
-δ ≥ 1/n for the smallest client, and ``train.local_steps`` with a batch larger than a client's
+(``engine.backend: distributed``) and algorithms that read their clients' data other than
+through gradients (their label counts: ``fedrod``), both by :mod:`gossipfl.compat`; here
+models with BatchNorm (no per-sample gradient), δ ≥ 1/n for the smallest client, and ``train.local_steps`` with a batch larger than a client's
 data (its minibatches would repeat samples, q = B/n > 1).
 """
 
@@ -51,8 +51,8 @@ def nominal_batch_sizes(sizes: np.ndarray, batch_size: int | None) -> np.ndarray
     return sizes.copy() if batch_size is None else np.minimum(sizes, batch_size)
 
 
-def build_privacy(config: Any, algorithm: Any, model: torch.nn.Module, sizes: np.ndarray,
-                  distributed: bool, device: torch.device,
+def build_privacy(config: Any, model: torch.nn.Module, sizes: np.ndarray,
+                  device: torch.device,
                   state: Namespace | None = None) -> Privacy | None:
     """The run's :class:`Privacy` (None without a ``privacy`` section), after the refusals of
     the module docstring. ``sizes`` ``[M]``: the clients' sample counts n_i; ``state``: the
@@ -62,18 +62,10 @@ def build_privacy(config: Any, algorithm: Any, model: torch.nn.Module, sizes: np
         return None
     from gossipfl.engine.oracle import has_batchnorm
 
-    if distributed:
-        raise GossipflError("privacy: not implemented under engine.backend: distributed yet "
-                            "(the accountant's counts are not split over the ranks); remove "
-                            "privacy or use engine.backend: single.")
     if has_batchnorm(model):
         raise GossipflError(f"privacy: model {config.model.name} has BatchNorm, which mixes the "
                             f"samples of a batch, so per-sample gradients are undefined; use a "
                             f"model without BatchNorm (GroupNorm or none).")
-    if getattr(algorithm, "reads_label_counts", False):
-        raise GossipflError(f"privacy: algorithm {algorithm.name} reads each client's label "
-                            f"counts, which DP-SGD does not privatize; remove privacy or "
-                            f"choose another algorithm.")
     sizes = np.asarray(sizes, dtype=np.int64)
     held = np.flatnonzero(sizes > 0)
     smallest = int(held[np.argmin(sizes[held])])

@@ -15,9 +15,10 @@ i.e. X_{k+1} = W_k X_k − η_t e_i g_iᵀ for the k-th event, the gradient take
 next M events (M gradient applications), η_t the round's learning rate; a fast worker does
 more of them. Bytes: 2 messages of 4P bytes per event.
 
-Per-client state (checkpointed): ``x``, ``read`` (x̂_i), ``finish`` (the completion time of
-i's current computation) and ``updates`` (k_i, i's update count: its neighbour draws and
-minibatches are hashed from it).
+Per-client state (checkpointed): ``x`` and ``read`` (x̂_i); the asynchronous schedule keeps
+its own ``finish`` (the completion time of i's current computation) and ``updates`` (k_i,
+i's update count: its neighbour draws and minibatches are hashed from it) in its namespace
+of the run's state.
 
 Refused: the synchronous and sequential orders (there is no round of every client); a W
 that is column- or row-stochastic only, or whose pattern is not symmetric (a pair average
@@ -40,7 +41,7 @@ class ADPSGD(Algorithm):
     name = "adpsgd"
     paper = ("Lian, Zhang, Zhang & Liu 2018, Asynchronous Decentralized Parallel Stochastic "
              "Gradient Descent (ICML)")
-    client_state = ("x", "read", "finish", "updates")
+    client_state = ("x", "read")  # the schedule keeps its finish times and counts
     orders = ("asynchronous",)
     compressible = False
 
@@ -65,10 +66,7 @@ class ADPSGD(Algorithm):
         return None, None
 
     def init(self, x0):
-        m = x0.shape[0]
-        return {"x": x0.clone(), "read": x0.clone(),
-                "finish": torch.full((m,), -1.0, dtype=torch.float64, device=x0.device),
-                "updates": torch.zeros(m, dtype=torch.int64, device=x0.device)}
+        return {"x": x0.clone(), "read": x0.clone()}
 
     def phases(self):
         return [Phase(name="gradient", steps=1, update=self.gradient)]

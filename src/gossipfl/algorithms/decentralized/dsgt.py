@@ -64,6 +64,7 @@ class DSGT(Algorithm):
     paper = "Pu & Nedić 2021, Distributed stochastic gradient tracking methods (Math. Prog.)"
     Params = DSGTParams
     client_state = ("x", "tracker")
+    gossip_channels = ("x", "tracker")
 
     def phases(self):
         return [Phase(steps=1, update=gradient_into("gradient"))]
@@ -84,4 +85,4 @@ class DSGT(Algorithm):
             state["x"] = self.fed.gossip(x - ctx.lr * y, ctx.round)
         else:
             state["x"] = self.fed.gossip(x, ctx.round) - ctx.lr * y
-        state["tracker"] = self.fed.gossip(y, ctx.round) - g
+        state["tracker"] = self.fed.gossip(y, ctx.round, channel="tracker") - g

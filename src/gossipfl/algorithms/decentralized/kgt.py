@@ -48,6 +48,7 @@ class KGT(Algorithm):
     paper = "Liu, Lin, Koloskova & Stich 2024, Decentralized gradient tracking with local steps"
     Params = KGTParams
     client_state = ("x", "correction")
+    gossip_channels = ("y", "x")  # y (the round's update direction), then x
 
     def phases(self):
         return [Phase(direction=sgd(shift("correction")))]
@@ -64,5 +65,5 @@ class KGT(Algorithm):
         x = state["x"]
         steps = work.steps.clamp_min(1)  # K_i; a client without data has y_i = 0
         y = (x - work.y) / (steps * ctx.lr)
-        state["correction"] = state["correction"] - y + self.fed.gossip(y, ctx.round)
+        state["correction"] = state["correction"] - y + self.fed.gossip(y, ctx.round, channel="y")
         state["x"] = self.fed.gossip(x + self.params.eta_s * (work.y - x), ctx.round)
