@@ -245,7 +245,7 @@ class ByzantineConfig:
     they are ``options``. Absent (the default): every client honest."""
 
     clients: Any = 0.1  # a fraction in [0, 1) of data.clients, or a list of client ids
-    attack: str = "sign_flip"  # gossipfl list names them
+    attack: str | None = None  # required (gossipfl list names them; none: a baseline)
     seed: int | None = None  # draws the fraction's clients and the attack's noise; None: seed
     options: dict = field(default_factory=dict)  # the attack's parameters
 

@@ -78,9 +78,10 @@ class RobustGossip:
         ids, mask = self._byzantine(z.device)
         topology = fed.mixer.topology
         matrix = None if topology.sparse else topology.matrix(t)  # an attack that reads W
-        state = Step(z, ids, ~mask, self.seed, key, matrix, self.rule)
+        hoods = self._buckets(fed, t, z)  # also what a view: own attacker holds
+        state = Step(z, ids, ~mask, self.seed, key, matrix, self.rule, hoods)
         out = torch.empty_like(z)
-        for bucket in self._buckets(fed, t, z):
+        for bucket in hoods:
             check_degree(self.rule, bucket, t if fed.mixer.topology.time_varying else None)
             for part in bucket.chunks(z.shape[1]):
                 out[part.receivers] = self._receive(state, part, mask)
