@@ -171,8 +171,9 @@ class EvalConfig:
     # generalization gap, train minus test (train_acc, train_eval_loss, gap_acc, gap_loss)
     generalization: int | None = None
     # N: the loss-threshold membership-inference AUC of the local models (mia_auc), N of each
-    # client's training samples against N held-out test samples (gossipfl.trust.membership)
-    membership: int | None = None
+    # client's training samples against N held-out test samples; or {holdout, samples,
+    # shadows, variance}: each client's own held-out samples, and LiRA (gossipfl.trust.membership)
+    membership: int | dict | None = None
 
 
 
