@@ -406,7 +406,20 @@ def membership_inputs(config: Config, spec, dataset, trained, held, processes, P
                        f"LiRA's {spec.shadows} shadow federations of {m} clients × {P} "
                        f"parameters (their models kept, one run's state and half of each "
                        f"client's data at a time)", f"{key}.shadows")
-    return candidates(trained, held, spec, config.seed)
+    found = candidates(trained, held, spec, config.seed)
+    if spec.shadows:  # the first shadow federation built now, so that it refuses before training
+        from gossipfl.loading import load_config
+        from gossipfl.trust.membership import shadow_config, shadow_halves
+
+        half = shadow_halves(found, config.seed)[0]
+        shadow = shadow_config(config.to_dict(api_values=True), half, dataset.train_x,
+                               dataset.train_y, dataset.num_classes)
+        try:
+            build_experiment(load_config(shadow))
+        except GossipflError as error:
+            raise GossipflError(f"{key}.shadows: a shadow federation (each client on half "
+                                f"of its samples) is refused: {error}") from None
+    return found
 
 
 #: engine.keep_freed_memory applies while one [M, P] float32 stack is at most this large:
