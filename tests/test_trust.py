@@ -449,8 +449,12 @@ def test_list_names_the_rules_and_attacks(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     for name in ("trimmed_mean", "median", "krum", "clipped_gossip", "sign_flip", "gaussian",
-                 "alie", "ipm", "dissensus", "label_flip"):
+                 "alie", "ipm", "dissensus", "label_flip", "none"):
         assert f"  {name} " in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert "scale = 200.0 (a number > 0)" in lines["gaussian"]  # each piece's parameters
+    assert "tau = practical" in lines["clipped_gossip"]
+    assert "view = neighbourhood (one of neighbourhood, all, own)" in lines["alie"]
 
 
 def test_config_round_trips_through_yaml():

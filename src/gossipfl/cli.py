@@ -400,8 +400,10 @@ def cmd_list(args: argparse.Namespace) -> int:
                           ("attacks (byzantine.attack)", ATTACKS)):
         print(f"{title}:")
         width = max(len(n) for n in pieces)
-        for name, cls in pieces.items():
-            print(f"  {name:<{width}}  {cls.paper}")
+        for name, cls in pieces.items():  # the paper, then the parameters with defaults
+            params = describe_params(cls.rules, {key: getattr(cls, key) for key in cls.rules
+                                                 if hasattr(cls, key)})
+            print(f"  {name:<{width}}  {cls.paper}" + (f"; {params}" if params else ""))
     return 0
 
 
