@@ -128,6 +128,12 @@ def format_summary(summary: dict, run_dir: Path) -> str:
         lines.append(f"  privacy spent{'':7} ε = {summary['final_epsilon']:.3g} at δ = "
                      f"{summary.get('delta', 0):g}  (largest over the clients; mean "
                      f"{summary.get('final_epsilon_mean', 0.0):.3g})")
+    if summary.get("breakdown"):  # gossipfl.trust.breakdown
+        cut = summary["breakdown"]
+        ratio = "— (honest graph cut)" if cut["ratio"] is None else f"{cut['ratio']:.3g}"
+        lines.append(f"  breakdown inputs{'':4} μ_min = {cut['mu_min']:.3g}, b = "
+                     f"{cut['b_max']:.3g} (at most {cut['byzantine_neighbours_max']} "
+                     f"Byzantine neighbours), b/μ_min = {ratio}")
     lines.append(f"  time per round{'':6} {summary.get('seconds_per_round', 0.0):.2f} s")
     lines.append(f"  bytes sent{'':10} {format_bytes(summary.get('bytes_total'))}")
     lines.append(f"  run directory{'':7} {run_dir}")

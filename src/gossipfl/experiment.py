@@ -340,6 +340,12 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
         x0 = x0.clone()    # [M, P] copy less for the whole run; algorithm.init copies it)
     evaluation = _evaluation_inputs(config, dataset, parts, m, algo_cls, processes, device)
     evaluation["info"]["P"] = layout.P
+    if trust is not None and len(trust.byzantine) and topology is not None \
+            and not topology.sparse and not topology.time_varying:  # the run summary's
+        from gossipfl.trust.breakdown import breakdown_quantities
+
+        evaluation["info"]["breakdown"] = breakdown_quantities(topology.matrix(0),
+                                                               trust.byzantine)
     if held is not None:
         evaluation["members"] = membership_inputs(config, membership, dataset, parts, held,
                                                   processes, layout.P)

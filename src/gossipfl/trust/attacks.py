@@ -282,14 +282,13 @@ def fiedler_vector(W: np.ndarray, honest: np.ndarray) -> np.ndarray:
     everywhere with a single honest client). u is defined up to its sign, which the spectral
     attack's messages do not depend on; where that eigenvalue is repeated, u is the vector of
     its eigenspace that LAPACK's symmetric solver returns."""
+    from gossipfl.trust.breakdown import honest_laplacian
+
     ids = np.flatnonzero(honest)
     u = np.zeros(len(honest))
     if len(ids) < 2:
         return u
-    A = np.asarray(W, dtype=np.float64)[np.ix_(ids, ids)]
-    A = (A + A.T) / 2
-    np.fill_diagonal(A, 0.0)
-    u[ids] = np.linalg.eigh(np.diag(A.sum(axis=1)) - A)[1][:, 1]
+    u[ids] = np.linalg.eigh(honest_laplacian(W, honest))[1][:, 1]
     return u
 
 
