@@ -158,11 +158,14 @@ def test_lira_columns_come_from_shadows_that_replay_the_run():
     runner.run()
     c = runner.exp.members
     halves = mia.shadow_halves(c, TINY.get("seed", 0))
+    member_out, other_out = mia.shadow_out(c, halves)
+    assert member_out.shape == other_out.shape == (4, 2, c.members.shape[1])
     for s, half in enumerate(halves):
         for i, part in enumerate(c.parts):
             assert len(half[i]) == len(part) // 2 and np.isin(half[i], part).all()
-    member_out, other_out = mia.shadow_out(c, halves)
-    assert member_out.shape == (4, 2, c.members.shape[1])
+            for n in range(c.members.shape[1]):  # out: shadow s's client i never saw it
+                assert bool(member_out[i, s, n]) == (int(c.members[i, n]) not in half[i])
+                assert bool(other_out[i, s, n]) == (int(c.others[i, n]) not in half[i])
     assert not np.array_equal(halves[0][0], halves[1][0])  # different halves per shadow
     last = runner.rows[-1]
     for key in ("mia_lira_auc", "mia_lira_tpr_1pct", "mia_lira_tpr_01pct"):
@@ -177,7 +180,7 @@ def test_membership_metrics_and_epsilon_survive_resume_exactly():
     whole.run()
     _, resumed = stopped_and_resumed(cfg, k=1)
     assert torch.equal(whole.client_models(), resumed.client_models())
-    keys = [k for k in whole.rows[-1] if k.startswith("mia") or k.startswith("epsilon")]
+    keys = [k for k in whole.rows[-1] if k.startswith(("mia", "epsilon"))]
     assert len(keys) >= 8
     for key in keys:
         assert whole.rows[-1][key] == resumed.rows[-1][key], key
@@ -186,8 +189,8 @@ def test_membership_metrics_and_epsilon_survive_resume_exactly():
 BAD = [
     ({"holdout": 1.5}, "eval.membership.holdout: must be a fraction in (0, 1) or an integer"),
     ({"samples": 5}, "eval.membership.holdout: required in the mapping form"),
-    ({"holdout": 0.2, "shadows": 1}, "eval.membership.shadows: must be 0 (no LiRA) or an "
-                                     "integer >= 2"),
+    ({"holdout": 0.2, "shadows": 1},
+     "eval.membership.shadows: must be 0 (no LiRA) or an integer >= 2"),
     ({"holdout": 0.2, "samples": 0}, "eval.membership.samples: must be an integer >= 1"),
     ({"holdout": 0.2, "variance": "x"}, "eval.membership.variance: must be one of global"),
     ({"holdout": 0.2, "shadow": 2}, "eval.membership.shadow: unknown key"),

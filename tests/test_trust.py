@@ -397,8 +397,8 @@ BAD = [
     ({"topology": {"robust": {"rule": "median", "b": 1}}},
      "topology.robust.b: unknown parameter of rule 'median'"),
     ({"topology": {"robust": {"rule": "clipped_gossip", "tau": -1}}},
-     "topology.robust.tau: must be a number > 0, 'inf' (no clipping), 'practical', 'adaptive' "
-     "or 'oracle', got -1"),
+     ("topology.robust.tau: must be a number > 0, 'inf' (no clipping), 'practical', "
+      "'adaptive' or 'oracle', got -1")),
     ({"topology": {"robust": {"rule": "clipped_gossip", "tau": "adaptive", "delta": 1.0}}},
      "topology.robust.delta: must be in (0, 1) or null, got 1.0"),
 ]
