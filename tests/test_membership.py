@@ -19,7 +19,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 from gossipfl.trust import membership as mia
-from tests.helpers import TINY, stopped_and_resumed
+from tests.helpers import TINY, interrupted_and_resumed, stopped_and_resumed
 
 
 # -- the statistics against float64 re-derivations ------------------------------------------------
@@ -184,6 +184,26 @@ def test_membership_metrics_and_epsilon_survive_resume_exactly():
     assert len(keys) >= 8
     for key in keys:
         assert whole.rows[-1][key] == resumed.rows[-1][key], key
+
+
+def test_a_run_directory_interrupted_and_resumed_records_the_same_metrics(tmp_path):
+    """Stopped by Ctrl-C after round 3 of 4 and resumed from its checkpoint: the metrics rows
+    (the membership columns, LiRA's, ε) and the summary's final ε are the uninterrupted
+    run's, exactly."""
+    cfg = _config({"holdout": 0.3, "samples": 8, "shadows": 2},
+                  privacy={"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-3})
+    cfg["train"]["rounds"] = 4
+    cfg["output"] = {"checkpoint_every": 1}
+    reference, resumed = interrupted_and_resumed(cfg, tmp_path, k=3)
+    assert resumed.status == "finished"
+    want, got = reference.result.metrics, resumed.result.metrics
+    assert len(want) == len(got) == 4
+    for a, b in zip(want, got):
+        for key in a:
+            if key.startswith(("mia", "epsilon")):
+                assert a[key] == b[key], key
+    assert "mia_lira_auc" in got[-1]
+    assert resumed.summary["final_epsilon"] == reference.summary["final_epsilon"]
 
 
 BAD = [
