@@ -493,6 +493,6 @@ def test_membership_auc_is_measured_on_the_sampled_clients_of_a_private_run():
     cfg = _tiny(eval={"every": 3, "membership": 10, "local_clients": 2})
     row = gossipfl.run(cfg).metrics[-1]
     assert 0 <= row["mia_auc"] <= 1 and row["epsilon"] > 0
-    with pytest.raises(GossipflError, match=r"eval.membership: must be an integer >= 1 or "
-                                            r"null, got 0"):
+    with pytest.raises(GossipflError, match=r"eval.membership: must be an integer >= 1, "
+                                            r"null or a mapping .*, got 0"):
         load_config(_tiny(eval={"membership": 0}))

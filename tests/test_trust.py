@@ -54,11 +54,13 @@ def rule_reference(rule, msgs, w, byz_weight):
     if name == "clipped_gossip":
         diffs = msgs - own
         norms = np.linalg.norm(diffs, axis=1)
-        tau = rule["tau"]
+        tau = rule.get("tau", "practical")
         if tau == "inf":
             tau = math.inf
-        elif tau == "adaptive":
-            delta = rule.get("delta", byz_weight)
+        elif tau == "practical":  # the b farthest clipped to the (b + 1)-th largest distance
+            tau = np.sort(norms)[max(d - rule.get("b", 1), 0)]
+        elif tau in ("adaptive", "oracle"):
+            delta = rule["delta"] if tau == "adaptive" else byz_weight
             order = np.argsort(-norms[1:], kind="stable")
             dropped = np.cumsum(w[1:][order]) <= delta + 1e-12
             kept = order[~dropped]
@@ -110,10 +112,12 @@ RULES = [{"rule": "mean"}, {"rule": "trimmed_mean", "b": 1},
          {"rule": "trimmed_mean", "b": 2},  # d_i = 4 = 2b on some receivers: only z_i left
          {"rule": "median"},
          {"rule": "krum", "b": 1}, {"rule": "clipped_gossip", "tau": 0.3},
-         {"rule": "clipped_gossip", "tau": "adaptive"},
-         {"rule": "clipped_gossip", "tau": "adaptive", "delta": 0.3}]
-ATTACKS = [{"attack": "sign_flip", "scale": 2.0}, {"attack": "gaussian", "sigma": 0.5},
+         {"rule": "clipped_gossip", "tau": "oracle"},
+         {"rule": "clipped_gossip", "tau": "adaptive", "delta": 0.3},
+         {"rule": "clipped_gossip"}, {"rule": "clipped_gossip", "tau": "practical", "b": 2}]
+ATTACKS = [{"attack": "sign_flip", "scale": 2.0}, {"attack": "gaussian", "scale": 0.5},
            {"attack": "alie"}, {"attack": "alie", "z": 1.5, "view": "all"},
+           {"attack": "alie", "view": "own"}, {"attack": "ipm", "epsilon": 0.5, "view": "own"},
            {"attack": "ipm", "epsilon": 0.5}, {"attack": "ipm", "view": "all"},
            {"attack": "dissensus"}]
 CASES = [(rule, {"attack": "alie"}) for rule in RULES] + \
@@ -131,7 +135,7 @@ def test_rule_under_attack_matches_its_equations(case):
     rule, attack = case
     p = Problem(clients=M)
     result = run(p, W7, rule, {"clients": BYZANTINE, **attack})
-    noise = gaussian_noise(p, attack.get("sigma", 0.0)) if attack["attack"] == "gaussian" \
+    noise = gaussian_noise(p, attack.get("scale", 0.0)) if attack["attack"] == "gaussian" \
         else None
     expected = dfedavg_reference(p, W7, rule, attack, BYZANTINE, noise)
     assert_close(result.params, expected, rtol=1e-4, atol=2e-5)
@@ -173,11 +177,41 @@ def test_clipping_with_infinite_radius_is_w_x():
     assert_close(clipped.params, run(p, W7).params.double().numpy())
 
 
-def test_adaptive_clipping_without_byzantine_neighbours_does_not_clip():
-    """δ_i = 0 (no Byzantine neighbour, no ``delta``): τ_i = ∞, the mean."""
+def test_oracle_clipping_without_byzantine_neighbours_does_not_clip():
+    """δ_i = 0 (no Byzantine neighbour, ``tau: oracle``): τ_i = ∞, the mean."""
     p = Problem(clients=M)
-    assert_close(run(p, W7, {"rule": "clipped_gossip"}).params,
+    assert_close(run(p, W7, {"rule": "clipped_gossip", "tau": "oracle"}).params,
                  run(p, W7).params.double().numpy())
+
+
+def test_practical_clipping_is_the_default_and_needs_no_oracle():
+    """The default radius is the authors' experiments' rule: it clips without knowing B (the
+    same models whoever is marked Byzantine, as long as nobody attacks)."""
+    from gossipfl.trust.rules import build_rule
+
+    assert build_rule({"rule": "clipped_gossip"}).tau == "practical"
+    p = Problem(clients=M)
+    plain = run(p, W7, {"rule": "clipped_gossip"})
+    marked = run(p, W7, {"rule": "clipped_gossip"}, {"clients": BYZANTINE, "attack": "none"})
+    assert torch.equal(plain.params, marked.params)
+    assert np.abs(plain.params.double().numpy() - run(p, W7).params.double().numpy()).max() \
+        > 1e-4  # it does clip
+
+
+def test_attack_none_marks_byzantine_clients_that_send_their_rows():
+    """``attack: none``: the models are plain gossip's bit for bit; the honest columns
+    leave the marked clients out."""
+    config = {**TINY, "byzantine": {"clients": [1], "attack": "none"},
+              "topology": {"name": "full"}, "train": {**TINY["train"], "rounds": 2}}
+    runner = Runner(load_config(config))
+    runner.run()
+    assert runner.exp.fed.robust is None
+    clean = Runner(load_config({**config, "byzantine": None}))
+    clean.run()
+    assert torch.equal(runner.client_models(), clean.client_models())
+    x = runner.client_models().double().numpy()[[0, 2, 3]]
+    expected = ((x - x.mean(0)) ** 2).sum(1).mean()
+    assert runner.rows[-1]["honest_consensus"] == pytest.approx(expected, rel=1e-4)
 
 
 def test_trimmed_mean_at_degree_2b_keeps_the_own_value():
@@ -240,7 +274,7 @@ def test_label_flip_poisons_only_the_byzantine_clients_labels():
 def test_every_gossiping_algorithm_runs_robust_gossip_under_attack(algorithm):
     config = {**TINY, "algorithm": {"name": algorithm},
               "topology": {"name": "full", "robust": {"rule": "trimmed_mean", "b": 1}},
-              "byzantine": {"clients": [3], "attack": "gaussian", "sigma": 1.0},
+              "byzantine": {"clients": [3], "attack": "gaussian", "scale": 1.0},
               "train": {**TINY["train"], "rounds": 2}}
     if algorithm == "dfedmdc":  # gossips its shared body only
         config["model"] = {"name": "mlp", "options": {"hidden": [8]}}
@@ -251,13 +285,14 @@ def test_every_gossiping_algorithm_runs_robust_gossip_under_attack(algorithm):
     assert math.isfinite(row["honest_test_loss"])
 
 
-@pytest.mark.parametrize("attack", [{"attack": "gaussian", "sigma": 0.5}, {"attack": "alie"},
+@pytest.mark.parametrize("attack", [{"attack": "gaussian", "scale": 0.5}, {"attack": "alie"},
                                     {"attack": "dissensus"}, {"attack": "sign_flip"},
-                                    {"attack": "ipm", "view": "all"}])
+                                    {"attack": "ipm", "view": "all"},
+                                    {"attack": "alie", "view": "own"}])
 def test_resume_is_exact_under_attack(attack):
     p = Problem(clients=M)
     config = p.config({"name": "dsgt"}, W=W7, rounds=5)  # two gossip calls per round
-    config["topology"]["robust"] = {"rule": "clipped_gossip", "tau": "adaptive"}
+    config["topology"]["robust"] = {"rule": "clipped_gossip", "tau": "oracle"}
     config["byzantine"] = {"clients": BYZANTINE, **attack}
     whole = Runner(load_config(config))
     whole.run()
@@ -332,17 +367,28 @@ def _config(**sections):
 
 BAD = [
     ({"byzantine": {"clients": 1.0}}, "byzantine.clients: a fraction must be in [0, 1), got 1.0"),
+    ({"byzantine": {"clients": 0.05, "attack": "ipm"}},
+     "byzantine.clients: a fraction of 0.05 of data.clients: 6 rounds to no Byzantine client"),
+    ({"byzantine": {"clients": [1]}}, "byzantine.attack: required with byzantine.clients"),
+    ({"byzantine": {"clients": [1], "attack": "gaussian", "sigma": 2}},
+     "byzantine.sigma: attack gaussian calls this parameter scale now"),
+    ({"topology": {"robust": {"rule": "clipped_gossip", "tau": "adaptive"}}},
+     "topology.robust.delta: tau: adaptive needs the Byzantine weight delta"),
+    ({"topology": {"robust": {"rule": "clipped_gossip", "tau": 0.3, "delta": 0.2}}},
+     "topology.robust.delta: only tau: adaptive reads delta"),
+    ({"topology": {"robust": {"rule": "clipped_gossip", "tau": "oracle", "b": 2}}},
+     "topology.robust.b: only tau: practical reads b"),
     ({"byzantine": {"clients": -0.1}}, "byzantine.clients: a fraction must be in [0, 1)"),
     ({"byzantine": {"clients": [0, 6]}}, "client id 6 is out of range for data.clients: 6"),
     ({"byzantine": {"clients": [2, 2]}}, "name a client twice"),
     ({"byzantine": {"clients": 0.95}}, "makes all 6 clients Byzantine"),
     ({"byzantine": {"clients": "some"}}, "byzantine.clients: must be a fraction in [0, 1)"),
     ({"byzantine": {"attack": "flip"}}, "byzantine.attack: unknown value 'flip'"),
-    ({"byzantine": {"attack": "gaussian", "sigma": "big"}},
-     "byzantine.sigma: must be a number > 0, got 'big'"),
+    ({"byzantine": {"attack": "gaussian", "scale": "big"}},
+     "byzantine.scale: must be a number > 0, got 'big'"),
     ({"byzantine": {"attack": "alie", "view": "some"}}, "byzantine.view: unknown value 'some'"),
-    ({"byzantine": {"attack": "ipm", "sigma": 1}},
-     "byzantine.sigma: unknown parameter of attack 'ipm'"),
+    ({"byzantine": {"attack": "ipm", "scale": 1}},
+     "byzantine.scale: unknown parameter of attack 'ipm'"),
     ({"byzantine": {"seed": "x"}}, "byzantine.seed: must be an integer"),
     ({"byzantine": 3}, "byzantine: must be a mapping"),
     ({"topology": {"robust": {"rule": "mode"}}}, "topology.robust.rule: unknown value 'mode'"),
@@ -351,8 +397,9 @@ BAD = [
     ({"topology": {"robust": {"rule": "median", "b": 1}}},
      "topology.robust.b: unknown parameter of rule 'median'"),
     ({"topology": {"robust": {"rule": "clipped_gossip", "tau": -1}}},
-     "topology.robust.tau: must be a number > 0, 'inf' (no clipping) or 'adaptive', got -1"),
-    ({"topology": {"robust": {"rule": "clipped_gossip", "delta": 1.0}}},
+     ("topology.robust.tau: must be a number > 0, 'inf' (no clipping), 'practical', "
+      "'adaptive' or 'oracle', got -1")),
+    ({"topology": {"robust": {"rule": "clipped_gossip", "tau": "adaptive", "delta": 1.0}}},
      "topology.robust.delta: must be in (0, 1) or null, got 1.0"),
 ]
 
@@ -372,17 +419,17 @@ REFUSED = [
      "needs at least b + 2 = 3 neighbours per client, but client 0 has 2"),
     ({"algorithm": {"name": "sgp"}, "topology": {"robust": {"rule": "median"}}},
      "algorithm sgp gossips with push-sum weights"),
-    ({"algorithm": {"name": "dispfl"}, "byzantine": {"clients": [1]}},
+    ({"algorithm": {"name": "dispfl"}, "byzantine": {"clients": [1], "attack": "ipm"}},
      "algorithm dispfl gossips with push-sum weights, masks"),
     ({"topology": {"robust": {"rule": "median"}, "compression": {
         "compressor": "top_k", "k": 2}}}, "not defined for compressed gossip"),
     ({"algorithm": {"name": "choco", "compressor": "top_k", "k": 2},
-      "byzantine": {"clients": [1]}}, "not defined for compressed gossip (choco"),
-    ({"algorithm": {"name": "fedavg"}, "byzantine": {"clients": [1]}},
+      "byzantine": {"clients": [1], "attack": "ipm"}}, "not defined for compressed gossip (choco"),
+    ({"algorithm": {"name": "fedavg"}, "byzantine": {"clients": [1], "attack": "ipm"}},
      "byzantine: algorithm fedavg is centralized"),
     ({"topology": {"order": "sequential", "robust": {"rule": "median"}}},
      "topology.robust: needs topology.order: synchronous"),
-    ({"topology": {"name": "ring"}, "byzantine": {"clients": [1, 4]}},
+    ({"topology": {"name": "ring"}, "byzantine": {"clients": [1, 4], "attack": "ipm"}},
      ("without the Byzantine clients [1, 4] the honest clients of topology ring are not "
      "connected")),
 ]
@@ -402,8 +449,12 @@ def test_list_names_the_rules_and_attacks(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     for name in ("trimmed_mean", "median", "krum", "clipped_gossip", "sign_flip", "gaussian",
-                 "alie", "ipm", "dissensus", "label_flip"):
+                 "alie", "ipm", "dissensus", "label_flip", "none"):
         assert f"  {name} " in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert "scale = 200.0 (a number > 0)" in lines["gaussian"]  # each piece's parameters
+    assert "tau = practical" in lines["clipped_gossip"]
+    assert "view = neighbourhood (one of neighbourhood, all, own)" in lines["alie"]
 
 
 def test_config_round_trips_through_yaml():
@@ -441,7 +492,7 @@ def test_a_study_refuses_an_undefined_robust_point_before_any_run_trains(tmp_pat
                        r"grid point 'ring, rule=krum', seed 0\)\.$"):
         expand(load_study({"name": "t", "base": base, "grid": grid, "seeds": [0]}))
     cut = {"name": "t", "base": {**base, "topology": {"name": "ring"}},
-           "grid": {"byzantine.clients": [0.2]}, "seeds": [0, 1]}
+           "grid": {"byzantine.clients": [0.2], "byzantine.attack": ["ipm"]}, "seeds": [0, 1]}
     with pytest.raises(GossipflError, match=r"are not connected.*seed 0\)\.$"):
         expand(load_study(cut))
     study = tmp_path / "study.yaml"

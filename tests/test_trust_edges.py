@@ -62,13 +62,15 @@ def robust_run(p: Problem, **byzantine):
     return gossipfl.run(config)
 
 
-def test_robust_gossip_on_edges_equals_the_dense_run(monkeypatch):
+@pytest.mark.parametrize("view", ["neighbourhood", "own"])
+def test_robust_gossip_on_edges_equals_the_dense_run(monkeypatch, view):
     """The same run, the topology dense (12 clients) or built as edges (the threshold
-    lowered): the same models to the rounding of W's diagonal (summed in another order)."""
+    lowered): the same models to the rounding of W's diagonal (summed in another order);
+    also for the attacker that reads only what it receives itself (``view: own``)."""
     p = Problem(clients=12)
-    dense = robust_run(p)
+    dense = robust_run(p, view=view)
     monkeypatch.setattr(graphs, "DENSE_MAX_CLIENTS", 4)
-    edges = robust_run(p)
+    edges = robust_run(p, view=view)
     runner = Runner(load_config(p.config({"name": "dfedavg"},
                                          topology={"name": "exponential"})))
     assert runner.exp.fed.mixer.topology.sparse  # really built as edges

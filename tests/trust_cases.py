@@ -22,23 +22,33 @@ def attack_reference(attack, Z, W, i, hood, byz, t, noise):
     """The message every Byzantine neighbour of honest i sends (per sender: a dict)."""
     name = attack["attack"]
     honest = [j for j in hood if j not in byz]
+    if name == "none":
+        return {}
     if name == "sign_flip":
         return {j: -attack.get("scale", 1.0) * Z[j] for j in hood if j in byz}
     if name == "gaussian":
         return {j: noise[t][j] for j in hood if j in byz}
+    if attack.get("view") == "own":  # each sender j's own z_j and in-neighbours', per sender
+        own = {j: Z[neighbourhood(W, j)] for j in hood if j in byz}
+        return {j: _crafted(attack, Z[j], held.mean(0), held.std(0), byz, len(Z))
+                for j, held in own.items()}
     view = Z[[j for j in range(len(Z)) if j not in byz]] if attack.get("view") == "all" \
         else Z[honest]
     mu, sd = view.mean(0), view.std(0)
-    if name == "alie":
-        z = attack.get("z", alie_z(len(Z), len(byz)))
-        message = mu - z * sd
-    elif name == "ipm":
-        message = -attack.get("epsilon", 0.1) * mu
+    if name in ("alie", "ipm"):
+        message = _crafted(attack, None, mu, sd, byz, len(Z))
     elif name == "dissensus":
         pull = sum(W[i, j] * (Z[j] - Z[i]) for j in honest)
         message = Z[i] - attack.get("epsilon", 1.5) * pull / sum(W[i, j] for j in hood
                                                                   if j in byz)
     return {j: message for j in hood if j in byz}
+
+
+def _crafted(attack, own, mu, sd, byz, m):
+    """ALIE's μ − z σ or IPM's −ε μ from the moments the attacker sees."""
+    if attack["attack"] == "alie":
+        return mu - attack.get("z", alie_z(m, len(byz))) * sd
+    return -attack.get("epsilon", 0.1) * mu
 
 
 def run(p, W, rule=None, attack=None, algorithm="dfedavg"):

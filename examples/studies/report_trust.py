@@ -30,7 +30,7 @@ from gossipfl.results.reporting import Run, build_report, find_runs
 ATTACKS = ["none", "sign_flip", "gaussian", "alie", "ipm", "dissensus", "label_flip",
            "spectral"]
 RULES = ["mean", "trimmed_mean", "median", "krum", "clipped_gossip tau=0.3",
-         "clipped_gossip tau=adaptive", "cs_plus", "gts"]
+         "clipped_gossip tau=oracle", "cs_plus", "gts"]
 GRAPHS = {"k_regular": "10-regular", "full": "complete"}
 
 
@@ -49,7 +49,10 @@ def rule_of(config: dict) -> str:
     robust = config["topology"].get("robust") or {"rule": "mean"}
     rule = robust["rule"]
     if rule == "clipped_gossip":
-        return f"clipped_gossip tau={robust.get('tau', 'adaptive')}"
+        tau = robust.get("tau", "practical")
+        if tau == "adaptive" and robust.get("delta") is None:  # a run before issue 51
+            tau = "oracle"
+        return f"clipped_gossip tau={tau}"
     params = ", ".join(f"{k} = {v}" for k, v in robust.items() if k != "rule")
     return f"{rule} ({params})" if params else rule
 

@@ -128,6 +128,12 @@ def format_summary(summary: dict, run_dir: Path) -> str:
         lines.append(f"  privacy spent{'':7} ε = {summary['final_epsilon']:.3g} at δ = "
                      f"{summary.get('delta', 0):g}  (largest over the clients; mean "
                      f"{summary.get('final_epsilon_mean', 0.0):.3g})")
+    if summary.get("breakdown"):  # gossipfl.trust.breakdown
+        cut = summary["breakdown"]
+        ratio = "— (honest graph cut)" if cut["ratio"] is None else f"{cut['ratio']:.3g}"
+        lines.append(f"  breakdown inputs{'':4} μ_min = {cut['mu_min']:.3g}, b = "
+                     f"{cut['b_max']:.3g} (at most {cut['byzantine_neighbours_max']} "
+                     f"Byzantine neighbours), b/μ_min = {ratio}")
     lines.append(f"  time per round{'':6} {summary.get('seconds_per_round', 0.0):.2f} s")
     lines.append(f"  bytes sent{'':10} {format_bytes(summary.get('bytes_total'))}")
     lines.append(f"  run directory{'':7} {run_dir}")
@@ -402,8 +408,10 @@ def cmd_list(args: argparse.Namespace) -> int:
                           ("attacks (byzantine.attack)", ATTACKS)):
         print(f"{title}:")
         width = max(len(n) for n in pieces)
-        for name, cls in pieces.items():
-            print(f"  {name:<{width}}  {cls.paper}")
+        for name, cls in pieces.items():  # the paper, then the parameters with defaults
+            params = describe_params(cls.rules, {key: getattr(cls, key) for key in cls.rules
+                                                 if hasattr(cls, key)})
+            print(f"  {name:<{width}}  {cls.paper}" + (f"; {params}" if params else ""))
     return 0
 
 

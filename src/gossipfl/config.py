@@ -171,8 +171,9 @@ class EvalConfig:
     # generalization gap, train minus test (train_acc, train_eval_loss, gap_acc, gap_loss)
     generalization: int | None = None
     # N: the loss-threshold membership-inference AUC of the local models (mia_auc), N of each
-    # client's training samples against N held-out test samples (gossipfl.trust.membership)
-    membership: int | None = None
+    # client's training samples against N held-out test samples; or {holdout, samples,
+    # shadows, variance}: each client's own held-out samples, and LiRA (gossipfl.trust.membership)
+    membership: int | dict | None = None
 
 
 
@@ -245,7 +246,7 @@ class ByzantineConfig:
     they are ``options``. Absent (the default): every client honest."""
 
     clients: Any = 0.1  # a fraction in [0, 1) of data.clients, or a list of client ids
-    attack: str = "sign_flip"  # gossipfl list names them
+    attack: str | None = None  # required (gossipfl list names them; none: a baseline)
     seed: int | None = None  # draws the fraction's clients and the attack's noise; None: seed
     options: dict = field(default_factory=dict)  # the attack's parameters
 

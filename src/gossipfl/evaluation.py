@@ -2,7 +2,8 @@
 on the test set, every local model, each client's personalized model on its own local test
 split, the consensus distance and the generalization gap; with Byzantine clients, the same
 over the honest clients only (``honest_*`` columns); with ``eval.membership``, the
-membership-inference AUC of the local models (``mia_auc``)."""
+membership-inference AUC of the local models (``mia_auc``; with held-out non-members also
+``mia_tpr_1pct``, ``mia_tpr_01pct``)."""
 
 from __future__ import annotations
 
@@ -86,8 +87,14 @@ class Evaluator:
             acc = fed.gather(acc)
             row["personalized_acc"] = float(acc.mean())
             row["personalized_acc_std"] = float(acc.std())
-        if self.members is not None:
+        if isinstance(self.members, tuple):
             row["mia_auc"] = self.membership_auc(x)
+        elif self.members is not None:  # the holdout form (one process)
+            from gossipfl.trust.membership import loss_attack
+
+            rows = self.eval_clients
+            row.update(loss_attack(self.oracle, x if rows is None else x[rows], data.train_x,
+                                   data.train_y, self.members, rows))
         if self.honest is not None:
             row.update(self.honest_columns(x, ev.average_model and n_test > 0))
         row["eval_seconds"] = time.perf_counter() - start

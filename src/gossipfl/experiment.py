@@ -48,6 +48,7 @@ from gossipfl.topology import Mixer, Topology, build_topology
 from gossipfl.trust.attacks import ATTACKS
 from gossipfl.trust.byzantine import flip_labels
 from gossipfl.trust.gossip import build_trust, byzantine_of
+from gossipfl.trust.membership import Membership, holdout_split, parse_membership
 from gossipfl.trust.privacy import Privacy, build_privacy
 
 
@@ -77,7 +78,8 @@ class Experiment:
     local_test_parts: list[np.ndarray] | None = None
     systems: Systems | None = None  # gossipfl.systems: clocks and failures (systems section)
     honest: np.ndarray | None = None  # [M] bool with a byzantine section (gossipfl.trust)
-    members: tuple | None = None  # eval.membership: (members [M, N], mask, non-members)
+    # eval.membership: (members [M, N], mask, non-members), or the holdout form's Candidates
+    members: Any = None
     privacy: Privacy | None = None  # DP-SGD and its accountant (privacy section)
     info: dict = field(default_factory=dict)
     #: the run's state, one namespace per owner (gossipfl.state); the runner holds it
@@ -259,6 +261,10 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     device = processes.place(resolve_device(config.device))
     state = RunState.for_config(config, device)  # each stateful piece gets its namespace
     dataset, parts = build_data(config)
+    held = None  # eval.membership's held-out non-members: the clients never train on them
+    membership = parse_membership(config.eval.membership)
+    if isinstance(membership, Membership):
+        parts, held = holdout_split(parts, membership.holdout, config.seed)
     if perturb is not None:
         dataset = perturb(dataset, parts)
     if config.byzantine is not None and ATTACKS[config.byzantine.attack].poisons_labels:
@@ -328,6 +334,15 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
         x0 = x0.clone()    # [M, P] copy less for the whole run; algorithm.init copies it)
     evaluation = _evaluation_inputs(config, dataset, parts, m, algo_cls, processes, device)
     evaluation["info"]["P"] = layout.P
+    if trust is not None and len(trust.byzantine) and topology is not None \
+            and not topology.sparse and not topology.time_varying:  # the run summary's
+        from gossipfl.trust.breakdown import breakdown_quantities
+
+        evaluation["info"]["breakdown"] = breakdown_quantities(topology.matrix(0),
+                                                               trust.byzantine)
+    if held is not None:
+        evaluation["members"] = membership_inputs(config, membership, dataset, parts, held,
+                                                  processes, layout.P)
     return Experiment(config=config, device=device, dataset=dataset, parts=parts,
                       sampler=sampler, model=model, layout=layout, oracle=oracle,
                       topology=topology, env=env, fed=fed, algorithm=algorithm, x0=x0,
@@ -362,7 +377,7 @@ def _evaluation_inputs(config: Config, dataset, parts, m: int, algo_cls, process
         pick = np.sort(numpy_generator(config.seed, "eval_subset").choice(
             n_test, size=subset, replace=False))
         out["eval_subset"] = torch.as_tensor(pick, device=device)
-    if config.eval.membership is not None and n_test:
+    if isinstance(config.eval.membership, int) and n_test:
         from gossipfl.trust.membership import membership_samples
 
         out["members"] = membership_samples(parts, n_test, config.eval.membership, config.seed)
@@ -384,6 +399,42 @@ def _evaluation_inputs(config: Config, dataset, parts, m: int, algo_cls, process
         out["info"]["partition"] = summarize_partition(parts, dataset.train_y.cpu().numpy(),
                                                        dataset.num_classes)
     return out
+
+
+def membership_inputs(config: Config, spec, dataset, trained, held, processes, P: int):
+    """eval.membership's holdout form: the attacked samples (gossipfl.trust.membership); its
+    shadows refused in one sentence where they cannot replay the run or do not fit."""
+    from gossipfl.trust.membership import candidates
+
+    key = "eval.membership"
+    if processes.distributed:
+        raise GossipflError(f"{key}: the holdout form is not implemented under "
+                            f"engine.backend: distributed yet; use engine.backend: single.")
+    if spec.shadows:
+        if not dataset.num_classes or dataset.train_y.is_floating_point():
+            raise GossipflError(f"{key}.shadows: LiRA needs class labels (it scales the true "
+                                f"class's confidence), but the dataset has regression "
+                                f"targets; set shadows: 0.")
+        m, width = len(trained), int(np.prod(dataset.input_shape))
+        data = 4 * width * sum(len(t) + len(h) for t, h in zip(trained, held)) // 2
+        require_memory(4 * spec.shadows * m * P + 3 * 4 * m * P + data,
+                       f"LiRA's {spec.shadows} shadow federations of {m} clients × {P} "
+                       f"parameters (their models kept, one run's state and half of each "
+                       f"client's data at a time)", f"{key}.shadows")
+    found = candidates(trained, held, spec, config.seed)
+    if spec.shadows:  # the first shadow federation built now, so that it refuses before training
+        from gossipfl.loading import load_config
+        from gossipfl.trust.membership import shadow_config, shadow_halves
+
+        half = shadow_halves(found, config.seed)[0]
+        shadow = shadow_config(config.to_dict(api_values=True), half, dataset.train_x,
+                               dataset.train_y, dataset.num_classes)
+        try:
+            build_experiment(load_config(shadow))
+        except GossipflError as error:
+            raise GossipflError(f"{key}.shadows: a shadow federation (each client on half "
+                                f"of its samples) is refused: {error}") from None
+    return found
 
 
 #: engine.keep_freed_memory applies while one [M, P] float32 stack is at most this large:

@@ -263,7 +263,10 @@ def _check_eval(evaluation: EvalConfig) -> None:
         "personalized_point": one_of(*PERSONALIZED_POINTS), "every": COUNT,
         "batch_size": COUNT, "local_subset": COUNT.or_none(),
         "local_clients": COUNT.or_none(), "local_clients_seed": NON_NEGATIVE.or_none(),
-        "generalization": COUNT.or_none(), "membership": COUNT.or_none()})
+        "generalization": COUNT.or_none()})
+    from gossipfl.trust.membership import parse_membership
+
+    parse_membership(evaluation.membership)
 
 
 def _check_engine(engine: EngineConfig) -> None:

@@ -148,10 +148,34 @@ class Runner:
         columns, :meth:`~gossipfl.algorithms.base.Algorithm.columns`, after ``rounds`` rounds:
         default the rounds completed before the current one)."""
         row = self.evaluator.evaluate(self.state, self.round, trained)
+        if rounds == self.config.train.rounds and getattr(self.exp.members, "spec", None) \
+                and self.exp.members.spec.shadows:
+            row.update(self.lira_columns())  # LiRA against shadows of the whole run
         row.update(self.exp.algorithm.columns(self.round if rounds is None else rounds))
         if self.exp.privacy is not None:
             row.update(self.exp.privacy.columns())
         return row
+
+    def lira_columns(self) -> dict:
+        """eval.membership's LiRA columns on the current models: the shadow federations
+        (gossipfl.trust.membership), each a run of this config on halves of the clients'
+        samples, then the offline likelihood-ratio test on the evaluated clients."""
+        from gossipfl.loading import load_config
+        from gossipfl.trust import membership
+
+        exp, c, data = self.exp, self.exp.members, self.exp.dataset
+        halves = membership.shadow_halves(c, self.config.seed)
+        plain = self.config.to_dict(api_values=True)
+        models = []
+        for half in halves:  # one federation of M stacked clients per shadow
+            shadow = Runner(load_config(membership.shadow_config(
+                plain, half, data.train_x, data.train_y, data.num_classes)))
+            shadow.run()
+            models.append(shadow.client_models())
+        rows, x = self.evaluator.eval_clients, self.client_models()
+        return membership.lira_attack(exp.oracle, x if rows is None else x[rows],
+                                      torch.stack(models), data.train_x, data.train_y, c,
+                                      halves, rows)
 
     def should_evaluate(self, t: int) -> bool:
         rounds, every = self.config.train.rounds, self.config.eval.every

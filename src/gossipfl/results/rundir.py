@@ -335,6 +335,8 @@ def run_summary(runner: Any, status: str, error: str | None = None,
         info["error"] = error
     if config.privacy is not None:  # the δ of final_epsilon
         info["delta"] = config.privacy.delta
+    if runner.exp.info.get("breakdown"):  # a Byzantine run: μ_min, b (gossipfl.trust.breakdown)
+        info["breakdown"] = runner.exp.info["breakdown"]
     if runner.exp.info.get("eval_clients"):  # local models measured on a sample of clients
         info["eval_clients"] = runner.exp.info["eval_clients"]
     files = getattr(runner.exp.dataset, "files", ())

@@ -8,11 +8,15 @@ receiver i is the attack's instead of their z_j. Honest clients send z_j and agg
 
 Each attack says in its docstring what it sees (its knowledge model): its own row only; the
 messages of the receiver's honest neighbourhood H_i (``view: neighbourhood``, the attack per
-receiver); or every honest client's message (``view: all``, an omniscient attacker, the same
-message to every receiver). A per-receiver attack sends the same message from all of B_i.
+receiver); every honest client's message (``view: all``, an omniscient attacker, the same
+message to every receiver); or only what the Byzantine sender itself receives (``view: own``,
+the non-omniscient attacker of Baruch et al.: sender j's statistics over its own z_j and its
+in-neighbours' true messages, the same message to all of j's receivers). A per-receiver attack
+sends the same message from all of B_i.
 
+- ``none``: the clients are marked Byzantine but send their true rows (a baseline);
 - ``sign_flip``: −s z_j;
-- ``gaussian``: N(0, σ² I) (Blanchard et al., NeurIPS 2017);
+- ``gaussian``: s ξ, ξ ~ N(0, I) (Blanchard et al., NeurIPS 2017);
 - ``alie``: μ − z σ, "A Little Is Enough" (Baruch, Baruch & Goldberg, NeurIPS 2019);
 - ``ipm``: −ε μ, inner product manipulation (Xie, Koyejo & Gupta, UAI 2020);
 - ``dissensus``: z_i − ε Σ_{j∈H_i} w_ij (z_j − z_i) / Σ_{k∈B_i} w_ik (He, Karimireddy & Jaggi
@@ -35,13 +39,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gossipfl.errors import unknown_choice
+from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.rng import torch_generator
 from gossipfl.validation import Rule, check_piece_params, one_of
 
 _NUMBER = Rule(lambda v: not isinstance(v, (bool, str)) and float(v) == v, "a number", quoted=True)
 _POSITIVE = Rule(lambda v: not isinstance(v, (bool, str)) and v > 0, "a number > 0", quoted=True)
-_VIEW = one_of("neighbourhood", "all")
+_VIEW = one_of("neighbourhood", "all", "own")
 _AMPLITUDE = Rule(lambda v: v == "search" or (not isinstance(v, (bool, str)) and float(v) == v),
                   "a number or 'search'", quoted=True)
 
@@ -61,7 +65,9 @@ class Step:
     Byzantine ids, the honest mask ``[M]``, the step's stream key (round, call, step), the
     round's mixing matrix W ``[M, M]`` (read-only NumPy; None for a topology built as edges,
     where an attack declaring ``reads_matrix`` is refused), the honest receivers' robust rule,
-    and a cache for what the step's buckets share (the omniscient mean, the noise)."""
+    the round's neighbourhoods (``hoods``: the buckets of :mod:`gossipfl.trust.neighbourhoods`,
+    every client's own id and in-neighbours), and a cache for what the step's buckets share (the
+    omniscient mean, the noise)."""
 
     z: Tensor
     byzantine: Tensor
@@ -70,6 +76,7 @@ class Step:
     key: tuple
     matrix: np.ndarray | None = None
     rule: Any = None
+    hoods: list | None = None
     cache: dict = field(default_factory=dict)
 
     def honest_moments(self) -> tuple[Tensor, Tensor]:
@@ -79,6 +86,23 @@ class Step:
             self.cache["moments"] = (rows.mean(dim=0)[None, None],
                                      rows.std(dim=0, correction=0)[None, None])
         return self.cache["moments"]
+
+    def own_moments(self) -> tuple[Tensor, Tensor]:
+        """μ_j and σ_j (population) ``[M, P]`` each, on the Byzantine rows j: over what j itself
+        holds in this step, its own z_j and the true messages z_k of its in-neighbours
+        k ∈ N_j (honest or Byzantine; a Byzantine receiver aggregates true messages), from
+        ``hoods``; zero on the honest rows."""
+        if "own" not in self.cache:
+            mean, std = torch.zeros_like(self.z), torch.zeros_like(self.z)
+            for bucket in self.hoods:
+                pick = ~self.honest[bucket.receivers]
+                if bool(pick.any()):
+                    held = self.z[bucket.senders[pick]]  # [nb, d + 1, P]
+                    ids = bucket.receivers[pick]
+                    mean[ids] = held.mean(dim=1)
+                    std[ids] = held.std(dim=1, correction=0)
+            self.cache["own"] = (mean, std)
+        return self.cache["own"]
 
 
 @dataclass
@@ -102,6 +126,12 @@ class Scene:
         return mean, var.sqrt()
 
     def moments(self, view: str) -> tuple[Tensor, Tensor]:
+        """μ and σ as the ``view`` sees them: H_i's ``[n, 1, P]`` (``neighbourhood``), every
+        honest client's ``[1, 1, P]`` (``all``), or each sender's own ``[n, d + 1, P]``
+        (``own``: slot (i, j) holds sender j's, :meth:`Step.own_moments`)."""
+        if view == "own":
+            mean, std = self.step.own_moments()
+            return mean[self.senders], std[self.senders]
         return self.neighbourhood_moments() if view == "neighbourhood" \
             else self.step.honest_moments()
 
@@ -114,6 +144,8 @@ class Attack:
     name: ClassVar[str]
     paper: ClassVar[str]
     rules: ClassVar[dict[str, Rule]] = {}
+    #: old parameter names refused with a hint: {old: new}
+    renamed: ClassVar[dict[str, str]] = {}
     poisons_labels: ClassVar[bool] = False
     #: reads the round's dense W (``Step.matrix``): refused on a topology built as edges
     reads_matrix: ClassVar[bool] = False
@@ -133,6 +165,15 @@ class Attack:
 
 
 @register_attack
+class NoAttack(Attack):
+    """No attack: the clients are marked Byzantine (the ``honest_*`` columns leave them out,
+    the honest-connectivity check and a rule's oracle inputs see them) but send their true
+    rows, as honest clients do; the baseline of an attacked run. Sees nothing."""
+
+    name, paper = "none", "no attack: the Byzantine clients send their true rows (a baseline)"
+
+
+@register_attack
 class SignFlip(Attack):
     """Sign flipping: m_{j→i} = −s z_j. Sees its own row only."""
 
@@ -146,13 +187,15 @@ class SignFlip(Attack):
 
 @register_attack
 class Gaussian(Attack):
-    """Gaussian (Blanchard et al., NeurIPS 2017): m_{j→i} = σ ξ_j, ξ_j ~ N(0, I) drawn per
+    """Gaussian (Blanchard et al., NeurIPS 2017): m_{j→i} = s ξ_j, ξ_j ~ N(0, I) drawn per
     sender and gossip step from (seed, "byzantine", round, call, step), the same to all its
-    receivers. Sees nothing."""
+    receivers; ``scale`` s is the noise's standard deviation (the attack's magnitude, the key
+    ``sign_flip`` uses too; the old ``sigma`` is refused with a hint). Sees nothing."""
 
     name, paper = "gaussian", "Blanchard et al. 2017, Gaussian Byzantine vectors"
-    rules: ClassVar[dict[str, Rule]] = {"sigma": _POSITIVE}
-    sigma: float = 200.0
+    rules: ClassVar[dict[str, Rule]] = {"scale": _POSITIVE}
+    renamed: ClassVar[dict[str, str]] = {"sigma": "scale"}
+    scale: float = 200.0
 
     def craft(self, scene):
         step = scene.step
@@ -160,7 +203,7 @@ class Gaussian(Attack):
             z = step.z
             gen = torch_generator(step.seed, "byzantine", *step.key, device=z.device)
             noise = torch.zeros_like(z)
-            noise[step.byzantine] = self.sigma * torch.randn(
+            noise[step.byzantine] = self.scale * torch.randn(
                 len(step.byzantine), z.shape[1], generator=gen, device=z.device, dtype=z.dtype)
             step.cache["noise"] = noise
         return step.cache["noise"][scene.senders]
@@ -176,10 +219,13 @@ def alie_z(n: int, f: int) -> float:
 @register_attack
 class ALIE(Attack):
     """A Little Is Enough (Baruch, Baruch & Goldberg, NeurIPS 2019): m_{→i} = μ − z σ,
-    coordinate-wise, μ and σ the mean and (population) standard deviation of the honest
-    messages it sees: H_i's (``view: neighbourhood``, default) or every honest client's
-    (``view: all``, the paper's omniscient attacker). ``z`` default: the paper's z_max from
-    n = M clients and f = |B| (:func:`alie_z`)."""
+    coordinate-wise, μ and σ the mean and (population) standard deviation of the messages it
+    sees: H_i's honest ones (``view: neighbourhood``, default), every honest client's
+    (``view: all``, an omniscient attacker), or, with ``view: own``, what the sender j itself
+    holds, its z_j and its in-neighbours' messages (the paper's non-omniscient attacker, which
+    estimates μ and σ from the corrupted workers' own data; here from what a Byzantine client
+    receives in gossip), so that m_{j→i} = μ_j − z σ_j for every receiver i of j. ``z``
+    default: the paper's z_max from n = M clients and f = |B| (:func:`alie_z`)."""
 
     name, paper = "alie", "Baruch, Baruch & Goldberg 2019, A Little Is Enough"
     rules: ClassVar[dict[str, Rule]] = {"z": _NUMBER.or_none(), "view": _VIEW}
@@ -197,7 +243,9 @@ class ALIE(Attack):
 @register_attack
 class IPM(Attack):
     """Inner product manipulation (Xie, Koyejo & Gupta, UAI 2020): m_{→i} = −ε μ, μ the mean
-    of the honest messages it sees (``view`` as for ``alie``; default the receiver's H_i)."""
+    of the messages it sees (``view`` as for ``alie``: the receiver's H_i by default, every
+    honest client's with ``all``, and with ``own`` the sender's own z_j and in-neighbours',
+    m_{j→i} = −ε μ_j; the paper's attacker knows the honest mean, ``own`` estimates it)."""
 
     name, paper = "ipm", "Xie, Koyejo & Gupta 2020, Fall of Empires (inner product manipulation)"
     rules: ClassVar[dict[str, Rule]] = {"epsilon": _NUMBER, "view": _VIEW}
@@ -234,14 +282,13 @@ def fiedler_vector(W: np.ndarray, honest: np.ndarray) -> np.ndarray:
     everywhere with a single honest client). u is defined up to its sign, which the spectral
     attack's messages do not depend on; where that eigenvalue is repeated, u is the vector of
     its eigenspace that LAPACK's symmetric solver returns."""
+    from gossipfl.trust.breakdown import honest_laplacian
+
     ids = np.flatnonzero(honest)
     u = np.zeros(len(honest))
     if len(ids) < 2:
         return u
-    A = np.asarray(W, dtype=np.float64)[np.ix_(ids, ids)]
-    A = (A + A.T) / 2
-    np.fill_diagonal(A, 0.0)
-    u[ids] = np.linalg.eigh(np.diag(A.sum(axis=1)) - A)[1][:, 1]
+    u[ids] = np.linalg.eigh(honest_laplacian(W, honest))[1][:, 1]
     return u
 
 
@@ -354,10 +401,22 @@ class LabelFlip(Attack):
 
 def check_attack(name: Any, params: dict, key: str = "byzantine") -> type[Attack]:
     """The attack class of ``name``, its parameters checked: one sentence naming
-    ``key.param`` for an unknown attack, an unknown parameter or a bad value."""
+    ``key.param`` for a missing or unknown attack, an unknown or renamed parameter or a bad
+    value. The attack is required: a default (once ``sign_flip``) would be an experiment's
+    main variable chosen silently, and ``none`` a silently honest federation."""
+    if name is None:
+        raise GossipflError(f"{key}.attack: required with {key}.clients; name the attack "
+                            f"({', '.join(ATTACKS)}), or none for Byzantine clients that "
+                            f"send their true rows (a baseline).")
     if not isinstance(name, str) or name not in ATTACKS:
         raise unknown_choice(f"{key}.attack", name, ATTACKS)
     cls = ATTACKS[name]
+    for old, value in params.items():
+        if old in cls.renamed:
+            new = cls.renamed[old]
+            raise GossipflError(f"{key}.{old}: attack {name} calls this parameter {new} now "
+                                f"(the attack's magnitude, one name across attacks), so "
+                                f"write {new}: {value!r} instead.")
     check_piece_params(key, "attack", name, params, cls.rules)
     return cls
 
@@ -370,6 +429,7 @@ __all__ = [
     "Dissensus",
     "Gaussian",
     "LabelFlip",
+    "NoAttack",
     "Scene",
     "SignFlip",
     "Spectral",

@@ -18,7 +18,9 @@ WINDOW = 10  # rounds of a time-varying topology whose union must keep the hones
 
 def check_clients(value: Any, num_clients: int) -> None:
     """``byzantine.clients``: a fraction in [0, 1) of the M clients, or a list of distinct
-    client ids in [0, M) that leaves an honest client; one sentence else."""
+    client ids in [0, M) that leaves an honest client; one sentence else. A fraction f > 0
+    with round(f·M) = 0 is refused (it would silently run an honest federation); f = 0 and
+    the empty list say so explicitly and are kept."""
     if isinstance(value, (list, tuple)):
         for i in value:
             if isinstance(i, bool) or not isinstance(i, int):
@@ -36,6 +38,11 @@ def check_clients(value: Any, num_clients: int) -> None:
             raise GossipflError(f"byzantine.clients: a fraction must be in [0, 1), got "
                                 f"{value}.")
         count = round(value * num_clients)
+        if value > 0 and count == 0:
+            raise GossipflError(f"byzantine.clients: a fraction of {value} of data.clients: "
+                                f"{num_clients} rounds to no Byzantine client, which would "
+                                f"run an honest federation; use at least "
+                                f"{1 / num_clients:g} (one client) or list the ids.")
     else:
         raise GossipflError(f"byzantine.clients: must be a fraction in [0, 1) or a list of "
                             f"client ids, got {value!r}.")

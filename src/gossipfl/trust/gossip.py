@@ -86,9 +86,10 @@ class RobustGossip(Stage):
         """One robust gossip step of ``z [M, n]`` with round t's W of ``topology``."""
         ids, mask = self._byzantine(z.device)
         matrix = None if topology.sparse else topology.matrix(t)  # an attack that reads W
-        state = Step(z, ids, ~mask, self.seed, key, matrix, self.rule)
+        hoods = self._buckets(topology, t, z)  # also what a view: own attacker holds
+        state = Step(z, ids, ~mask, self.seed, key, matrix, self.rule, hoods)
         out = torch.empty_like(z)
-        for bucket in self._buckets(topology, t, z):
+        for bucket in hoods:
             check_degree(self.rule, bucket, t if topology.time_varying else None)
             for part in bucket.chunks(z.shape[1]):
                 out[part.receivers] = self._receive(state, part, mask)

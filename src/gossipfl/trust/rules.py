@@ -15,8 +15,9 @@ batched over the receivers (a sort or a reduction over dimension 1).
   middle values when d_i + 1 is even);
 - ``krum`` (b), BRIDGE-K: Krum (Blanchard et al. 2017) on the neighbourhood's n = d_i + 1
   vectors: the one whose n − b − 2 nearest others are closest in total squared distance;
-- ``clipped_gossip`` (τ or adaptive), He, Karimireddy & Jaggi 2022 (self-centered clipping):
-  x_i = z_i + Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), CLIP(v, τ) = min(1, τ/‖v‖) v;
+- ``clipped_gossip`` (τ, or the radius rules practical, adaptive and oracle), He, Karimireddy &
+  Jaggi 2022 (self-centered clipping): x_i = z_i + Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i),
+  CLIP(v, τ) = min(1, τ/‖v‖) v;
 - ``cs_plus`` (b, γ), Gaucher, Dieuleveut & Hendrikx 2025 (CS+-RG): the same clipped sum with
   step γ and τ_i the (2b + 1)-th largest distance, so that the 2b farthest are clipped;
 - ``gts`` (b or δ, γ), the same authors' GTS-RG: z_i + γ Σ_{j kept} w_ij (m_{j→i} − z_i) with
@@ -43,8 +44,9 @@ from gossipfl.validation import Rule, check_piece_params
 
 _COUNT0 = Rule(lambda v: not isinstance(v, bool) and v >= 0 and int(v) == v, "an integer >= 0",
                quoted=True)
-_RADIUS = Rule(lambda v: v in ("adaptive", "inf") or (not isinstance(v, (bool, str)) and v > 0),
-               "a number > 0, 'inf' (no clipping) or 'adaptive'", quoted=True)
+_RADIUS = Rule(lambda v: v in RADII or (not isinstance(v, (bool, str)) and v > 0),
+               "a number > 0, 'inf' (no clipping), 'practical', 'adaptive' or 'oracle'",
+               quoted=True)
 _STEP = Rule(lambda v: not isinstance(v, (bool, str)) and v > 0, "a number > 0", quoted=True)
 _DELTA = Rule(lambda v: not isinstance(v, bool) and 0 < v < 1, "in (0, 1)", quoted=True)
 _TRIMMED = Rule(lambda v: v is None or v == "byzantine"
@@ -52,6 +54,9 @@ _TRIMMED = Rule(lambda v: v is None or v == "byzantine"
                 "in (0, 1), 'byzantine' (the receiver's Byzantine weight) or null", quoted=True)
 
 RULES: dict[str, type[RobustRule]] = {}
+#: clipped_gossip's radius rules besides a number: no clipping, the authors' experiments'
+#: rule, the paper's radius with a given δ, the paper's radius with the true Byzantine weight
+RADII = ("inf", "practical", "adaptive", "oracle")
 
 
 def register_rule(cls: type[RobustRule]) -> type[RobustRule]:
@@ -235,19 +240,46 @@ def _clipped(norm: Tensor, weights: Tensor, radius: Tensor) -> Tensor:
 @register_rule
 class ClippedGossip(RobustSum):
     """ClippedGossip (He, Karimireddy & Jaggi 2022, self-centered clipping):
-    x_i = z_i + Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), CLIP(v, τ) = min(1, τ/‖v‖₂) v.
+    x_i = z_i + Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), CLIP(v, τ) = min(1, τ/‖v‖₂) v. The radius
+    τ_i, recomputed every gossip step, is by ``tau``:
 
-    ``tau``: a fixed radius τ_i = τ (``inf``: x_i = Σ_j w_ij m_{j→i}, the mean), or ``adaptive``:
-    the paper's radius τ_i² = (1/δ_i) Σ_{j ∈ R_i} w_ij ‖m_{j→i} − z_i‖² with the honest
-    neighbours R_i it cannot know estimated by the neighbours left after removing the
-    farthest ones of total weight at most δ_i. δ_i is ``delta`` for every receiver, or (no
-    ``delta``) the receiver's true Byzantine weight Σ_{j ∈ N_i ∩ B} w_ij, as the paper's
-    analysis assumes; δ_i = 0 gives τ_i = ∞. The radius is recomputed every gossip step."""
+    - a number: τ_i = τ for every receiver; ``inf``: no clipping, x_i = Σ_j w_ij m_{j→i};
+    - ``practical`` (default): the rule the authors' experiments run, τ_i the (b + 1)-th
+      largest of the d_i + 1 distances ‖m_{j→i} − z_i‖ (the receiver's own 0 included), so
+      that the ``b`` (default 1) farthest neighbours are clipped to the next one's distance and
+      the others kept whole; it needs no knowledge of who is Byzantine. Stated from the
+      authors' code (``SelfCenteredClipping``: the second largest neighbour distance, b = 1);
+      where d_i ≤ b it gives τ_i = 0 (no communication), where their code keeps the single
+      neighbour unclipped;
+    - ``adaptive``: the paper's radius τ_i² = (1/δ) Σ_{j ∈ R_i} w_ij ‖m_{j→i} − z_i‖², with
+      the honest neighbours R_i estimated by the neighbours left after removing the farthest
+      ones of total weight at most δ, for the ``delta`` δ the defender assumes (required);
+    - ``oracle``: the same radius with δ_i the receiver's true Byzantine weight
+      Σ_{j ∈ N_i ∩ B} w_ij, as the paper's analysis assumes known: an oracle no defender
+      has, for comparison; δ_i = 0 gives τ_i = ∞."""
 
     name, paper = "clipped_gossip", "He, Karimireddy & Jaggi 2022, ClippedGossip"
-    rules: ClassVar[dict[str, Rule]] = {"tau": _RADIUS, "delta": _DELTA.or_none()}
-    tau: float | str = "adaptive"
+    rules: ClassVar[dict[str, Rule]] = {"tau": _RADIUS, "delta": _DELTA.or_none(),
+                                        "b": _COUNT0}
+    tau: float | str = "practical"
     delta: float | None = None
+    b: int = 1
+
+    @classmethod
+    def check_together(cls, key: str, params: dict) -> None:
+        tau = params.get("tau", cls.tau)
+        if tau == "adaptive" and params.get("delta") is None:
+            raise GossipflError(f"{key}.delta: tau: adaptive needs the Byzantine weight delta "
+                                f"the defender assumes (in (0, 1)); tau: oracle takes each "
+                                f"receiver's true Byzantine weight instead (an oracle), and "
+                                f"tau: practical needs neither.")
+        if params.get("delta") is not None and tau != "adaptive":
+            raise GossipflError(f"{key}.delta: only tau: adaptive reads delta, but tau is "
+                                f"{tau!r}; remove delta or set tau: adaptive.")
+        if "b" in params and tau != "practical":
+            raise GossipflError(f"{key}.b: only tau: practical reads b (the neighbours "
+                                f"clipped), but tau is {tau!r}; remove b or set tau: "
+                                f"practical.")
 
     def kept_weights(self, norm, weights, byzantine):
         known = None if byzantine is None else (weights * byzantine)[:, 1:].sum(dim=1)
@@ -255,9 +287,13 @@ class ClippedGossip(RobustSum):
 
     def radius(self, norm: Tensor, weights: Tensor, byzantine_weight: Tensor | None) -> Tensor:
         """τ_i ``[n, 1]``."""
-        if self.tau != "adaptive":
+        if self.tau == "practical":
+            d = norm.shape[1] - 1
+            at = max(d - self.b, 0)  # ascending: the (b + 1)-th largest of d + 1 values
+            return norm.sort(dim=1).values[:, at:at + 1]
+        if self.tau not in ("adaptive", "oracle"):
             return torch.full_like(norm[:, :1], float(self.tau))
-        if self.delta is not None:
+        if self.tau == "adaptive":
             delta = torch.full_like(norm[:, :1], self.delta)
         elif byzantine_weight is not None:
             delta = byzantine_weight.unsqueeze(1).to(norm.dtype)
