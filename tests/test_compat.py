@@ -37,7 +37,7 @@ FEATURES = {
     "compression": ({"compression"}, {"topology": {"compression": {"compressor": "top_k",
                                                                    "k": 2}}}),
     "robust": ({"robust"}, {"topology": {"robust": {"rule": "median"}}}),
-    "byzantine": ({"byzantine"}, {"byzantine": {"clients": [1]}}),
+    "byzantine": ({"byzantine"}, {"byzantine": {"clients": [1], "attack": "sign_flip"}}),
     "time_varying": ({"graph"}, {"topology": {"name": "one_peer_exponential", "k": None}}),
     "systems": ({"systems"}, {"systems": {"compute": {"seconds_per_step": 0.1}}}),
     "failures": ({"systems"}, {"systems": {"availability": {"offline": 0.1}}}),
@@ -160,7 +160,7 @@ def test_every_pair_of_features_walks_through_the_one_module():
 DRY = [
     ({"algorithm": {"name": "choco"}, "topology": {"robust": {"rule": "median"}}},
      "topology.robust: robust gossip is not defined for compressed gossip (choco"),
-    ({"topology": {"name": "ring", "k": None}, "byzantine": {"clients": [1, 4]}},
+    ({"topology": {"name": "ring", "k": None}, "byzantine": {"clients": [1, 4], "attack": "sign_flip"}},
      "the honest clients of topology ring are not connected"),
     ({"topology": {"name": "ring", "k": None, "robust": {"rule": "trimmed_mean", "b": 2}}},
      "topology.robust.b: rule trimmed_mean with b = 2 needs at least 2b = 4 neighbours"),
@@ -184,7 +184,7 @@ def test_the_dry_run_refuses_what_the_run_refuses_in_the_same_sentence(tmp_path,
 
 def test_the_dry_run_of_a_config_that_runs_prints_its_plan(tmp_path, capsys):
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config_of({"byzantine": {"clients": [1]},
+    path.write_text(yaml.safe_dump(config_of({"byzantine": {"clients": [1], "attack": "sign_flip"},
                                               "topology": {"robust": {"rule": "median"}}})))
     from gossipfl import cli
 
