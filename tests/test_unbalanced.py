@@ -44,13 +44,13 @@ class OneAtATime(Runner):
         super().__init__(config)
         together = self.trainer.train
 
-        def one_at_a_time(t, work, phases, stream="phase", offline=None):
+        def one_at_a_time(t, work, phases, stream="phase", offline=None, plan=None):
             ids = torch.arange(len(work)) if work.clients is None else work.clients
             loss_sum, steps = torch.zeros(()), 0
             for row in range(len(work)):
                 alone = Work(work.y[row:row + 1], ids[row:row + 1],
                              **{k: v[row:row + 1] for k, v in work.scratch.items()})
-                loss, count = together(t, alone, phases, stream, offline=offline)
+                loss, count = together(t, alone, phases, stream, offline=offline, plan=plan)
                 loss_sum, steps = loss_sum + loss, steps + count
             return loss_sum, steps
 
@@ -68,9 +68,11 @@ class CountingOracle:
         self.rows += X.shape[0]
         return self.oracle.loss_and_grad(X, inputs, targets, mask, wrt)
 
-    def loss_and_step(self, X, inputs, targets, mask, update, into=None):
+    def loss_and_step(self, X, inputs, targets, mask, update, into=None,
+                      every_row_active=False):
         self.rows += X.shape[0]
-        return self.oracle.loss_and_step(X, inputs, targets, mask, update, into)
+        return self.oracle.loss_and_step(X, inputs, targets, mask, update, into,
+                                         every_row_active)
 
     def __getattr__(self, name):
         return getattr(self.oracle, name)

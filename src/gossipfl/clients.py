@@ -25,16 +25,21 @@ from gossipfl.errors import GossipflError
 @dataclass
 class Batch:
     """One local minibatch of the rows at work: ``[S, B, ...]`` inputs, ``[S, B]`` mask;
-    ``clients`` ``[S]``: whose rows they are (what a private gradient's noise is keyed by)."""
+    ``clients`` ``[S]``: whose rows they are (what a private gradient's noise is keyed by);
+    ``every_row_active``: known to have at least one sample in every row (the local loop's
+    batches, whose rows are the clients that still have data), so that the oracle need not
+    read the mask back from the device to find out."""
 
     inputs: Tensor
     targets: Tensor
     mask: Tensor
     clients: Tensor | None = None
+    every_row_active: bool = False
 
     def rows(self, index: Tensor | slice) -> Batch:
         return Batch(self.inputs[index], self.targets[index], self.mask[index],
-                     None if self.clients is None else self.clients[index])
+                     None if self.clients is None else self.clients[index],
+                     self.every_row_active)
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,8 @@ class ClientEnv:
         point = state[0] if at is None else at
         if self.train.clip_norm is None and self.privacy is None:
             return self.oracle.loss_and_step(point, batch.inputs, batch.targets, batch.mask,
-                                             update, state)
+                                             update, state,
+                                             every_row_active=batch.every_row_active)
         loss, grad = self.raw_gradient(point, batch)  # with privacy: DP-SGD's gradient
         if self.train.clip_norm is None:
             update_in_pieces(update, grad, *state)

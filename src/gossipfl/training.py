@@ -81,7 +81,8 @@ class LocalTrainer:
 
     def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,
                    augment: tuple[torch.Tensor, torch.Tensor] | None,
-                   clients: torch.Tensor | None = None) -> Batch:
+                   clients: torch.Tensor | None = None, every_row_active: bool = False
+                   ) -> Batch:
         """The minibatch of the rows ``idx [S, B]`` (of the clients ``clients [S]``). With
         ``augment = (keys [S], drawn [S])``
         the image in column b of row s is cropped and flipped by the hash of (client s's key,
@@ -93,7 +94,8 @@ class LocalTrainer:
             counters = drawn[:, None] + torch.arange(idx.shape[1], device=idx.device)
             dy, dx, flip = hashed_crop_flip_params(keys, counters)
             inputs = apply_crop_flip(inputs, dy, dx, flip)
-        return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask, clients=clients)
+        return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask, clients=clients,
+                     every_row_active=every_row_active)
 
     def augment_keys(self, t: int, rows: torch.Tensor, counters=None) -> torch.Tensor | None:
         if not self.augment:
@@ -173,15 +175,16 @@ class LocalTrainer:
                 phase.begin(Context(round=t, lr=lr, phase=phase, rounds=rounds,
                                     phase_index=index, optimizer=optimizer, env=self.env,
                                     plan=plan), inner)
-            for step, (idx, mask) in enumerate(self.phase_batches(t, index, phase, rows,
-                                                                  stream, counters)):
-                if idle is not None:
-                    mask = mask & ~idle[:, None]
-                active = int(mask.any(dim=1).sum())
+            batches = self.phase_batches(t, index, phase, rows, stream, counters)
+            if idle is not None:
+                batches = [(idx, mask & ~idle[:, None]) for idx, mask in batches]
+            for step, ((idx, mask), active) in enumerate(zip(batches, _active_rows(batches),
+                                                              strict=True)):
                 if active == 0:
                     continue
                 augment = None if keys is None else (keys[:active], drawn[:active])
-                batch = self.make_batch(idx[:active], mask[:active], augment, rows[:active])
+                batch = self.make_batch(idx[:active], mask[:active], augment, rows[:active],
+                                        every_row_active=True)
                 drawn[:active] += mask[:active].sum(dim=1)
                 step_ctx = Context(round=t, lr=lr, phase=phase, rounds=rounds, phase_index=index,
                                    step=step, optimizer=optimizer, env=self.env, plan=plan)
@@ -191,3 +194,13 @@ class LocalTrainer:
                 loss_sum += loss.sum()
                 loss_count += active
         return loss_sum, loss_count
+
+
+def _active_rows(batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[int]:
+    """For each step's ``(idx, mask)``: how many rows have a sample, read from the device once
+    for the whole phase (not once a step). The rows are ordered by data size with the idle
+    ones last, so the rows with a sample are a prefix: every row of ``mask[:active]`` has
+    one."""
+    if not batches:
+        return []
+    return torch.stack([mask.any(dim=1).sum() for _, mask in batches]).tolist()

@@ -156,15 +156,17 @@ class Oracle(ABC):
         return inputs, targets, _full_mask(mask, targets)
 
     def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None,
-                      update: Callable[..., None], into: Sequence[Tensor] | None = None
-                      ) -> Tensor:
+                      update: Callable[..., None], into: Sequence[Tensor] | None = None,
+                      every_row_active: bool = False) -> Tensor:
         """One local step of every model, in place: ``update(grad, *into)`` with ``grad`` =
         ∇F(X) and ``into`` the ``[M, P]`` tensors it moves (default ``(X,)``), returning
         ``loss [M]`` at X. ``update`` must be elementwise, and may overwrite the gradient it
         is given (a fresh tensor, nobody else's): an oracle may call it parameter by
         parameter on the matching ``[m, *shape]`` views of a block of rows, with the
         gradients autograd returns, without writing a gradient stack ``[M, P]`` and reading
-        it back; the numbers are those of :meth:`loss_and_grad` followed by ``update``."""
+        it back; the numbers are those of :meth:`loss_and_grad` followed by ``update``.
+        ``every_row_active``: the caller knows every row has a sample (an oracle may then skip
+        asking the device)."""
         losses, grads = self.loss_and_grad(X, inputs, targets, mask)
         update_in_pieces(update, grads, *((X,) if into is None else into))
         return losses

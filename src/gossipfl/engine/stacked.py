@@ -423,20 +423,23 @@ class StackedOracle(Oracle):
         return client.detach(), dict(zip(names, grads, strict=True))
 
     def _blocks(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor,
-                losses: Tensor, wrt: frozenset[str] | None, use, idle=None) -> None:
+                losses: Tensor, wrt: frozenset[str] | None, use, idle=None,
+                every_row_active: bool = False) -> None:
         """Every block's loss into ``losses`` and ``use(rows, grads)`` with its gradients:
         ``rows`` a slice of X's rows (all clients have samples) or an index tensor of the
         active ones (clients without samples: loss 0, no compute, and ``idle(mask)`` called
-        with their bool mask when given)."""
+        with their bool mask when given). ``every_row_active``: the caller knows that every
+        client has samples (no read of the mask back from the device: on a GPU the host then
+        runs ahead of the device)."""
         sample_shape, B = inputs.shape[2:], inputs.shape[1]
-        active = mask.any(1)
-        if bool(active.all()):
+        if every_row_active or bool(mask.any(1).all()):
             step = self.block_size(X.shape[0], sample_shape, B, X)
             for a, b in client_blocks(X.shape[0], step):
                 losses[a:b], grads = self._block(X[a:b], inputs[a:b], targets[a:b],
                                                  mask[a:b], wrt, graphed=True)
                 use(slice(a, b), grads)
             return
+        active = mask.any(1)
         if idle is not None:
             idle(~active)
         ids = active.nonzero().squeeze(1)
@@ -462,8 +465,8 @@ class StackedOracle(Oracle):
         self._blocks(X, inputs, targets, mask, losses, wrt, write, zero)
 
     def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None,
-                      update: Callable[..., None], into: Sequence[Tensor] | None = None
-                      ) -> Tensor:
+                      update: Callable[..., None], into: Sequence[Tensor] | None = None,
+                      every_row_active: bool = False) -> Tensor:
         """:meth:`Oracle.loss_and_step` fused into the backward's output: each block's rows
         of ``into`` take ``update`` parameter by parameter, straight from autograd's
         gradients (rows without samples: with a zero gradient, as :meth:`loss_and_grad`
@@ -494,7 +497,7 @@ class StackedOracle(Oracle):
                     lambda *blocks: update_in_pieces(update, torch.zeros_like(blocks[0]),
                                                      *blocks))
 
-        self._blocks(X, inputs, targets, mask, losses, None, descend, idle)
+        self._blocks(X, inputs, targets, mask, losses, None, descend, idle, every_row_active)
         return losses
 
     @torch.no_grad()
