@@ -1,14 +1,24 @@
-"""A researcher's own algorithms, models and datasets, without editing gossipfl.
+"""A researcher's own pieces, without editing gossipfl, and the one registry they go into.
 
 A plugin is a Python file (``my_algo.py``) or an importable module (``mylab.fl``) that
-registers things the way gossipfl's own modules do:
+registers pieces the way gossipfl's own modules do. Every kind of piece lives in one
+:class:`Registry` (register by name, look up with a did-you-mean, gossipfl's own names kept):
 
-- an algorithm: a subclass of :class:`gossipfl.algorithms.Algorithm` decorated with
-  :func:`gossipfl.algorithms.register`;
-- a model: a builder ``f(input_shape, num_classes, **options) -> nn.Module`` decorated with
-  :func:`gossipfl.models.register_model` (``"name"``);
-- a dataset: a loader ``f(root, download, **options) -> gossipfl.data.Dataset`` decorated
-  with :func:`gossipfl.data.register_dataset` (``"name"``).
+=====================  ===========================================  ============================
+kind                   registered with                              named by
+=====================  ===========================================  ============================
+algorithm              ``gossipfl.algorithms.register``             ``algorithm.name``
+model                  ``gossipfl.models.register_model("name")``   ``model.name``
+dataset                ``gossipfl.data.register_dataset("name")``   ``data.dataset``
+partitioner            ``gossipfl.data.register_partitioner``       ``data.partition``
+server optimizer       ``register_server_optimizer("name")``        ``algorithm.server_optimizer``
+schedule               ``gossipfl.schedules.register_schedule``     ``topology.order``
+topology               ``gossipfl.topology.register_topology``      ``topology.name``
+mixing rule            ``gossipfl.topology.register_mixing_rule``   ``topology.mixing``
+compressor             ``gossipfl.compression.register_compressor`` ``topology.compression``
+robust rule            ``gossipfl.trust.register_rule``             ``topology.robust.rule``
+attack                 ``gossipfl.trust.register_attack``           ``byzantine.attack``
+=====================  ===========================================  ============================
 
 Plugins are named in a config (``plugins: [my_algo.py]``, paths relative to the config
 file) or on the command line (``gossipfl run --plugin my_algo.py``, for every config that
@@ -26,11 +36,11 @@ import inspect
 import sys
 import traceback
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
-from gossipfl.errors import GossipflError
+from gossipfl.errors import GossipflError, unknown_choice
 
 _LOADED: dict[str, object] = {}  # plugin (absolute path or module name) -> module
 _SESSION: list[str] = []  # plugins named on the command line: added to every config
@@ -97,19 +107,64 @@ def session_plugins() -> list[str]:
     return list(_SESSION)
 
 
-def register_piece(registry: dict, piece: typing.Any, kind: str,
-                   made_by: typing.Callable[[typing.Any], object] = lambda piece: piece
-                   ) -> typing.Any:
-    """``registry[piece.name] = piece`` for a decorator of a kind of piece (schedules,
-    compressors, robust rules, attacks, topologies, mixing rules); a name that is gossipfl's
-    own is refused in one sentence naming ``kind``, a plugin's may be replaced (the plugin
-    loaded last wins). ``made_by(piece)``: what the module that registered it is read from
-    (the piece itself for a class; its function for a registration record)."""
-    existing = registry.get(piece.name, piece)
-    if existing is not piece and not replaceable(made_by(existing)):
-        raise GossipflError(f"{kind} name {piece.name!r} is gossipfl's own; choose another.")
-    registry[piece.name] = piece
-    return piece
+class Registry(dict):
+    """The pieces of one kind by name: the one registry pattern of gossipfl (the table of the
+    module docstring). A ``dict`` of name -> piece, with
+
+    - :meth:`add`: register a piece; a name that is gossipfl's own (an entry made by a
+      ``gossipfl.`` module, or one of ``reserved``) is refused in one sentence naming the
+      kind, a plugin's may be replaced (the plugin loaded last wins);
+    - :meth:`lookup`: the piece of a name, or one sentence naming ``key`` with the names
+      there are and the closest one;
+    - :meth:`names`: every name, gossipfl's own first.
+
+    ``load`` imports gossipfl's own pieces of the kind (decorated in their modules) on first
+    use, so that a plugin cannot take their names and a lookup finds them; ``reserved``: names
+    of gossipfl's own that are not entries (the built-in datasets, read by other loaders)."""
+
+    def __init__(self, kind: str, key: str, entries: dict | None = None,
+                 load: Callable[[], None] | None = None, reserved: Iterable[str] = ()):
+        super().__init__(entries or {})
+        self.kind = kind
+        self.key = key
+        self.reserved = tuple(reserved)
+        self._load = load
+        self._loaded = load is None
+
+    def ensure_loaded(self) -> None:
+        """Import gossipfl's own pieces of this kind (once)."""
+        if not self._loaded:
+            self._loaded = True
+            self._load()
+
+    def add(self, name: str, piece: typing.Any,
+            made_by: Callable[[typing.Any], object] = lambda piece: piece,
+            owner: str | None = None) -> typing.Any:
+        """``self[name] = piece``; ``made_by(piece)``: what the module that registered it is
+        read from (the piece itself for a class or function; its function for a record);
+        ``owner``: how the refusal names the piece being registered."""
+        if replaceable(made_by(piece)):
+            self.ensure_loaded()
+        existing = self.get(name, piece)
+        if name in self.reserved or (existing is not piece
+                                     and not replaceable(made_by(existing))):
+            named = "" if owner is None else f" for {owner}"
+            raise GossipflError(f"{self.kind} name {name!r} is gossipfl's own; choose "
+                                f"another{named}.")
+        self[name] = piece
+        return piece
+
+    def lookup(self, name: str) -> typing.Any:
+        """The piece registered as ``name`` (one sentence naming ``key`` otherwise)."""
+        self.ensure_loaded()
+        if name not in self:
+            raise unknown_choice(self.key, name, self.names())
+        return self[name]
+
+    def names(self) -> tuple[str, ...]:
+        """Every name: gossipfl's own (``reserved`` first), then the plugins'."""
+        self.ensure_loaded()
+        return (*self.reserved, *self)
 
 
 def replaceable(existing: object) -> bool:

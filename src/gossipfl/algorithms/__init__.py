@@ -16,9 +16,9 @@ import importlib.util
 import pkgutil
 
 from gossipfl.algorithms.base import Algorithm, Batch, Context, Phase, Work
-from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.errors import GossipflError
+from gossipfl.plugins import Registry
 
-ALGORITHMS: dict[str, type[Algorithm]] = {}
 FAMILIES = ("decentralized", "centralized", "personalized")
 
 
@@ -36,17 +36,12 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
                             f"e.g. name = \"my_algorithm\" (the algorithm.name configs use; "
                             f"got {name!r}).")
     if replaceable(cls):
-        _load_all()  # gossipfl's own first, so that a plugin cannot take their names
+        ALGORITHMS.ensure_loaded()  # gossipfl's own first: a plugin cannot take their names
     if "name" not in cls.__dict__ and ALGORITHMS.get(name) not in (None, cls):
         raise GossipflError(f"algorithm class {origin(cls)} inherits the name {name!r} of "
                             f"{origin(ALGORITHMS[name])}: give it one of its own, e.g. "
                             f"name = \"my_algorithm\".")
-    existing = ALGORITHMS.get(name, cls)
-    if existing is not cls and not replaceable(existing):
-        raise GossipflError(f"algorithm name {name!r} is gossipfl's own; choose another for "
-                            f"{origin(cls)}.")
-    ALGORITHMS[name] = cls
-    return cls
+    return ALGORITHMS.add(name, cls, owner=origin(cls))
 
 
 def _load_all() -> None:
@@ -58,16 +53,16 @@ def _load_all() -> None:
             importlib.import_module(f"{package.__name__}.{module.name}")
 
 
+ALGORITHMS: Registry = Registry("algorithm", "algorithm.name", load=_load_all)
+
+
 def get_algorithm(name: str) -> type[Algorithm]:
     """The algorithm class registered as ``name`` (GossipflError naming algorithm.name)."""
-    _load_all()
-    if name not in ALGORITHMS:
-        raise unknown_choice("algorithm.name", name, ALGORITHMS)
-    return ALGORITHMS[name]
+    return ALGORITHMS.lookup(name)
 
 
 def available_algorithms() -> dict[str, type[Algorithm]]:
-    _load_all()
+    ALGORITHMS.ensure_loaded()
     return dict(sorted(ALGORITHMS.items()))
 
 

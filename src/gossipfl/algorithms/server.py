@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from gossipfl.errors import unknown_choice
+from gossipfl.plugins import Registry
 
 
 @dataclass(frozen=True)
@@ -100,12 +101,12 @@ class ServerAdaptive(ServerOptimizer):
 
 
 #: Every server optimizer by name: a function of (lr, momentum, beta1, beta2, tau).
-SERVER_OPTIMIZERS: dict[str, Callable[..., ServerOptimizer]] = {
+SERVER_OPTIMIZERS: Registry = Registry("server optimizer", "algorithm.server_optimizer", {
     "sgd": lambda lr, **_: ServerOptimizer(lr),
     "momentum": lambda lr, momentum, **_: ServerMomentum(lr, momentum=momentum),
     **{name: (lambda lr, beta1, beta2, tau, name=name, **_: ServerAdaptive(
         lr, beta1=beta1, beta2=beta2, tau=tau, second_moment=name)) for name in SECOND_MOMENTS},
-}
+})
 
 
 def register_server_optimizer(name: str):
@@ -115,18 +116,13 @@ def register_server_optimizer(name: str):
     def decorate(cls: type[ServerOptimizer]) -> type[ServerOptimizer]:
         from dataclasses import fields
 
-        from gossipfl.plugins import replaceable
-
-        existing = SERVER_OPTIMIZERS.get(name)
-        if existing is not None and not replaceable(getattr(existing, "cls", existing)):
-            raise ValueError(f"server optimizer name {name!r} is gossipfl's own; choose another")
         own = {f.name for f in fields(cls)} - {"lr", "state_names"}
 
         def build(lr, **hyper):
             return cls(lr, **{k: v for k, v in hyper.items() if k in own})
 
         build.cls = cls
-        SERVER_OPTIMIZERS[name] = build
+        SERVER_OPTIMIZERS.add(name, build, made_by=lambda made: getattr(made, "cls", made))
         return cls
     return decorate
 
@@ -134,6 +130,4 @@ def register_server_optimizer(name: str):
 def server_optimizer(name: str, lr: float, momentum: float = 0.9, beta1: float = 0.9,
                      beta2: float = 0.99, tau: float = 1e-3) -> ServerOptimizer:
     """The server optimizer ``name`` (:data:`SERVER_OPTIMIZERS`) with its hyperparameters."""
-    if name not in SERVER_OPTIMIZERS:
-        raise unknown_choice("algorithm.server_optimizer", name, SERVER_OPTIMIZERS)
-    return SERVER_OPTIMIZERS[name](lr, momentum=momentum, beta1=beta1, beta2=beta2, tau=tau)
+    return SERVER_OPTIMIZERS.lookup(name)(lr, momentum=momentum, beta1=beta1, beta2=beta2, tau=tau)

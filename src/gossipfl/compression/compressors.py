@@ -31,6 +31,7 @@ from torch import Tensor
 
 from gossipfl.compression import kernels
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.plugins import Registry
 from gossipfl.rng import counter_bits
 from gossipfl.validation import BOOLEAN, COUNT, Rule, check_all, check_piece_params
 
@@ -90,16 +91,14 @@ def _dense(values: Tensor, idx: Tensor, numel: int) -> Tensor:
 
 
 #: name -> compressor class; :func:`register_compressor` adds to it (gossipfl's and plugins').
-COMPRESSORS: dict[str, type[Compressor]] = {}
+COMPRESSORS: Registry = Registry("compressor", "topology.compression.compressor")
 
 
 def register_compressor(cls: type[Compressor]) -> type[Compressor]:
     """Class decorator: make ``cls`` available as ``compressor: <cls.name>`` (in
     ``topology.compression`` and the compressed algorithms); its ``rules`` are the parameters
     a config may give it, validated before training."""
-    from gossipfl.plugins import register_piece
-
-    return register_piece(COMPRESSORS, cls, "compressor")
+    return COMPRESSORS.add(cls.name, cls)
 
 
 def compressor_defaults(cls: type[Compressor]) -> dict[str, Any]:

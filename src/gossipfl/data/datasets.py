@@ -29,13 +29,14 @@ import torch
 
 from gossipfl.data import formats, tiny_imagenet
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.plugins import Registry
 from gossipfl.rng import numpy_generator
 
 DATASETS: tuple[str, ...] = ("fashion_mnist", "mnist", "cifar10", "cifar100", "tiny_imagenet",
                              "synthetic", "emnist_l", "femnist", "shakespeare")
 
 #: Datasets registered by plugins (:func:`register_dataset`): name -> loader.
-USER_DATASETS: dict[str, Callable[..., Dataset]] = {}
+USER_DATASETS: Registry = Registry("dataset", "data.dataset", reserved=DATASETS)
 
 
 def register_dataset(name: str) -> Callable:
@@ -51,17 +52,13 @@ def register_dataset(name: str) -> Callable:
 
     def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
         check_signature(loader, ("root", "download"), f"dataset '{name}'")
-        if name in DATASETS:
-            raise GossipflError(f"dataset name {name!r} is gossipfl's own; choose another "
-                                f"for {origin(loader)}.")
-        USER_DATASETS[name] = loader
-        return loader
+        return USER_DATASETS.add(name, loader, owner=origin(loader))
     return decorate
 
 
 def dataset_names() -> tuple[str, ...]:
     """Every dataset gossipfl can load: the built-in ones, then the plugins'."""
-    return (*DATASETS, *USER_DATASETS)
+    return USER_DATASETS.names()
 
 #: Per-channel (mean, std) of pixel / 255. MNIST: the usual constants; Fashion-MNIST: computed
 #: on its training set; CIFAR-10: the values of the papers' code (FL-Simulator lineage);

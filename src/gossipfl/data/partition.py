@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.errors import GossipflError
+from gossipfl.plugins import Registry
 from gossipfl.validation import Rule, check_all, choose
 
 # --------------------------------------------------------------------------------------------
@@ -264,11 +265,11 @@ def _integer(low: int) -> Rule:
 
 _POSITIVE_NUMBER = Rule(lambda v: isinstance(v, int | float) and v > 0, "> 0")
 
-PARTITIONERS: dict[str, type[Partitioner]] = {
+PARTITIONERS: Registry = Registry("partition", "data.partition", {
     "iid": IidPartitioner,
     "dirichlet": DirichletPartitioner,
     "pathological": PathologicalPartitioner,
-}
+}, reserved=("natural",))
 
 
 def register_partitioner(name: str):
@@ -277,12 +278,8 @@ def register_partitioner(name: str):
     (``alpha``, ``balanced``, ``min_size``, ``classes_per_client``; see
     :func:`partitioner_params`)."""
     def decorate(cls: type[Partitioner]) -> type[Partitioner]:
-        from gossipfl.plugins import replaceable
-
-        if name == "natural" or not replaceable(PARTITIONERS.get(name, cls)):
-            raise ValueError(f"partition name {name!r} is gossipfl's own; choose another")
+        PARTITIONERS.add(name, cls)
         cls.name = name
-        PARTITIONERS[name] = cls
         return cls
     return decorate
 
@@ -290,9 +287,8 @@ def register_partitioner(name: str):
 def partitioner_params(name: str, section: dict) -> dict:
     """The values of ``section`` (the ``data`` config section as a dict) that partitioner
     ``name``'s constructor takes, by parameter name."""
-    if name not in PARTITIONERS:
-        raise unknown_choice("data.partition", name, (*PARTITIONERS, "natural"))
-    return {key: section[key] for key in _init_parameters(PARTITIONERS[name]) if key in section}
+    cls = PARTITIONERS.lookup(name)
+    return {key: section[key] for key in _init_parameters(cls) if key in section}
 
 
 def build_partitioner(name: str, **params) -> Partitioner:

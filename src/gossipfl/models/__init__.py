@@ -20,12 +20,13 @@ from gossipfl.models.mlp import linear, logistic, mlp
 from gossipfl.models.resnet import resnet18
 from gossipfl.models.text import lstm
 from gossipfl.models.vgg import vgg11
+from gossipfl.plugins import Registry
 from gossipfl.rng import derive_seed
 from gossipfl.validation import choose, coerce
 
 ModelBuilder = Callable[..., nn.Module]
 
-MODELS: dict[str, ModelBuilder] = {
+MODELS: Registry = Registry("model", "model.name", {
     "linear": linear,
     "logistic": logistic,
     "mlp": mlp,
@@ -34,7 +35,7 @@ MODELS: dict[str, ModelBuilder] = {
     "resnet18": resnet18,
     "femnist_cnn": femnist_cnn,
     "lstm": lstm,
-}
+})
 
 __all__ = ["MODELS", "build_model", "check_model_fits", "check_options", "head_names",
            "model_options", "register_model"]
@@ -43,7 +44,7 @@ __all__ = ["MODELS", "build_model", "check_model_fits", "check_options", "head_n
 def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
     """Decorator: make ``builder(input_shape, num_classes, **options)`` available as model
     ``name`` (its keyword arguments after the first two are the model's options)."""
-    from gossipfl.plugins import check_signature, origin, replaceable
+    from gossipfl.plugins import check_signature, origin
 
     if not isinstance(name, str) or not name.strip() or name != name.strip():
         named = f" ({origin(name)})" if callable(name) else ""
@@ -52,11 +53,7 @@ def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
 
     def decorate(builder: ModelBuilder) -> ModelBuilder:
         check_signature(builder, ("input_shape", "num_classes"), f"model '{name}'")
-        if not replaceable(MODELS.get(name, builder)):
-            raise GossipflError(f"model name {name!r} is gossipfl's own; choose another "
-                                f"for {origin(builder)}.")
-        MODELS[name] = builder
-        return builder
+        return MODELS.add(name, builder, owner=origin(builder))
     return decorate
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from gossipfl.algorithms.base import Algorithm, Context, State
-from gossipfl.errors import unknown_choice
+from gossipfl.plugins import Registry
 from gossipfl.state import Namespace
 
 if TYPE_CHECKING:  # annotations only: naming the schedules needs neither
@@ -110,31 +110,29 @@ class Schedule:
         raise NotImplementedError
 
 
-SCHEDULES: dict[str, type[Schedule]] = {}
-
-
-def register_schedule(cls: type[Schedule]) -> type[Schedule]:
-    """Class decorator: make ``cls`` available as ``topology.order: <cls.name>``."""
-    from gossipfl.plugins import register_piece
-
-    return register_piece(SCHEDULES, cls, "schedule")
-
-
-def schedule_names() -> tuple[str, ...]:
-    """Every ``topology.order``: the built-in schedules, then the plugins'."""
+def _load_schedules() -> None:
     from gossipfl.schedules import (  # noqa: F401  (registration)
         asynchronous,
         sequential,
         synchronous,
     )
 
-    return tuple(SCHEDULES)
+
+SCHEDULES: Registry = Registry("schedule", "topology.order", load=_load_schedules)
+
+
+def register_schedule(cls: type[Schedule]) -> type[Schedule]:
+    """Class decorator: make ``cls`` available as ``topology.order: <cls.name>``."""
+    return SCHEDULES.add(cls.name, cls)
+
+
+def schedule_names() -> tuple[str, ...]:
+    """Every ``topology.order``: the built-in schedules, then the plugins'."""
+    return SCHEDULES.names()
 
 
 def get_schedule(name: str) -> type[Schedule]:
-    if name not in schedule_names():
-        raise unknown_choice("topology.order", name, SCHEDULES)
-    return SCHEDULES[name]
+    return SCHEDULES.lookup(name)
 
 
 __all__ = ["SCHEDULES", "RoundOutcome", "Schedule", "get_schedule", "register_schedule",

@@ -70,6 +70,7 @@ import numpy as np
 
 from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.plugins import Registry
 from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.sections import (
     SHARED_TOPOLOGY_DEFAULTS,
@@ -345,7 +346,7 @@ class TopologyKind:
 
 
 #: name -> its registration; :func:`register_topology` adds to it (gossipfl's and plugins').
-TOPOLOGY_KINDS: dict[str, TopologyKind] = {}
+TOPOLOGY_KINDS: Registry = Registry("topology", "topology.name")
 
 
 def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
@@ -381,12 +382,12 @@ def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
     defaults = {key: defaults[key] for key in rules if key in defaults}
 
     def decorate(builder: Callable[[int, str, int, dict], Topology]) -> Callable:
-        from gossipfl.plugins import check_signature, register_piece
+        from gossipfl.plugins import check_signature
 
         check_signature(builder, ("num_clients", "mixing", "seed", "params"),
                         f"the builder of topology {name!r}", options=False)
-        register_piece(TOPOLOGY_KINDS, TopologyKind(name, builder, rules, defaults),
-                       "topology", made_by=lambda kind: kind.build)
+        TOPOLOGY_KINDS.add(name, TopologyKind(name, builder, rules, defaults),
+                           made_by=lambda kind: kind.build)
         return builder
     return decorate
 

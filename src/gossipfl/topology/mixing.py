@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.plugins import Registry
 
 if TYPE_CHECKING:
     from gossipfl.topology.graphs import Topology
@@ -78,7 +79,7 @@ class MixingRule:
 
 
 #: name -> rule; :func:`register_mixing_rule` adds to it (gossipfl's and plugins').
-MIXING_RULE_KINDS: dict[str, MixingRule] = {}
+MIXING_RULE_KINDS: Registry = Registry("mixing rule", "topology.mixing")
 
 
 def register_mixing_rule(name: str, *, symmetric: bool = False) -> Callable:
@@ -91,12 +92,12 @@ def register_mixing_rule(name: str, *, symmetric: bool = False) -> Callable:
                             f"than {CUSTOM!r}, got {name!r}.")
 
     def decorate(weights: EdgeWeights) -> EdgeWeights:
-        from gossipfl.plugins import check_signature, register_piece
+        from gossipfl.plugins import check_signature
 
         check_signature(weights, ("rows", "cols", "degree"),
                         f"the weights of mixing rule {name!r}", options=False)
-        register_piece(MIXING_RULE_KINDS, MixingRule(name, weights, bool(symmetric)),
-                       "mixing rule", made_by=lambda rule: rule.weights)
+        MIXING_RULE_KINDS.add(name, MixingRule(name, weights, bool(symmetric)),
+                              made_by=lambda rule: rule.weights)
         return weights
     return decorate
 

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.plugins import Registry
 from gossipfl.rng import torch_generator
 from gossipfl.validation import Rule, check_piece_params, one_of
 
@@ -49,14 +50,12 @@ _VIEW = one_of("neighbourhood", "all", "own")
 _AMPLITUDE = Rule(lambda v: v == "search" or (not isinstance(v, (bool, str)) and float(v) == v),
                   "a number or 'search'", quoted=True)
 
-ATTACKS: dict[str, type[Attack]] = {}
+ATTACKS: Registry = Registry("attack", "byzantine.attack")
 
 
 def register_attack(cls: type[Attack]) -> type[Attack]:
     """Class decorator: make ``cls`` available as ``byzantine.attack: <cls.name>``."""
-    from gossipfl.plugins import register_piece
-
-    return register_piece(ATTACKS, cls, "attack")
+    return ATTACKS.add(cls.name, cls)
 
 
 @dataclass

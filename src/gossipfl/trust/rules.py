@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.plugins import Registry
 from gossipfl.validation import Rule, check_piece_params
 
 _COUNT0 = Rule(lambda v: not isinstance(v, bool) and v >= 0 and int(v) == v, "an integer >= 0",
@@ -53,7 +54,7 @@ _TRIMMED = Rule(lambda v: v is None or v == "byzantine"
                 or (not isinstance(v, (bool, str)) and 0 < v < 1),
                 "in (0, 1), 'byzantine' (the receiver's Byzantine weight) or null", quoted=True)
 
-RULES: dict[str, type[RobustRule]] = {}
+RULES: Registry = Registry("robust rule", "topology.robust.rule")
 #: clipped_gossip's radius rules besides a number: no clipping, the authors' experiments'
 #: rule, the paper's radius with a given δ, the paper's radius with the true Byzantine weight
 RADII = ("inf", "practical", "adaptive", "oracle")
@@ -61,9 +62,7 @@ RADII = ("inf", "practical", "adaptive", "oracle")
 
 def register_rule(cls: type[RobustRule]) -> type[RobustRule]:
     """Class decorator: make ``cls`` available as ``topology.robust.rule: <cls.name>``."""
-    from gossipfl.plugins import register_piece
-
-    return register_piece(RULES, cls, "robust rule")
+    return RULES.add(cls.name, cls)
 
 
 class RobustRule:
