@@ -45,9 +45,11 @@ def test_a_lookup_names_its_key_and_the_closest_name(kind):
 
 def plugin_piece():
     """A function whose module is not gossipfl's (a plugin's)."""
-    namespace: dict = {"__name__": "my_plugin"}
-    exec("def piece():\n    return 1\n", namespace)
-    return namespace["piece"]
+    def piece():
+        return 1
+
+    piece.__module__ = "my_plugin"
+    return piece
 
 
 def test_own_names_are_kept_a_plugins_is_replaced_and_reserved_names_refused():
