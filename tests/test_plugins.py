@@ -208,7 +208,8 @@ def test_plugin_mixing_rule_is_one_file(capsys):
         mixing_matrix,
         register_mixing_rule,
     )
-    from gossipfl.topology.sparse import Edges, mixing_edges
+    from gossipfl.topology.mixing import mixing_edges
+    from gossipfl.topology.sparse import Edges
     from tests.helpers import gossipfl as cli
     from tests.lsq import ring_mh
 

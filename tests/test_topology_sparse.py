@@ -8,14 +8,13 @@ import torch
 from gossipfl.errors import GossipflError
 from gossipfl.topology import Mixer, build_topology, check_connected, graphs
 from gossipfl.topology.graphs import Topology
-from gossipfl.topology.mixing import mixing_matrix, validate_mixing
+from gossipfl.topology.mixing import mixing_edges, mixing_matrix, validate_mixing
 from gossipfl.topology.sparse import (
     DENSE_MAX_CLIENTS,
     Edges,
     components,
     count_strong_components,
     first_asymmetry,
-    mixing_edges,
     strongly_connected,
     validate_edges,
 )

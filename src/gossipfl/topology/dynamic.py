@@ -232,6 +232,17 @@ def base_k_sequence(m: int, k: int) -> _Rounds:
 # --------------------------------------------------------------------------------------------
 # Random graphs of a round
 # --------------------------------------------------------------------------------------------
+def random_k_neighbours(m: int, k: int, seed: int, round: int) -> np.ndarray:
+    """``[M, k]`` int: row i holds k distinct clients ≠ i, uniform, from (seed, "topology", t).
+
+    Vectorized: the k smallest of M i.i.d. uniform keys per row (own key set to +∞) are a
+    uniform k-subset of the others.
+    """
+    keys = numpy_generator(seed, "topology", round).random((m, m))
+    np.fill_diagonal(keys, np.inf)
+    return np.argpartition(keys, k - 1, axis=1)[:, :k]
+
+
 def epidemic_adjacency(m: int, s: int, seed: int, round: int) -> np.ndarray:
     """``[M, M]`` 0/1 of Epidemic Learning's round (de Vos, Farhadkhani, Guerraoui,
     Kermarrec, Pires & Sharma, "Epidemic Learning: Boosting Decentralized Learning with
@@ -240,8 +251,6 @@ def epidemic_adjacency(m: int, s: int, seed: int, round: int) -> np.ndarray:
     node averages what it received and its own model with equal weights (the ``uniform``
     rule: W_ij = 1/(|R_i| + 1) on R_i ∪ {i}), a row-stochastic W whose columns do not sum to
     1. The in-degrees |R_i| vary (EL-Oracle's s-regular draw is not this)."""
-    from gossipfl.topology.graphs import random_k_neighbours
-
     targets = random_k_neighbours(m, s, seed, round)  # row j: whom j sends to
     A = np.zeros((m, m))
     A[targets, np.arange(m)[:, None]] = 1.0

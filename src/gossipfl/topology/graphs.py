@@ -78,11 +78,13 @@ from gossipfl.sections import (
     TOPOLOGY_SECTION_KEYS,
 )
 from gossipfl.topology import dynamic
+from gossipfl.topology.dynamic import random_k_neighbours
 from gossipfl.topology.mixing import (
     ROW_SUM_TOL,
     check_connected,
     column_stochastic_only,
     count_messages,
+    mixing_edges,
     mixing_matrix,
     mixing_rule_names,
     spectral_gap,
@@ -94,7 +96,6 @@ from gossipfl.topology.sparse import (
     Edges,
     components,
     first_asymmetry,
-    mixing_edges,
     refuse_dense,
     validate_edges,
 )
@@ -687,17 +688,6 @@ def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
         lambda a: nx.random_regular_graph(k, m, seed=derive_seed(seed, "topology", "kreg", a)),
         "topology.k", failure)
     return _static("k_regular", m, mixing, graph, {"k": k, "seed": seed})
-
-
-def random_k_neighbours(m: int, k: int, seed: int, round: int) -> np.ndarray:
-    """``[M, k]`` int: row i holds k distinct clients ≠ i, uniform, from (seed, "topology", t).
-
-    Vectorized: the k smallest of M i.i.d. uniform keys per row (own key set to +∞) are a
-    uniform k-subset of the others.
-    """
-    keys = numpy_generator(seed, "topology", round).random((m, m))
-    np.fill_diagonal(keys, np.inf)
-    return np.argpartition(keys, k - 1, axis=1)[:, :k]
 
 
 @register_topology("random_k", rules=_shared("k"))

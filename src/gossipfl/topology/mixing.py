@@ -38,19 +38,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.plugins import Registry
-
-if TYPE_CHECKING:
-    from gossipfl.topology.graphs import Topology
+from gossipfl.topology.sparse import (
+    ROW_SUM_TOL,
+    Edges,
+    _check_sums,
+    components,
+    count_strong_components,
+    first_asymmetry,
+    require_undirected,
+    strongly_connected,
+    with_diagonal,
+)
 
 #: ``topology.mixing: custom``: the matrix a custom topology gives, used as is (no rule).
 CUSTOM = "custom"
-ROW_SUM_TOL = 1e-6  # tolerance on row/column sums and symmetry of a mixing matrix
 _SYM_TOL = 1e-12  # "numerically symmetric" for choosing eigvalsh
 
 #: ``weights(rows, cols, degree) -> w``: the weight of every edge (see the module docstring).
@@ -230,16 +237,7 @@ def column_stochastic_only(W: np.ndarray, tol: float = ROW_SUM_TOL) -> bool:
                 and not np.allclose(W.sum(axis=1), 1.0, rtol=0, atol=tol))
 
 
-def _check_sums(sums: np.ndarray, what: str, key: str, label: str, tol: float) -> None:
-    """Raise for the first row / column whose sum is not 1."""
-    bad = np.flatnonzero(np.abs(sums - 1.0) > tol)
-    if len(bad):
-        raise GossipflError(
-            f"{key}: {label} {what} {bad[0]} sums to {sums[bad[0]]:.6g}, not 1."
-        )
-
-
-def check_connected(topology: Topology, window: int = 10) -> None:
+def check_connected(topology: Any, window: int = 10) -> None:
     """Raise unless the topology's graph is connected.
 
     A static graph must be connected (strongly, when directed); a time-varying one must be
@@ -269,15 +267,8 @@ def check_connected(topology: Topology, window: int = 10) -> None:
     )
 
 
-def _check_connected_edges(topology: Topology, window: int) -> None:
+def _check_connected_edges(topology: Any, window: int) -> None:
     """:func:`check_connected` on the edges of a topology built as edges (O(M + edges))."""
-    from gossipfl.topology.sparse import (
-        components,
-        count_strong_components,
-        first_asymmetry,
-        strongly_connected,
-    )
-
     m = topology.num_clients
     last = window if topology.time_varying else 1
     # The union of rounds 0..window−1 is connected when that of a prefix is: try 1, 2, 4, ...
@@ -374,3 +365,18 @@ def largest_safe_beta(W: np.ndarray) -> float:
     lower = np.where(b <= 0, 2 * c / np.maximum(-b + root, 1e-300), (-b - root) / (2 * a))
     hi, lo = float(upper.min()), float(lower.max())
     return hi if lo < hi else -math.inf
+
+
+def mixing_edges(adjacency: Edges, rule: str) -> Edges:
+    """W of ``rule`` on an adjacency edge list (off-diagonal, values 1): the same
+    off-diagonal weights as :func:`mixing_matrix` bit for bit, and
+    W_ii = 1 − Σ_j W_ij (summed in column order, so it may differ from the dense rule's
+    pairwise sum in the last bit)."""
+    kind = mixing_rule(rule)
+    A = adjacency.pattern()
+    if kind.symmetric:
+        require_undirected(A, rule)
+    m = A.num_clients
+    degree = np.bincount(A.rows, minlength=m).astype(np.float64)
+    off = Edges(m, A.rows, A.cols, kind.edge_weights(A.rows, A.cols, degree))
+    return with_diagonal(off, 1.0 - off.row_sums())

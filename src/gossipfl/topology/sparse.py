@@ -21,6 +21,18 @@ import torch
 
 from gossipfl.errors import GossipflError
 
+ROW_SUM_TOL = 1e-6  # tolerance on row/column sums and symmetry of a mixing matrix
+
+
+def _check_sums(sums: np.ndarray, what: str, key: str, label: str, tol: float) -> None:
+    """Raise for the first row / column whose sum is not 1."""
+    bad = np.flatnonzero(np.abs(sums - 1.0) > tol)
+    if len(bad):
+        raise GossipflError(
+            f"{key}: {label} {what} {bad[0]} sums to {sums[bad[0]]:.6g}, not 1."
+        )
+
+
 # Above this many clients a topology is built as edges only (no [M, M] array anywhere). At
 # 1024 clients a dense float64 matrix is 8 MiB and its checks take milliseconds; above it the
 # O(M²) work and memory of the dense form outgrow the edge form's (docs/guide/topologies.md).
@@ -187,23 +199,6 @@ class Edges:
 # --------------------------------------------------------------------------------------------
 # Mixing rules and checks on edges (the dense ones: gossipfl.topology.mixing)
 # --------------------------------------------------------------------------------------------
-def mixing_edges(adjacency: Edges, rule: str) -> Edges:
-    """W of ``rule`` on an adjacency edge list (off-diagonal, values 1): the same
-    off-diagonal weights as :func:`gossipfl.topology.mixing.mixing_matrix` bit for bit, and
-    W_ii = 1 − Σ_j W_ij (summed in column order, so it may differ from the dense rule's
-    pairwise sum in the last bit)."""
-    from gossipfl.topology.mixing import mixing_rule
-
-    kind = mixing_rule(rule)
-    A = adjacency.pattern()
-    if kind.symmetric:
-        require_undirected(A, rule)
-    m = A.num_clients
-    degree = np.bincount(A.rows, minlength=m).astype(np.float64)
-    off = Edges(m, A.rows, A.cols, kind.edge_weights(A.rows, A.cols, degree))
-    return with_diagonal(off, 1.0 - off.row_sums())
-
-
 def with_diagonal(off: Edges, diagonal: np.ndarray) -> Edges:
     """``off`` (no diagonal entries) plus the non-zero entries of ``diagonal``, sorted."""
     m = off.num_clients
@@ -254,8 +249,6 @@ def validate_edges(W: Edges, *, symmetric: bool, doubly: bool, key: str,
                    rows: bool = True) -> None:
     """:func:`gossipfl.topology.mixing.validate_mixing` on an edge list: finite,
     non-negative, row (or column) sums of 1, symmetric / doubly as asked; same sentences."""
-    from gossipfl.topology.mixing import ROW_SUM_TOL, _check_sums
-
     tol = ROW_SUM_TOL if tol is None else tol
     bad = np.flatnonzero(~np.isfinite(W.values))
     if len(bad):
