@@ -38,7 +38,8 @@ class Alternating(Schedule):
         rows = torch.nonzero(ids % 2 == ctx.round % 2).flatten()
         part = Work(work.y[rows], ids[rows],
                     **{k: v[rows] for k, v in work.scratch.items()})
-        loss_sum, loss_count = self.trainer.train(ctx.round, part, algo.phases())
+        loss_sum, loss_count = self.trainer.train(ctx.round, part, algo.phases(),
+                                                  plan=ctx.plan)
         work.y[rows] = part.y
         for key, value in work.scratch.items():
             if value.dim() and value.stride(0) != 0:  # not a vector broadcast to every row
