@@ -75,30 +75,6 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     _warn(str(message))
 
 
-class ProgressBar:
-    """Runner callback: a tqdm bar over rounds showing the latest accuracy."""
-
-    def __init__(self, runner: Any, desc: str, disable: bool = False):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=runner.config.train.rounds, initial=runner.round, desc=desc,
-                        unit="round", file=sys.stderr, disable=disable, dynamic_ncols=True)
-
-    def __call__(self, runner: Any, t: int, row: dict | None) -> None:
-        from gossipfl.results.rundir import primary_metric
-
-        if row is not None:
-            metric = primary_metric([row])
-            if metric in row:
-                self.bar.set_postfix_str(f"acc {100 * row[metric]:.2f}%", refresh=False)
-        self.bar.update(1)
-        if runner.round >= runner.config.train.rounds:
-            self.bar.close()
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 def format_summary(summary: dict, run_dir: Path) -> str:
     """The block printed when a run finishes."""
     from gossipfl.results.reporting import format_bytes
@@ -232,7 +208,9 @@ def _execute(prepared: Any, args: argparse.Namespace) -> int:
 
     run_dir = prepared.run_dir.path
     reports = prepared.run_dir.writes  # under torchrun, rank 0 reports for the job
-    bar = ProgressBar(prepared.runner, run_dir.name, disable=args.quiet or not reports)
+    from gossipfl.progress import RoundBar
+
+    bar = RoundBar(prepared.runner, run_dir.name, disable=args.quiet or not reports)
     try:
         outcome = execute(prepared, [bar], warn=_warn)
     except KeyboardInterrupt:
@@ -294,13 +272,10 @@ def _after_write_error(error: Any, command: str | None, action: str = "resume") 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from gossipfl.api import sweep
 
-    def progress(prepared: Any, desc: str) -> ProgressBar:
-        return ProgressBar(prepared.runner, desc, disable=args.quiet)
-
     log = (lambda _m: None) if args.quiet else print
     try:
         outcome = sweep(args.study, overrides=args.set, out=args.out, device=args.device,
-                        progress=progress, log=log, warn=_warn,
+                        quiet=args.quiet, log=log, warn=_warn,
                         allow_changed_inputs=args.allow_changed_inputs, jobs=args.jobs,
                         only=args.only, pack=args.pack)
     except KeyboardInterrupt:
@@ -351,13 +326,10 @@ def _print_report(result: Any, out: Path) -> None:
 def cmd_stability(args: argparse.Namespace) -> int:
     from gossipfl.stability_study import stability
 
-    def progress(runner: Any, desc: str) -> ProgressBar:
-        return ProgressBar(runner, desc, disable=args.quiet)
-
     try:
         outcome = stability(args.source, overrides=args.set, perturb=args.perturb,
                             client=args.client, every=args.every, out=args.out,
-                            device=args.device, progress=progress,
+                            device=args.device, quiet=args.quiet,
                             log=(lambda _m: None) if args.quiet else print, warn=_warn)
     except KeyboardInterrupt:
         _err("interrupted; nothing was written (run the command again).")
