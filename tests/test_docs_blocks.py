@@ -443,7 +443,8 @@ RUN_PARAMS = [pytest.param(b, id=b.id, marks=[pytest.mark.docs]
 def test_docs_block_runs(block, checkout, monkeypatch):
     if block.directives.get("run-dir"):
         (path,) = block.directives["run-dir"]
-        gossipfl_main(["run", "--out", path, *QUICK_RUN], f"{block.id} (run-dir)")
+        gossipfl_main(["run", "--out", str(Path(path).parent), "--name", Path(path).name,
+                       *QUICK_RUN], f"{block.id} (run-dir)")
     kind = LANGUAGES[block.language]
     if kind == "python":
         run_python(block, monkeypatch)

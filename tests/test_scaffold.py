@@ -65,7 +65,7 @@ def test_generated_plugin_runs_with_gossipfl_run(generated, tmp_path, monkeypatc
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     extra = ["--set", "data.options={}"] if piece == "dataset" else []
     status = main(["run", "tiny.yaml", "--plugin", str(generated / f"{name}.py"),
-                   "--set", f"{key}={name}", *extra, "--out", "run", "--quiet"])
+                   "--set", f"{key}={name}", *extra, "--out", ".", "--name", "run", "--quiet"])
     assert status == 0, capsys.readouterr().err
     config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert str(generated / f"{name}.py") in config["plugins"]

@@ -1,7 +1,8 @@
 """The ``gossipfl`` command.
 
-    gossipfl run [CONFIG.yaml] [--set key.path=value ...] [--out DIR] [--device cpu|cuda]
-                 [--name NAME] [--resume RUN_DIR [--allow-changed-inputs]] [--quiet]
+    gossipfl run [CONFIG.yaml] [--set key.path=value ...] [--out DIR] [--name NAME]
+                 [--device cpu|cuda] [--resume RUN_DIR [--allow-changed-inputs]] [--quiet]
+                 [--dry-run] [--plugin FILE]
     gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--jobs N]
                    [--only GLOB ...] [--allow-changed-inputs] [--quiet]
     gossipfl report PATH... [--metric NAME] [--target ACC ...] [--out DIR]
@@ -36,7 +37,7 @@ from typing import Any
 
 from gossipfl import __version__
 from gossipfl.errors import GossipflError
-from gossipfl.io import check_writable_file
+from gossipfl.io import check_writable, check_writable_file
 
 #: The experiment ``gossipfl run`` runs without a config (the same as examples/quickstart.yaml):
 #: under a minute on 2 idle CPU cores (about 90 s on a busy one), from 10% to about 82% test
@@ -159,14 +160,38 @@ def _prepare_new(args: argparse.Namespace):
     if args.device:
         overrides.append(f"device={args.device}")
     if args.name:
+        _check_name(args.name)
         overrides.append(f"name={args.name}")
     config = load_config(args.config if args.config else QUICKSTART, overrides)
     from gossipfl.results.lifecycle import prepare_fresh  # after a config error: not imported
     from gossipfl.results.rundir import new_run_path
 
-    if args.out:
-        return prepare_fresh(config, Path(args.out), key="--out")
-    return prepare_fresh(config, new_run_path(config), unique=True)
+    parent = _out_parent(args.out) if args.out else Path(config.output.dir)
+    if args.name:
+        return prepare_fresh(config, parent / args.name, key="--name")
+    return prepare_fresh(config, new_run_path(config, parent), unique=True,
+                         key="--out" if args.out else "output.dir")
+
+
+def _check_name(name: str) -> None:
+    """``--name``: the run's folder in ``--out``, one folder name."""
+    if name in (".", "..") or "/" in name or "\\" in name or not name.strip():
+        raise GossipflError(f"--name: the name of the run's own folder (one name, without "
+                            f"'/'), got '{name}'; --out is the folder it goes in.")
+
+
+def _out_parent(out: str) -> Path:
+    """``--out``: the folder the run's directory goes in (as for ``sweep``); an existing run
+    directory there is the old meaning of ``--out`` (the run's own directory), refused."""
+    from gossipfl.results.rundir import RunDirectory
+
+    if RunDirectory(out).is_run():
+        raise GossipflError(f"--out: '{out}' is a run directory, but --out is the folder a run's "
+                            f"directory goes in (as for gossipfl sweep); give --out PARENT "
+                            f"--name NAME for the folder PARENT/NAME, or --resume {out} to "
+                            f"continue that run.")
+    check_writable(out, "--out")
+    return Path(out)
 
 
 def command_line(*args: str) -> str:
@@ -522,9 +547,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one experiment (the quickstart without a config)")
     run.add_argument("config", nargs="?", help="experiment YAML (default: the quickstart)")
     _add_set(run)
-    run.add_argument("--out", help="run directory to create (default: "
-                                   "<output.dir>/<name>-<timestamp>)")
-    run.add_argument("--name", help="run name (the run directory's prefix)")
+    run.add_argument("--out", metavar="DIR",
+                     help="the folder the run's directory goes in, as for sweep (default: "
+                          "output.dir, runs)")
+    run.add_argument("--name", help="the run's name and its directory's: DIR/NAME, which must "
+                                    "be free (default: DIR/<name>-<timestamp>)")
     run.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
     run.add_argument("--allow-changed-inputs", action="store_true",

@@ -380,6 +380,16 @@ def study_path(study: Study, out: str | Path | None = None) -> Path:
     return Path(parent) / slug(study.name)
 
 
+def check_parent(out: Path) -> None:
+    """``--out`` is the folder the study's folder goes in (as for ``gossipfl run``): a study
+    folder or a run directory given as ``--out`` is refused, saying what to write."""
+    if (out / STUDY_FILE).is_file() or RunDirectory(out).is_run():
+        what = "a run directory" if RunDirectory(out).is_run() else "a study folder"
+        raise GossipflError(f"--out: '{out}' is {what}, but --out is the folder a study's "
+                            f"folder goes in (as for gossipfl run); give --out "
+                            f"'{out.parent}' to write <out>/<study name>.")
+
+
 # --------------------------------------------------------------------------------------------
 # Running
 # --------------------------------------------------------------------------------------------
@@ -474,6 +484,8 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     chosen = select(variants, only)
     if study.analysis is not None:
         check_analysis_fits(study.analysis, chosen)
+    if out is not None:
+        check_parent(Path(out))
     path = study_path(study, out)
     check_writable(path, "study.out" if out is None else "--out")
     result = StudyOutcome(path, variants)
