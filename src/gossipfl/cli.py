@@ -94,12 +94,15 @@ def format_summary(summary: dict, run_dir: Path) -> str:
                  f"({METRIC_NAMES.get(metric, metric)})")
     lines.append(f"  best accuracy{'':7} {pct(summary.get('best'))}  "
                  f"at round {summary.get('best_round')}")
-    if summary.get("final_local_acc_mean") is not None and metric != "local_acc_mean":
+    honest = summary.get("final_honest_local_acc_mean") is not None  # Byzantine clients
+    local = "final_honest_local_acc" if honest else "final_local_acc"
+    if summary.get(f"{local}_mean") is not None and metric != "local_acc_mean":
         sampled = summary.get("eval_clients")
-        over = (f"over a sample of {sampled} of the {summary.get('clients')} clients, "
-                "eval.local_clients" if sampled else "over clients")
-        lines.append(f"  local models{'':8} {100 * summary['final_local_acc_mean']:.2f} ± "
-                     f"{100 * summary.get('final_local_acc_std', 0.0):.2f} %  "
+        who = "honest clients" if honest else "clients"
+        over = (f"over the {who} of a sample of {sampled} of the {summary.get('clients')} "
+                "clients, eval.local_clients" if sampled else f"over the {who}")
+        lines.append(f"  local models{'':8} {100 * summary[f'{local}_mean']:.2f} ± "
+                     f"{100 * summary.get(f'{local}_std', 0.0):.2f} %  "
                      f"(final, mean ± std {over})")
     if summary.get("final_epsilon") is not None:
         lines.append(f"  privacy spent{'':7} ε = {summary['final_epsilon']:.3g} at δ = "
@@ -111,6 +114,10 @@ def format_summary(summary: dict, run_dir: Path) -> str:
         lines.append(f"  breakdown inputs{'':4} μ_min = {cut['mu_min']:.3g}, b = "
                      f"{cut['b_max']:.3g} (at most {cut['byzantine_neighbours_max']} "
                      f"Byzantine neighbours), b/μ_min = {ratio}")
+    if summary.get("final_pndp_max") is not None:  # Muffliato's pairwise network DP
+        lines.append(f"  pairwise privacy{'':4} ε(u→v) = {summary['final_pndp_max']:.3g} in "
+                     f"Rényi DP of order α = {summary.get('pndp_alpha', 2):g}  (largest over "
+                     f"pairs u ≠ v; mean {summary.get('final_pndp_mean', 0.0):.3g})")
     lines.append(f"  time per round{'':6} {summary.get('seconds_per_round', 0.0):.2f} s")
     lines.append(f"  bytes sent{'':10} {format_bytes(summary.get('bytes_total'))}")
     lines.append(f"  run directory{'':7} {run_dir}")
