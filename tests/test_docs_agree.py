@@ -85,3 +85,24 @@ def test_the_readme_links_every_guide_page():
     readme = (ROOT / "README.md").read_text()
     for page in sorted((ROOT / "docs" / "guide").glob("*.md")):
         assert f"(docs/guide/{page.name})" in readme, page.name
+
+
+def test_the_sample_table_in_studies_md_has_todays_columns(tmp_path):
+    """studies.md shows what `gossipfl sweep examples/study_quick.yaml` prints: the same
+    study on a tiny problem gives the header and the rows' labels the page shows, and each
+    row of the page has as many cells as the header."""
+    import yaml
+
+    import gossipfl
+    from tests.helpers import TINY
+
+    study = yaml.safe_load((ROOT / "examples" / "study_quick.yaml").read_text())
+    made = gossipfl.sweep({**study, "base": TINY}, out=tmp_path, quiet=True)
+    table = made.report.markdown.strip().splitlines()
+    page = (ROOT / "docs" / "guide" / "studies.md").read_text()
+    after = page.split("`gossipfl sweep examples/study_quick.yaml`", 1)[1]
+    sample = after.split("```text\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert sample[0] == table[0]
+    assert [row.split("|")[1].strip() for row in sample[2:]] == \
+        [row.split("|")[1].strip() for row in table[2:]]
+    assert {row.count("|") for row in sample} == {table[0].count("|")}
