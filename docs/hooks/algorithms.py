@@ -11,6 +11,11 @@ where the papers and the code differ. ``algorithms/index.md`` is the table of al
 
 Nothing here is written by hand, so the reference cannot drift from the code. The build
 fails (mkdocs ``PluginError``) when an algorithm has no paper or no docstring.
+
+On every page it also renders what Markdown would leave raw (tests/test_docs_site.py builds
+the site and checks it): inline notation with braces in prose (``m_{j→i}``) becomes inline
+math, an image alone on its line a figure captioned with its alt text, and long inline code
+may wrap after its dots and underscores only.
 """
 
 from __future__ import annotations
@@ -20,9 +25,6 @@ import inspect
 import re
 import sys
 from pathlib import Path
-
-from mkdocs.exceptions import PluginError
-from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
 # The checkout's own code, whatever gossipfl the environment has installed.
@@ -475,6 +477,8 @@ def figures(markdown: str) -> str:
 
 
 def _page(name: str, cls) -> str:
+    from mkdocs.exceptions import PluginError
+
     module = sys.modules[cls.__module__]
     if not (cls.paper or "").strip():
         raise PluginError(f"algorithm {name!r} ({cls.__module__}.{cls.__qualname__}) has no "
@@ -554,6 +558,8 @@ def on_config(config, **kwargs):
 
 
 def on_files(files, config, **kwargs):
+    from mkdocs.structure.files import File
+
     algorithms = _algorithms()
     files.append(File.generated(config, "algorithms/index.md", content=_index(algorithms)))
     for name, cls in algorithms.items():
@@ -565,3 +571,18 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
     """Every page: inline notation in prose rendered as math (:func:`inline_math`), images
     as captioned figures (:func:`figures`)."""
     return figures(inline_math(markdown))
+
+
+INLINE_CODE = re.compile(r"(?<!<pre>)(?<!</span>)<code>([^<]{13,})</code>")
+
+
+def breakable_code(html: str) -> str:
+    """Long inline code (``algorithm.gossip_steps``) may wrap after its dots and underscores
+    (``<wbr>``), and only there (docs/stylesheets/extra.css: no break inside a word)."""
+    return INLINE_CODE.sub(
+        lambda m: "<code>" + re.sub(r"([._/])(?=[^._/])", r"\1<wbr>", m.group(1)) + "</code>",
+        html)
+
+
+def on_page_content(html, page, config, files, **kwargs):
+    return breakable_code(html)
