@@ -534,9 +534,13 @@ def cmd_new(args: argparse.Namespace) -> int:
     from gossipfl.scaffold import new
 
     paths = new(args.piece, args.name, args.out, args.kind)
+    import importlib.util
+
     print(f"wrote {paths[0]} and {paths[1]}; try them:")
     option = {"algorithm": "algorithm.name", "model": "model.name",
               "dataset": "data.dataset"}[args.piece]
+    if importlib.util.find_spec("pytest") is None:  # a wheel install has no test tools
+        print("  pip install 'gossipfl[test]'    # pytest, which runs the test")
     print(f"  python -m pytest {shlex.quote(str(paths[1]))}")
     print(f"  gossipfl run --plugin {shlex.quote(str(paths[0]))} --set {option}={args.name}")
     return 0
