@@ -392,9 +392,11 @@ def test_switching_the_model_drops_the_options_of_the_other_one_with_a_note():
                                             r"model\.name is now logistic"):
         config = load_config(QUICKSTART, ["model.name=logistic"])
     assert config.model.options == {}
-    kept = load_config(QUICKSTART, ["model.name=logistic", "model.options.bias=false"])
+    with pytest.warns(IgnoredSetting, match=r"model\.options\.hidden: dropped"):
+        kept = load_config(QUICKSTART, ["model.name=logistic", "model.options.bias=false"])
     assert kept.model.options == {"bias": False}
-    with pytest.raises(GossipflError, match=r"model\.options\.hidden: not an option"):
+    with pytest.warns(IgnoredSetting, match=r"model\.options\.hidden: dropped"), \
+            pytest.raises(GossipflError, match=r"model\.options\.hidden: not an option"):
         load_config(QUICKSTART, ["model.name=logistic", "model.options.hidden=[3]"])
 
 
