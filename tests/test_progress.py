@@ -112,3 +112,18 @@ def test_sweep_jobs_shows_runs_done_running_left_and_each_runs_round(at_once, tm
         assert any(f"{run} 3/3" in f for f in shown), (run, shown)  # the worker's last round
     assert any("3/3" in f and "running 0, left 0" in f for f in shown), shown
     assert "[3/3]" in out  # the log lines still go to stdout
+
+
+def test_analyze_shows_its_hessian_vector_products_and_landscape_batches(at_once, tmp_path,
+                                                                         capsys):
+    from tests.helpers import make_run
+
+    run = make_run(tmp_path, "r")
+    capsys.readouterr()
+    result = gossipfl.analyze(run, hessian=True, top_k=2, landscape="2d", grid=3, samples=50)
+    shown = frames(capsys.readouterr().err)
+    calls = result["hessian"]["eigen"]["hessian_vector_products"]  # 1 model: 1 product a call
+    assert any(f.startswith(f"Hessian-vector products: {calls}call") for f in shown), shown
+    assert any(f.startswith("landscape 2d: ") for f in shown), shown
+    gossipfl.analyze(run, top_k=1, quiet=True)
+    assert capsys.readouterr().err == ""

@@ -51,11 +51,13 @@ def run(config: Config | dict | str | Path | None = None, *,
     ``output.wandb``) are ignored, with a warning.
     """
     from gossipfl.progress import RoundBar
+    from gossipfl.results.rundir import primary_metric
 
     resolved = load_config(config, overrides)
     warn_unwritten_output(resolved, "gossipfl.run()")
     runner = Runner(resolved, callbacks=callbacks)
-    bar = RoundBar(runner, resolved.name or resolved.algorithm.name, disable=quiet)
+    bar = RoundBar(runner, resolved.name or resolved.algorithm.name, disable=quiet,
+                   metric=primary_metric)
     runner.callbacks.append(bar)
     try:
         return runner.run()
@@ -122,11 +124,12 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     round; ``quiet``: none.
     """
     from gossipfl.progress import round_bars
+    from gossipfl.results.rundir import primary_metric
     from gossipfl.sweep import load_study as parse_study
     from gossipfl.sweep import run_study
 
     sets = as_list(overrides, "overrides", "'key.path=value' strings")
-    progress = progress if progress is not None or quiet else round_bars(quiet)
+    progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress,
                         log=log, warn=warn, allow_changed_inputs=allow_changed_inputs, jobs=jobs,
                         only=as_list(only, "only", "patterns"), pack=pack, quiet=quiet)

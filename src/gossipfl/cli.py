@@ -241,8 +241,10 @@ def _execute(prepared: Any, args: argparse.Namespace) -> int:
     run_dir = prepared.run_dir.path
     reports = prepared.run_dir.writes  # under torchrun, rank 0 reports for the job
     from gossipfl.progress import RoundBar
+    from gossipfl.results.rundir import primary_metric
 
-    bar = RoundBar(prepared.runner, run_dir.name, disable=args.quiet or not reports)
+    bar = RoundBar(prepared.runner, run_dir.name, disable=args.quiet or not reports,
+                   metric=primary_metric)
     try:
         outcome = execute(prepared, [bar], warn=_warn)
     except KeyboardInterrupt:

@@ -30,14 +30,20 @@ def other_rank() -> bool:
                 and dist.get_rank() != 0)
 
 
-class RoundBar:
-    """Runner callback: a bar over the rounds of ``runner`` showing the latest accuracy, and
-    "evaluating" while the models are measured (an evaluation can take longer than a
-    round). ``disable``: no bar (the callback does nothing)."""
+Metric = Callable[[list], str]  # evaluated rows → the accuracy to show
 
-    def __init__(self, runner: Any, desc: str, disable: bool = False):
+
+class RoundBar:
+    """Runner callback: a bar over the rounds of ``runner`` showing the latest accuracy (the
+    column ``metric(rows)`` names: gossipfl.results.rundir.primary_metric), and "evaluating"
+    while the models are measured (an evaluation can take longer than a round).
+    ``disable``: no bar (the callback does nothing)."""
+
+    def __init__(self, runner: Any, desc: str, disable: bool = False,
+                 metric: Metric | None = None):
         self.bar = _tqdm(total=runner.config.train.rounds, initial=runner.round, desc=desc,
                          unit="round", disable=disable or other_rank())
+        self.metric = metric
 
     def evaluating(self, runner: Any, t: int) -> None:
         """Called by the runner before it evaluates round ``t``'s models (shown at once once
@@ -47,10 +53,8 @@ class RoundBar:
         bar.set_postfix_str("evaluating", refresh=shown)
 
     def __call__(self, runner: Any, t: int, row: dict | None) -> None:
-        from gossipfl.results.rundir import primary_metric
-
-        if row is not None:
-            metric = primary_metric([row])
+        if row is not None and self.metric is not None:
+            metric = self.metric([row])
             text = f"acc {100 * row[metric]:.2f}%" if metric in row else ""
             self.bar.set_postfix_str(text, refresh=False)
         self.bar.update(1)
@@ -61,12 +65,13 @@ class RoundBar:
         self.bar.close()
 
 
-def round_bars(quiet: bool) -> Callable[[Any, str], RoundBar] | None:
+def round_bars(quiet: bool, metric: Metric) -> Callable[[Any, str], RoundBar] | None:
     """The ``progress`` argument of the study verbs: a :class:`RoundBar` per run (None when
     ``quiet``)."""
     if quiet:
         return None
-    return lambda prepared, desc: RoundBar(getattr(prepared, "runner", prepared), desc)
+    return lambda prepared, desc: RoundBar(getattr(prepared, "runner", prepared), desc,
+                                           metric=metric)
 
 
 class StudyBar:
@@ -111,3 +116,34 @@ class StudyBar:
 
     def close(self) -> None:
         self.bar.close()
+
+
+class WorkBar:
+    """A bar over steps whose number is not known ahead (Hessian-vector products, batches of
+    landscape points): how many are done and how fast; :meth:`counting` wraps the function
+    that does one."""
+
+    def __init__(self, desc: str, unit: str, disable: bool = False):
+        self.bar = _tqdm(desc=desc, unit=unit, disable=disable or other_rank())
+
+    def counting(self, fn: Callable) -> Callable:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            self.bar.update(1)
+            return out
+        return counted
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class CountedProducts:
+    """A Hessian-vector-product operator whose ``hvp`` calls tick ``bar`` (each call: one
+    product per model); everything else is the operator's own."""
+
+    def __init__(self, op: Any, bar: WorkBar):
+        self._op = op
+        self.hvp = bar.counting(op.hvp)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._op, name)

@@ -282,9 +282,10 @@ def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = 
     each warning (default: ``warnings.warn``); a progress bar over each pair's rounds on
     stderr (``progress``: your own, as for :func:`gossipfl.sweep`) unless ``quiet``."""
     from gossipfl.progress import round_bars
+    from gossipfl.results.rundir import primary_metric
     from gossipfl.sweep import _silent, _warning
 
-    progress = progress if progress is not None or quiet else round_bars(quiet)
+    progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     log = log or _silent
     warn = warn or _warning
     check_request(perturb, client, every)

@@ -212,12 +212,12 @@ def _analysis(value: Any) -> dict | None:
 def analyze_run(path: Path, options: dict, log: Callable[[str], None],
                 device: str | None = None) -> None:
     """The study's flatness analysis of one finished run, unless it was already done, on
-    :func:`analysis_device`."""
+    :func:`analysis_device` (without bars of its own: the line it logs says it is done)."""
     from gossipfl.analysis import analysis_columns, analyze
 
     if RunDirectory(path).status() != "finished" or analysis_columns(path):
         return
-    analyze(path, hessian=True, device=analysis_device(path, device), **options)
+    analyze(path, hessian=True, device=analysis_device(path, device), quiet=True, **options)
     found = ", ".join(f"{key} {value:.4g}" for key, value in analysis_columns(path).items())
     log(f"  analyzed: {found}")
 
