@@ -10,7 +10,8 @@ import yaml
 
 import gossipfl
 from gossipfl import progress
-from tests.helpers import TINY, gossipfl as command
+from tests.helpers import TINY
+from tests.helpers import gossipfl as command
 
 
 @pytest.fixture

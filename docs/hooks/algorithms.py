@@ -391,7 +391,7 @@ def _balanced_windows(run: str) -> str:
 
 
 def _inline_math_line(line: str) -> str:
-    """Inline notation written with braces (``m_{j→i}``, ``Σ_{j∈H_i} w_ij (z_j − z_i)``)
+    r"""Inline notation written with braces (``m_{j→i}``, ``Σ_{j∈H_i} w_ij (z_j − z_i)``)
     in a line of prose, as inline math (MathJax, through pymdownx.arithmatex): each run of
     notation tokens that holds a ``_{`` or ``^{`` becomes ``\(...\)``."""
     kept: list[str] = []
