@@ -98,9 +98,10 @@ def format_summary(summary: dict, run_dir: Path) -> str:
     local = "final_honest_local_acc" if honest else "final_local_acc"
     if summary.get(f"{local}_mean") is not None and metric != "local_acc_mean":
         sampled = summary.get("eval_clients")
-        who = "honest clients" if honest else "clients"
-        over = (f"over the {who} of a sample of {sampled} of the {summary.get('clients')} "
-                "clients, eval.local_clients" if sampled else f"over the {who}")
+        sample = f"a sample of {sampled} of the {summary.get('clients')} clients"
+        over = (f"over {'the honest clients of ' if honest else ''}{sample}, "
+                "eval.local_clients" if sampled else
+                f"over the {'honest ' if honest else ''}clients")
         lines.append(f"  local models{'':8} {100 * summary[f'{local}_mean']:.2f} ± "
                      f"{100 * summary.get(f'{local}_std', 0.0):.2f} %  "
                      f"(final, mean ± std {over})")
