@@ -35,6 +35,8 @@ def single():
     return {f"{a}/{t}": cases.measure(a, t, "single") for a, t in cases.cases()}
 
 
+# OledFL at its paper's beta 0.99 on the ring is warned about (it diverges there): expected
+@pytest.mark.filterwarnings("ignore:algorithm.beta. 0.99 makes the ole extrapolation diverge")
 @pytest.mark.parametrize("world", [1, 2, 4])
 def test_every_algorithm_gives_the_same_numbers_on_1_2_and_4_ranks(world, single, tmp_path):
     got = cases.spawn(world, "cases", tmp_path)
