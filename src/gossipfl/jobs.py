@@ -82,7 +82,10 @@ def _worker(target: Callable[[Task, Callable[[int], None]], tuple], task: Task,
     _stop_with_parent()
 
     def report(rounds: int) -> None:
-        conn.send(("round", rounds))
+        try:
+            conn.send(("round", rounds))
+        except OSError:  # the sweep is gone: progress never fails a run
+            pass
 
     try:
         conn.send(target(task, report))
