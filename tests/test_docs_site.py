@@ -123,6 +123,7 @@ def test_docstring_emphasis_stays_markdown_and_other_stars_are_literal():
     ("CS+-RG (Gaucher, Dieuleveut & Hendrikx 2025): z_i + γ Σ_j w_ij CLIP(m_{j→i} − z_i, τ_i), "
      "τ_i the largest"),
     "round t (x_{i,K}^{−1} = x_i^0, so round 0 has no extrapolation)",
+    "`honest_consensus` (1/|H|) Σ_{i∈H} ‖x_i − x̄_H‖²;",
 ])
 def test_inline_notation_with_braces_becomes_math(prose):
     out = _render().inline_math(prose)

@@ -319,7 +319,7 @@ def _sections(doc: str) -> tuple[str, list[str], list[str]]:
 PROTECTED = re.compile(r"`+[^`]*`+|\\\(.*?\\\)|\$[^$]+\$|\]\([^)]*\)|<[^>]+>")
 PROSE = re.compile(r"[A-Za-z][a-z]{2,}[,.;:!?)'\"]*|[A-Z][A-Za-z]{2,}[,.;:!?)'\"]*")
 OPENS, CLOSES = "([{", ")]}"
-SCRIPTED = re.compile(r"[^A-Za-z_^\s]*[A-Za-z]?[_^]")  # x_i, Σ_kept, ‖θ^t; not local_steps
+SCRIPTED = re.compile(r"[^A-Za-z_^\s]*[A-Za-z]?[\u0300-\u036f]?[_^]")  # x_i, x̄_H, Σ_kept, ‖θ^t
 SHORT_WORDS = {"a", "an", "as", "at", "be", "by", "do", "he", "if", "in", "is", "it", "no",
                "of", "on", "or", "so", "to", "up", "we", "vs", "e.g", "i.e"}
 
