@@ -36,7 +36,8 @@ def run_dirs(root: Path) -> list[Path]:
 # gossipfl run
 # --------------------------------------------------------------------------------------------
 @with_figures
-def test_run_prints_summary_and_writes_run_directory(work, capsys):
+def test_run_prints_summary_and_writes_run_directory(work, capsys, monkeypatch):
+    monkeypatch.setattr("gossipfl.progress.DELAY", 0)  # the bar even for a run this short
     code, out, err = gossipfl(capsys, "run", "tiny.yaml", "--set", "train.lr=0.05")
     assert code == 0, err
     (path,) = run_dirs(work)
