@@ -85,7 +85,7 @@ def run_point(m: int, topology: str, rounds: int, model: str, keep: bool = False
     if ranks > 1:
         sets.append("engine.backend=distributed")
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [*launcher(ranks), "run", "--out", f"{tmp}/run", "--quiet"]
+        argv = [*launcher(ranks), "run", "--out", tmp, "--name", "run", "--quiet"]
         for item in sets:
             argv += ["--set", item]
         env = {**os.environ, "PYTHONPATH": str(SRC)}

@@ -44,7 +44,8 @@ def gossipfl(args: list[str]) -> subprocess.Popen:
 
 def run(out: Path, sets: list[str]) -> float:
     start = time.perf_counter()
-    proc = gossipfl(["run", "--out", str(out), "--quiet", *[f"--set={s}" for s in sets]])
+    proc = gossipfl(["run", "--out", str(out.parent), "--name", out.name, "--quiet",
+                     *[f"--set={s}" for s in sets]])
     _, err = proc.communicate()
     if proc.returncode:
         raise SystemExit(f"gossipfl run failed: {err.decode().strip()}")
@@ -62,7 +63,8 @@ def rounds_done(out: Path) -> int:
 def interrupted(out: Path, sets: list[str], stop: int) -> float:
     """The run, sent SIGINT once round ``stop`` is in its metrics, then resumed."""
     start = time.perf_counter()
-    proc = gossipfl(["run", "--out", str(out), "--quiet", *[f"--set={s}" for s in sets]])
+    proc = gossipfl(["run", "--out", str(out.parent), "--name", out.name, "--quiet",
+                     *[f"--set={s}" for s in sets]])
     while proc.poll() is None and rounds_done(out) < stop:
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)

@@ -113,6 +113,6 @@ def make_run(root: Path, name: str, **sections) -> Path:
     (root / f"{name}.yaml").write_text(yaml.safe_dump(config))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("gossipfl.results.lifecycle.write_run_figures", lambda run_dir: [])
-        assert cli.main(["run", str(root / f"{name}.yaml"), "--out", str(root / name),
-                         "--quiet"]) == 0
+        assert cli.main(["run", str(root / f"{name}.yaml"), "--out", str(root),
+                         "--name", name, "--quiet"]) == 0
     return root / name

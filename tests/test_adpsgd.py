@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from gossipfl.errors import GossipflError
+from gossipfl.errors import GossipflError, IgnoredSetting
 from gossipfl.loading import load_config
 from gossipfl.rng import numpy_generator
 from gossipfl.runner import Runner
@@ -237,7 +237,8 @@ def test_centralized_algorithms_are_refused_by_the_order():
     p = Problem(clients=5)
     cfg = config(p, ring_mh(5))
     cfg["algorithm"] = {"name": "fedavg", "participation": 1.0}
-    with pytest.raises(GossipflError) as info:
+    with pytest.warns(IgnoredSetting, match="fedavg is a centralized algorithm"), \
+            pytest.raises(GossipflError) as info:  # its graph is not read, then the refusal
         Runner(load_config(cfg))
     assert "topology.order: asynchronous is not defined for algorithm fedavg" in str(info.value)
 

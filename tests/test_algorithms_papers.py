@@ -63,8 +63,11 @@ def test_oledfl_ole_anchor_is_own_last_local_model(problem, lam):
 
 
 def test_oledfl_round_zero_has_no_extrapolation(problem):
+    from gossipfl.experiment import StabilityWarning
+
     W = ring_mh(5)
-    one = problem.run({"name": "oledfl", "beta": 0.9, "lam": 0.0}, W=W, rounds=1, steps=2)
+    with pytest.warns(StabilityWarning, match="algorithm.beta: 0.9 makes the ole extrapolation"):
+        one = problem.run({"name": "oledfl", "beta": 0.9, "lam": 0.0}, W=W, rounds=1, steps=2)
     assert_close(one.params, decentralized_reference(problem, W, 1, 2))
 
 

@@ -17,7 +17,7 @@ from gossipfl import cli
 from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory, metrics_from_csv
 from gossipfl.runner import Runner
-from tests.helpers import TINY, assert_png, gossipfl, with_figures, without_timing
+from tests.helpers import TINY, assert_png, gossipfl, one_sentence, with_figures, without_timing
 
 ROOT = Path(__file__).resolve().parents[1]
 GOSSIPFL = Path(sys.executable).with_name("gossipfl")
@@ -36,7 +36,8 @@ def run_dirs(root: Path) -> list[Path]:
 # gossipfl run
 # --------------------------------------------------------------------------------------------
 @with_figures
-def test_run_prints_summary_and_writes_run_directory(work, capsys):
+def test_run_prints_summary_and_writes_run_directory(work, capsys, monkeypatch):
+    monkeypatch.setattr("gossipfl.progress.DELAY", 0)  # the bar even for a run this short
     code, out, err = gossipfl(capsys, "run", "tiny.yaml", "--set", "train.lr=0.05")
     assert code == 0, err
     (path,) = run_dirs(work)
@@ -52,12 +53,42 @@ def test_run_prints_summary_and_writes_run_directory(work, capsys):
     assert "6/6" in err  # the progress bar went to stderr
 
 
-def test_run_out_and_name_and_quiet(work, capsys):
-    code, out, _ = gossipfl(capsys, "run", "tiny.yaml", "--out", "here", "--quiet")
-    assert code == 0 and out.strip() == "here"
-    assert (work / "here" / "metrics.csv").is_file()
-    code, out, _ = gossipfl(capsys, "run", "tiny.yaml", "--name", "mine", "--quiet")
-    assert code == 0 and Path(out.strip()).name.startswith("mine-")
+def test_run_out_is_the_parent_folder_as_for_sweep_and_name_the_runs_own(work, capsys):
+    """One meaning of --out for run and sweep (issue 52): the folder the run's directory goes
+    in; --name names that directory exactly (it must be free); without --name the run's
+    directory is <name>-<timestamp>, as under output.dir."""
+    code, out, _ = gossipfl(capsys, "run", "tiny.yaml", "--out", "results", "--quiet")
+    (made,) = (work / "results").iterdir()
+    assert code == 0 and out.strip() == str(Path("results") / made.name)
+    assert made.name.startswith("tiny-") and (made / "metrics.csv").is_file()
+    code, out, _ = gossipfl(capsys, "run", "tiny.yaml", "--out", "results", "--name", "mine",
+                            "--quiet")
+    assert code == 0 and out.strip() == str(Path("results") / "mine")
+    assert yaml.safe_load((work / "results" / "mine" / "config.yaml").read_text())["name"] \
+        == "mine"
+    code, out, _ = gossipfl(capsys, "run", "tiny.yaml", "--name", "alone", "--quiet")
+    assert code == 0 and out.strip() == str(Path("runs") / "alone")  # under output.dir
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "results", "--name", "mine")
+    assert code == 2 and "--name: run directory 'results/mine' already exists" in err
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", "."])
+def test_run_name_is_one_folder_name(work, capsys, name):
+    err = one_sentence(capsys, "run", "tiny.yaml", "--name", name)
+    assert f"--name: the name of the run's own folder (one name, without '/'), got '{name}'" \
+        in err
+
+
+def test_the_old_meaning_of_run_out_is_refused_with_a_hint(work, capsys):
+    """--out naming a run directory (its old meaning: the run's own directory) is refused in
+    one sentence, before any work, saying what to write instead."""
+    assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "old", "--quiet")[0] == 0
+    before = sorted(p.name for p in (work / "old").iterdir())
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "old")
+    assert err == ("error: --out: 'old' is a run directory, but --out is the folder a run's "
+                   "directory goes in (as for gossipfl sweep); give --out PARENT --name NAME for "
+                   "the folder PARENT/NAME, or --resume old to continue that run.\n")
+    assert sorted(p.name for p in (work / "old").iterdir()) == before
 
 
 def test_quickstart_is_the_example():
@@ -139,8 +170,8 @@ def test_missing_config_file_and_existing_run_directory(work, capsys):
     assert code == 2 and err == "error: config: file 'nope.yaml' does not exist.\n"
     (work / "taken").mkdir()
     (work / "taken" / "file").write_text("x")
-    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "taken")
-    assert code == 2 and "--out: run directory 'taken' already exists" in err
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "taken")
+    assert code == 2 and "--name: run directory 'taken' already exists" in err
     assert sorted(p.name for p in (work / "taken").iterdir()) == ["file"]
 
 
@@ -154,7 +185,7 @@ def test_unnamed_run_directories_never_collide(work, capsys, monkeypatch):
 
 
 def test_interrupt_then_resume_matches_uninterrupted(work, capsys, monkeypatch):
-    assert gossipfl(capsys, "run", "tiny.yaml", "--out", "reference", "--quiet")[0] == 0
+    assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "reference", "--quiet")[0] == 0
     original = Runner.run_round
 
     def interrupted(self, t):
@@ -163,14 +194,14 @@ def test_interrupt_then_resume_matches_uninterrupted(work, capsys, monkeypatch):
         return original(self, t)
 
     monkeypatch.setattr(Runner, "run_round", interrupted)
-    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "cut", "--quiet")
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "cut", "--quiet")
     assert code == 130
     assert "interrupted after round 3; the last checkpoint is at round 2." in err
     assert f"resume with: {sys.executable} -m gossipfl run --resume cut" in err
     assert RunDirectory(work / "cut").load_checkpoint()["runner"]["round"] == 2
     monkeypatch.setattr(Runner, "run_round", original)
     code, out, err = gossipfl(capsys, "run", "--resume", "cut")
-    assert code == 0 and "resuming after round 2 of 6" in err and "finished tiny" in out
+    assert code == 0 and "resuming after round 2 of 6" in err and "finished cut" in out
     assert read(work, "cut") == read(work, "reference") and len(read(work, "cut")) == 6
     code, out, _ = gossipfl(capsys, "run", "--resume", "cut")
     assert code == 0 and "has already finished" in out
@@ -188,7 +219,7 @@ def test_diverged_run_exits_1_with_one_line(work, capsys, monkeypatch):
         return original(self, t)
 
     monkeypatch.setattr(Runner, "run_round", diverging)
-    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "div", "--quiet")
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "div", "--quiet")
     assert code == 1 and "Traceback" not in err
     assert err == ("error: training diverged at round 3 (loss nan); try a smaller train.lr. "
                    "(results so far in div)\n")
@@ -204,7 +235,7 @@ def test_installed_command_killed_then_resumed(work):
                   eval={"every": 10, "local_models": False},
                   output={"checkpoint_every": 1})
     (work / "long.yaml").write_text(yaml.safe_dump(config))
-    proc = subprocess.Popen([str(GOSSIPFL), "run", "long.yaml", "--out", "killed", "--quiet"],
+    proc = subprocess.Popen([str(GOSSIPFL), "run", "long.yaml", "--out", ".", "--name", "killed", "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     checkpoint = work / "killed" / "checkpoint.pt"
     deadline = time.monotonic() + 120
@@ -216,7 +247,7 @@ def test_installed_command_killed_then_resumed(work):
     killed_at = RunDirectory(work / "killed").load_checkpoint()["runner"]["round"]
     assert 1 <= killed_at < 60
     assert cli.main(["run", "--resume", "killed", "--quiet"]) == 0
-    assert cli.main(["run", "long.yaml", "--out", "whole", "--quiet",
+    assert cli.main(["run", "long.yaml", "--out", ".", "--name", "whole", "--quiet",
                      "--set", "output.checkpoint_every=0"]) == 0
     assert read(work, "killed") == read(work, "whole") and len(read(work, "whole")) == 6
 
@@ -348,3 +379,16 @@ def test_examples_folder_is_complete():
                                                 "random_k"))}
     assert expected <= names
     assert (ROOT / "Makefile").is_file() and os.access(ROOT / ".ci" / "run", os.X_OK)
+
+
+def test_sweep_out_naming_a_study_folder_or_a_run_is_refused(work, capsys):
+    """sweep --out is the folder the study's folder goes in, as run's: the study folder
+    itself (or a run directory) given as --out is refused, before any run starts."""
+    study = work / "s.yaml"
+    study.write_text(yaml.safe_dump({"name": "s", "base": TINY, "seeds": [0]}))
+    assert gossipfl(capsys, "sweep", str(study), "--out", "studies", "--quiet")[0] == 0
+    err = one_sentence(capsys, "sweep", str(study), "--out", "studies/s")
+    assert err == ("error: --out: 'studies/s' is a study folder, but --out is the folder a "
+                   "study's folder goes in (as for gossipfl run); give --out 'studies' to write "
+                   "<out>/<study name>.\n")
+    assert not (work / "studies" / "s" / "s").exists()

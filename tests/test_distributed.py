@@ -35,6 +35,8 @@ def single():
     return {f"{a}/{t}": cases.measure(a, t, "single") for a, t in cases.cases()}
 
 
+# OledFL at its paper's beta 0.99 on the ring is warned about (it diverges there): expected
+@pytest.mark.filterwarnings("ignore:algorithm.beta. 0.99 makes the ole extrapolation diverge")
 @pytest.mark.parametrize("world", [1, 2, 4])
 def test_every_algorithm_gives_the_same_numbers_on_1_2_and_4_ranks(world, single, tmp_path):
     got = cases.spawn(world, "cases", tmp_path)
@@ -109,7 +111,7 @@ def test_distributed_backend_outside_a_launcher_is_one_sentence(tmp_path, capsys
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(cases.config("dfedavg")))
     code = cli.main(["run", str(config), "--set", "engine.backend=distributed",
-                     "--out", str(tmp_path / "run")])
+                     "--out", str(tmp_path), "--name", "run"])
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("error: engine.backend: 'distributed' needs a launcher")
@@ -161,7 +163,7 @@ def test_a_killed_rank_ends_the_job_naming_it_and_the_run_resumes(tmp_path, caps
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(setup))
     run = tmp_path / "run"
-    died = torchrun(2, "run", str(path), "--out", str(run), "--quiet",
+    died = torchrun(2, "run", str(path), "--out", str(tmp_path), "--name", "run", "--quiet",
                     env={"GOSSIPFL_TEST_KILL_RANK": "1", "GOSSIPFL_TEST_KILL_ROUND": "2"})
     assert died.returncode != 0
     output = died.stdout + died.stderr

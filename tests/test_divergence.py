@@ -59,7 +59,7 @@ def test_diverged_run_keeps_its_metrics(tmp_path):
 
 def test_cli_exits_3(work, capsys):
     (work / "boom.yaml").write_text(yaml.safe_dump(EXPLODING))
-    code, _, err = command(capsys, "run", "boom.yaml", "--out", "boom", "--quiet")
+    code, _, err = command(capsys, "run", "boom.yaml", "--out", ".", "--name", "boom", "--quiet")
     last = err.splitlines()[-1]  # (a stability warning may come first)
     assert code == 3 and "Traceback" not in err
     assert last.startswith("error: oledfl diverged at round") and last.endswith(

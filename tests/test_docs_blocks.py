@@ -248,6 +248,18 @@ def parse_only(module: str, args: list[str], monkeypatch) -> None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
+def check_pip(args: list[str], where: str) -> None:
+    """A pip command through pip's own option parser (nothing is installed)."""
+    pytest.importorskip("pip")
+    from pip._internal.commands import commands_dict, create_command
+
+    assert args and args[0] in commands_dict, f"{where}: `pip {shlex.join(args)}`: no command"
+    try:
+        create_command(args[0]).parse_args(args[1:])
+    except SystemExit as exc:
+        pytest.fail(f"{where}: `pip {shlex.join(args)}` does not parse (status {exc.code})")
+
+
 def check_command(words: list[str], where: str, monkeypatch) -> None:
     name, args = program(words)
     if name == "gossipfl":
@@ -257,6 +269,8 @@ def check_command(words: list[str], where: str, monkeypatch) -> None:
             build_parser().parse_args(args)
         except SystemExit as exc:
             pytest.fail(f"{where}: `{shlex.join(words)}` does not parse (status {exc.code})")
+    elif name == "pip" or (name == "python" and args[:2] == ["-m", "pip"]):
+        check_pip(args[2:] if name == "python" else args, where)
     elif name == "python" and args[:1] == ["-m"]:
         parse_only(args[1], args[2:], monkeypatch)
     elif name == "make":
@@ -443,7 +457,8 @@ RUN_PARAMS = [pytest.param(b, id=b.id, marks=[pytest.mark.docs]
 def test_docs_block_runs(block, checkout, monkeypatch):
     if block.directives.get("run-dir"):
         (path,) = block.directives["run-dir"]
-        gossipfl_main(["run", "--out", path, *QUICK_RUN], f"{block.id} (run-dir)")
+        gossipfl_main(["run", "--out", str(Path(path).parent), "--name", Path(path).name,
+                       *QUICK_RUN], f"{block.id} (run-dir)")
     kind = LANGUAGES[block.language]
     if kind == "python":
         run_python(block, monkeypatch)

@@ -13,6 +13,12 @@ from gossipfl.errors import GossipflError
 from gossipfl.models import build_model
 from tests.hessian_cases import dense_hessian
 
+#: Every warning is an error here, but torch's own: its forward-mode (JVP) decompositions,
+#: loaded on a process's first Hessian-vector product, go through the deprecated
+#: torch.jit.script (pyproject.toml ignores it for the whole suite).
+pytestmark = pytest.mark.filterwarnings(
+    "error", "ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+
 
 def lsq_operator(A: np.ndarray, b: np.ndarray, **kwargs) -> HessianOperator:
     """L(x) = (1/n) Σ (a_jᵀx − b_j)²: H = (2/n) AᵀA, in float64."""

@@ -125,8 +125,8 @@ def no_data(monkeypatch):
 
 def test_output_under_a_file_fails_before_loading_data(work, capsys, no_data):
     (work / "afile").write_text("x")
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "afile/run")
-    assert "--out: cannot write to 'afile/run': 'afile' is a file, not a folder." in err
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "afile", "--name", "run")
+    assert "--out: cannot write to 'afile': 'afile' is a file, not a folder." in err
     err = one_sentence(capsys, "run", "tiny.yaml", "--set", "output.dir=afile")
     assert "output.dir: cannot write to 'afile/tiny-" in err
 
@@ -136,7 +136,7 @@ def test_unwritable_output_folder_fails_before_loading_data(work, capsys, no_dat
     real = os.access
     monkeypatch.setattr("gossipfl.io.os.access",
                         lambda p, mode: False if str(p) == "readonly" else real(p, mode))
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "readonly/run")
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "readonly", "--name", "run")
     assert "the folder 'readonly' is not writable" in err
 
 
@@ -170,7 +170,7 @@ def no_temp_files(folder: Path) -> bool:
 
 
 def test_disk_full_at_a_checkpoint_fails_cleanly_and_resumes(work, capsys, monkeypatch):
-    assert gossipfl(capsys, "run", "tiny.yaml", "--out", "reference", "--quiet")[0] == 0
+    assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "reference", "--quiet")[0] == 0
     original = Runner.run_round
 
     def fill_disk(self, t):
@@ -179,7 +179,7 @@ def test_disk_full_at_a_checkpoint_fails_cleanly_and_resumes(work, capsys, monke
         return original(self, t)
 
     monkeypatch.setattr(Runner, "run_round", fill_disk)
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet")
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "full", "--quiet")
     assert err == (f"error: no space left on device while writing full/checkpoint.pt; free "
                    f"space and resume with: {sys.executable} -m gossipfl run --resume full\n")
     run = RunDirectory(work / "full")
@@ -195,7 +195,7 @@ def test_disk_full_at_a_checkpoint_fails_cleanly_and_resumes(work, capsys, monke
 
 def test_disk_full_at_run_start_leaves_nothing(work, capsys, monkeypatch):
     disk_full_on(monkeypatch, "config.yaml")
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "start", "--quiet")
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "start", "--quiet")
     assert err == ("error: no space left on device while writing start/config.yaml; free "
                    "space and run the command again.\n")
     assert not (work / "start").exists()
@@ -204,7 +204,7 @@ def test_disk_full_at_run_start_leaves_nothing(work, capsys, monkeypatch):
 @with_figures
 def test_disk_full_while_drawing_figures_keeps_a_finished_run(work, capsys, monkeypatch):
     disk_full_on(monkeypatch, "accuracy.png")
-    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "figs", "--quiet")
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "figs", "--quiet")
     assert code == 0 and "no space left on device while writing figs/accuracy.png" in err
     assert "gossipfl report figs" in err
     assert RunDirectory(work / "figs").status() == "finished"
@@ -213,7 +213,7 @@ def test_disk_full_while_drawing_figures_keeps_a_finished_run(work, capsys, monk
 def test_files_follow_the_umask(work, capsys):
     old = os.umask(0o027)
     try:
-        assert gossipfl(capsys, "run", "tiny.yaml", "--out", "masked", "--quiet")[0] == 0
+        assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "masked", "--quiet")[0] == 0
     finally:
         os.umask(old)
     for name in ("config.yaml", "metrics.csv", "summary.json", "checkpoint.pt"):
@@ -221,7 +221,7 @@ def test_files_follow_the_umask(work, capsys):
 
 
 def test_resume_removes_temporary_files_of_a_killed_write(work, capsys):
-    assert gossipfl(capsys, "run", "tiny.yaml", "--out", "cut", "--quiet")[0] == 0
+    assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "cut", "--quiet")[0] == 0
     run = RunDirectory(work / "cut")
     summary = run.read_summary()
     run.write_summary({**summary, "status": "interrupted"})
@@ -234,7 +234,7 @@ def test_resume_removes_temporary_files_of_a_killed_write(work, capsys):
 # Two processes, one run directory: the lock
 # --------------------------------------------------------------------------------------------
 def test_second_resume_of_a_directory_in_use_is_refused(work, capsys):
-    assert gossipfl(capsys, "run", "tiny.yaml", "--out", "busy", "--quiet")[0] == 0
+    assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "busy", "--quiet")[0] == 0
     RunDirectory(work / "busy").write_summary({"status": "interrupted"})
     held = FolderLock.acquire(work / "busy", "test")  # another open file: flock conflicts
     try:
@@ -245,7 +245,7 @@ def test_second_resume_of_a_directory_in_use_is_refused(work, capsys):
 
 
 def test_a_stale_lock_of_a_dead_process_is_taken_over(work, capsys):
-    assert gossipfl(capsys, "run", "tiny.yaml", "--out", "stale", "--quiet")[0] == 0
+    assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "stale", "--quiet")[0] == 0
     RunDirectory(work / "stale").write_summary({"status": "interrupted"})
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout
@@ -287,9 +287,9 @@ def signal_at_round(monkeypatch, t_signal: int, *signals: int) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_stops_after_the_round_with_its_checkpoint(work, capsys, monkeypatch, sig):
-    assert gossipfl(capsys, "run", "tiny.yaml", "--out", "reference", "--quiet")[0] == 0
+    assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "reference", "--quiet")[0] == 0
     signal_at_round(monkeypatch, 3, sig)
-    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "cut", "--quiet")
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "cut", "--quiet")
     assert code == 130 and "Traceback" not in err
     assert "interrupted after round 4; the last checkpoint is at round 4." in err
     assert f"resume with: {sys.executable} -m gossipfl run --resume cut" in err
@@ -305,7 +305,7 @@ def test_signal_stops_after_the_round_with_its_checkpoint(work, capsys, monkeypa
 
 def test_second_ctrl_c_stops_at_once_keeping_the_last_checkpoint(work, capsys, monkeypatch):
     signal_at_round(monkeypatch, 3, signal.SIGINT, signal.SIGINT)
-    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "cut", "--quiet")
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "cut", "--quiet")
     assert code == 130 and "Traceback" not in err
     assert "interrupted after round 3; the last checkpoint is at round 2." in err
     assert RunDirectory(work / "cut").status() == "interrupted"
@@ -322,7 +322,7 @@ def test_ctrl_c_during_shutdown_leaves_a_whole_summary(work, capsys, monkeypatch
         original(self, runner)
 
     monkeypatch.setattr(RunDirectory, "save_checkpoint", save)
-    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", "cut", "--quiet",
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "cut", "--quiet",
                             "--set", "output.checkpoint_every=0")
     assert code == 130 and "Traceback" not in err
     summary = json.loads((work / "cut" / "summary.json").read_text())
@@ -334,7 +334,7 @@ def test_sigterm_to_a_real_process(work):
                   eval={"every": 50, "local_models": False}, output={"checkpoint_every": 0})
     (work / "long.yaml").write_text(yaml.safe_dump(config))
     proc = subprocess.Popen([sys.executable, "-m", "gossipfl", "run", "long.yaml", "--out",
-                             "termed", "--quiet"], stdout=subprocess.DEVNULL,
+                             ".", "--name", "termed", "--quiet"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=SRC_ENV)
     # after round 50 (metrics.csv written): a signal before the first round has finished
     # stops at once instead (test_reliability_third), with no checkpoint to compare
@@ -482,9 +482,9 @@ def test_run_directory_records_the_dataset_files(work, capsys, digest_cache):
                               "download": False}, train={**TINY["train"], "rounds": 1},
                   eval={"local_models": False})
     (work / "mnist.yaml").write_text(yaml.safe_dump(config))
-    err = one_sentence(capsys, "run", "mnist.yaml", "--out", "refused")
+    err = one_sentence(capsys, "run", "mnist.yaml", "--out", ".", "--name", "refused")
     assert "not the official" in err and not (work / "refused").exists()
-    code, _, err = gossipfl(capsys, "run", "mnist.yaml", "--out", "own", "--quiet",
+    code, _, err = gossipfl(capsys, "run", "mnist.yaml", "--out", ".", "--name", "own", "--quiet",
                             "--set", "data.verify=false")
     assert code == 0, err
     files = RunDirectory(work / "own").read_summary()["data_files"]
@@ -510,7 +510,7 @@ def test_damaged_idx_header_never_reports_negative_sizes():
 @pytest.fixture
 def two_runs(work, capsys):
     for name in ("a", "b"):
-        assert gossipfl(capsys, "run", "tiny.yaml", "--out", f"runs/{name}", "--quiet",
+        assert gossipfl(capsys, "run", "tiny.yaml", "--out", "runs", "--name", name, "--quiet",
                         "--set", f"seed={ord(name)}")[0] == 0
     return work / "runs"
 
@@ -567,7 +567,7 @@ def test_edges_that_cannot_fit_are_refused(capsys):
 def test_parameter_stacks_that_cannot_fit_are_refused(work, capsys, monkeypatch):
     monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 200)
     monkeypatch.setattr("gossipfl.experiment.check_synthetic_size", lambda options: None)
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big")
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "big")
     assert err == ("error: data.clients: holding the [M, P] = [4, 21] parameter stacks (X and X^0) "
                    "needs at least 672 B, but only 200 B of memory is available on cpu.\n")
     assert not (work / "big").exists()

@@ -189,7 +189,7 @@ def test_sizes_that_cannot_fit_are_one_sentence_before_allocation(work, capsys, 
                                                                   args, start):
     tight_memory(monkeypatch)
     sets = [a for arg in args for a in ("--set", arg)]
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big", *sets)
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "big", *sets)
     assert err.startswith(start), err
     assert not (work / "big" / "metrics.csv").exists()
 
@@ -230,6 +230,6 @@ def test_a_full_disk_while_the_lock_is_written_leaves_no_lock(tmp_path, monkeypa
 
 def test_a_full_disk_while_the_lock_is_written_is_one_sentence(work, capsys, monkeypatch):
     monkeypatch.setattr(gossipfl_io, "_write_pid", _no_space)
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full")
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "full")
     assert err == "error: no space left on device while writing full/.lock\n", err
     assert not (work / "full" / ".lock").exists()

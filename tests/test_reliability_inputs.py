@@ -51,7 +51,7 @@ def refused(tmp_path: Path, capsys, cfg: dict, *extra: str) -> str:
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(cfg))
     out = tmp_path / "runs"
     err = one_sentence(capsys, "run", str(tmp_path / "exp.yaml"), "--quiet", "--out",
-                       str(out / "x"), *extra)
+                       str(out), "--name", "x", *extra)
     assert not out.exists()
     return err
 

@@ -242,7 +242,7 @@ def test_settings_that_are_read_do_not_warn(overrides):
 
 
 def test_the_cli_prints_the_ignored_setting_once(work, capsys):
-    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--quiet", "--out", "r",
+    code, _, err = gossipfl(capsys, "run", "tiny.yaml", "--quiet", "--out", ".", "--name", "r",
                             "--set", "systems.deadline=2", "--set", "train.rounds=1")
     assert code == 0, err
     assert err.count("systems.deadline: ignored") == 1
@@ -307,7 +307,7 @@ def test_after_a_round_the_first_signal_still_waits_for_the_round_end(tmp_path):
 def test_a_local_test_size_too_large_for_memory_is_refused_before_allocation(work, capsys,
                                                                             monkeypatch):
     monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 8 << 30)
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big", "--set",
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "big", "--set",
                        "data.local_test_size=100000000", "--set", "eval.personalized=true")
     assert err.startswith("error: data.local_test_size: local test splits of 100000000 "
                           "samples for each of 4 clients needs at least 8.9 GiB"), err
@@ -323,7 +323,7 @@ def test_a_local_test_size_too_large_for_memory_is_refused_before_allocation(wor
 ])
 def test_an_unreadable_compute_speeds_file_is_one_sentence(work, capsys, content, expected):
     (work / "speeds.bin").write_bytes(content)
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "r", "--set",
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "r", "--set",
                        "systems.compute.path=speeds.bin")
     assert err.startswith("error: systems.compute.path: '") and expected in err, err
     assert not (work / "r").exists()
@@ -351,7 +351,7 @@ def test_new_into_a_folder_that_cannot_be_made_is_one_sentence(tmp_path, capsys)
 
 
 def test_a_typo_in_the_compression_lists_every_key_and_suggests_the_close_one(work, capsys):
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "r", "--set",
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "r", "--set",
                        "topology.compression={compressor: top_k, fraction: 0.5, gama: 0.2}")
     assert "topology.compression.gama" in err and "did you mean 'gamma'?" in err
     assert "allowed: fraction, k, gamma, error_feedback." in err
@@ -392,9 +392,11 @@ def test_switching_the_model_drops_the_options_of_the_other_one_with_a_note():
                                             r"model\.name is now logistic"):
         config = load_config(QUICKSTART, ["model.name=logistic"])
     assert config.model.options == {}
-    kept = load_config(QUICKSTART, ["model.name=logistic", "model.options.bias=false"])
+    with pytest.warns(IgnoredSetting, match=r"model\.options\.hidden: dropped"):
+        kept = load_config(QUICKSTART, ["model.name=logistic", "model.options.bias=false"])
     assert kept.model.options == {"bias": False}
-    with pytest.raises(GossipflError, match=r"model\.options\.hidden: not an option"):
+    with pytest.warns(IgnoredSetting, match=r"model\.options\.hidden: dropped"), \
+            pytest.raises(GossipflError, match=r"model\.options\.hidden: not an option"):
         load_config(QUICKSTART, ["model.name=logistic", "model.options.hidden=[3]"])
 
 

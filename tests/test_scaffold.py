@@ -65,7 +65,7 @@ def test_generated_plugin_runs_with_gossipfl_run(generated, tmp_path, monkeypatc
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     extra = ["--set", "data.options={}"] if piece == "dataset" else []
     status = main(["run", "tiny.yaml", "--plugin", str(generated / f"{name}.py"),
-                   "--set", f"{key}={name}", *extra, "--out", "run", "--quiet"])
+                   "--set", f"{key}={name}", *extra, "--out", ".", "--name", "run", "--quiet"])
     assert status == 0, capsys.readouterr().err
     config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert str(generated / f"{name}.py") in config["plugins"]
@@ -98,3 +98,24 @@ def test_new_refuses_to_overwrite_and_bad_names(tmp_path, capsys):
     assert (tmp_path / "my_net.py").read_text() == before
     assert (tmp_path / "test_other.py").read_text() == "kept"
     assert not (tmp_path / "other.py").exists() and not (tmp_path / "algo2.py").exists()
+
+
+def test_new_says_how_to_get_pytest_where_it_is_missing(tmp_path, capsys, monkeypatch):
+    """After a wheel install (no pytest), `gossipfl new` says how to get the test tools: the
+    `test` extra, which holds pytest."""
+    import importlib.util
+    import tomllib
+
+    extras = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(req.startswith("pytest") for req in extras["test"])
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pytest" else real(name, *a))
+    assert main(["new", "model", "net_a", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].strip().startswith("pip install 'gossipfl[test]'")
+    assert lines[2].strip() == f"python -m pytest {tmp_path / 'test_net_a.py'}"
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    assert main(["new", "model", "net_b", "--out", str(tmp_path)]) == 0
+    assert "gossipfl[test]" not in capsys.readouterr().out  # pytest is there

@@ -11,6 +11,11 @@ where the papers and the code differ. ``algorithms/index.md`` is the table of al
 
 Nothing here is written by hand, so the reference cannot drift from the code. The build
 fails (mkdocs ``PluginError``) when an algorithm has no paper or no docstring.
+
+On every page it also renders what Markdown would leave raw (tests/test_docs_site.py builds
+the site and checks it): inline notation with braces in prose (``m_{j→i}``) becomes inline
+math, an image alone on its line a figure captioned with its alt text, and long inline code
+may wrap after its dots and underscores only.
 """
 
 from __future__ import annotations
@@ -20,9 +25,6 @@ import inspect
 import re
 import sys
 from pathlib import Path
-
-from mkdocs.exceptions import PluginError
-from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
 # The checkout's own code, whatever gossipfl the environment has installed.
@@ -141,16 +143,29 @@ SYMBOLS = {
     "⁺": "^{+}", "⁻": "^{-}", "²": "^{2}", "³": "^{3}", "⁰": "^{0}", "¹": "^{1}",
     "₀": "_{0}", "₁": "_{1}", "₂": "_{2}", "ᵀ": "^{\\top}", "√": r"\surd ",
     "%": r"\%", "#": r"\#", "&": r"\&", "$": r"\$", "~": r"\sim ",
+    "∖": r"\setminus ", "∩": r"\cap ", "∪": r"\cup ", "⟂": r"\perp ", "≡": r"\equiv ",
 }
 ACCENTS = {"\u0303": r"\tilde", "\u0302": r"\hat", "\u0304": r"\bar"}
 OPERATORS = {"exp", "log", "cos", "sin", "min", "max", "mod", "arg", "sup", "inf", "lim"}
 PROSE_WORD = re.compile(r"\b[A-Za-z][a-z]{3,}\b")
 
 
+EMPHASIS = re.compile(r"(?<![\w*])(\*\*?)(?=[^\s*])(.+?)(?<=[^\s*])\1(?![\w*])")
+
+
 def _inline(text: str) -> str:
-    """Prose: Sphinx roles become code spans (``x`` already is one in Markdown)."""
+    """Prose: Sphinx roles become code spans (``x`` already is one in Markdown); emphasis
+    (``**bold**``, ``*italic*``) stays Markdown, every other ``*`` (a product, an optimum
+    x*) is a literal star."""
     text = re.sub(r":(?:mod|class|func|meth|data|attr):`~?([^`]+)`", r"`\1`", text)
-    return text.replace("*", r"\*")
+    kept: list[str] = []
+
+    def keep(match: re.Match) -> str:
+        kept.append(match.group(0))
+        return f"\0{len(kept) - 1}\0"
+
+    text = EMPHASIS.sub(keep, text).replace("*", r"\*")
+    return re.sub("\0(\\d+)\0", lambda m: kept[int(m.group(1))], text)
 
 
 def _tex_text(text: str) -> str:
@@ -298,10 +313,172 @@ def _sections(doc: str) -> tuple[str, list[str], list[str]]:
     return citation, rule, definition
 
 
+# ---------------------------------------------------------------- inline notation in prose
+
+# What prose leaves alone: code spans, math already marked, links' targets, HTML tags.
+PROTECTED = re.compile(r"`+[^`]*`+|\\\(.*?\\\)|\$[^$]+\$|\]\([^)]*\)|<[^>]+>")
+PROSE = re.compile(r"[A-Za-z][a-z]{2,}[,.;:!?)'\"]*|[A-Z][A-Za-z]{2,}[,.;:!?)'\"]*")
+OPENS, CLOSES = "([{", ")]}"
+SCRIPTED = re.compile(r"[^A-Za-z_^\s]*[A-Za-z]?[\u0300-\u036f]?[_^]")  # x_i, x̄_H, Σ_kept, ‖θ^t
+SHORT_WORDS = {"a", "an", "as", "at", "be", "by", "do", "he", "if", "in", "is", "it", "no",
+               "of", "on", "or", "so", "to", "up", "we", "vs", "e.g", "i.e"}
+
+
+def _mathy(token: str) -> bool:
+    """A token of inline notation: a sub- or superscript, an operator or a symbol, a letter
+    or a number; not a word of prose, Markdown (``|``, ``-`` bullets) or a placeholder."""
+    if "\0" in token or token in ("|", "-", "*", ">", "#"):
+        return False
+    if "_{" in token or "^{" in token or SCRIPTED.match(token):
+        return True
+    if token.endswith((":", ";")):  # the end of a clause
+        return False
+    bare = token.strip("([{)]},.;:")
+    if bare.lower() in OPERATORS:
+        return True
+    if bare.lower() in SHORT_WORDS:
+        return False
+    return bool(bare) and not PROSE.fullmatch(token) and not re.search(r"[A-Za-z]{3,}", bare)
+
+
+def _balanced(text: str) -> bool:
+    """Whether every bracket of ``text`` closes, in order."""
+    stack: list[str] = []
+    for ch in text:
+        if ch in OPENS:
+            stack.append(CLOSES[OPENS.index(ch)])
+        elif ch in CLOSES and (not stack or stack.pop() != ch):
+            return False
+    return not stack
+
+
+def _as_math(run: str) -> str:
+    """``run`` as inline math, its unmatched brackets and trailing punctuation left outside;
+    unchanged when its braces do not balance."""
+    head = tail = ""
+    whole = run
+    while re.search(r" [-−+=/·×]$", run):  # an operator with nothing after it
+        run, tail = run[:-2], run[-2:] + tail
+    while run and run[-1] in ",.;:" or (run.endswith(")") and run.count(")") > run.count("(")):
+        run, tail = run[:-1], run[-1] + tail
+    while run.startswith("(") and run.count("(") > run.count(")"):
+        run, head = run[1:], head + "("
+    if not ("_{" in run or "^{" in run):
+        return head + run + tail
+    if not _balanced(run):
+        return _balanced_windows(whole)
+    return head + r"\(" + _tex_math(run) + r"\)" + tail
+
+
+def _balanced_windows(run: str) -> str:
+    """An unbalanced run (a bracket opened before it or closed after it): from the left, the
+    longest balanced windows of its words that hold a ``_{`` or ``^{``, as math."""
+    words, out, i = run.split(" "), [], 0
+    while i < len(words):
+        for j in range(len(words), i, -1):
+            window = " ".join(words[i:j])
+            opened = "(" if window.startswith("(") and not _balanced(window.rstrip(",.;:")) \
+                else ""  # a bracket closed after the run
+            core = window[len(opened):]
+            if ("_{" in core or "^{" in core) and _balanced(core.rstrip(",.;:")):
+                out.append(opened + _as_math(core))
+                i = j
+                break
+        else:
+            out.append(words[i])
+            i += 1
+    return " ".join(out)
+
+
+def _inline_math_line(line: str) -> str:
+    r"""Inline notation written with braces (``m_{j→i}``, ``Σ_{j∈H_i} w_ij (z_j − z_i)``)
+    in a line of prose, as inline math (MathJax, through pymdownx.arithmatex): each run of
+    notation tokens that holds a ``_{`` or ``^{`` becomes ``\(...\)``."""
+    kept: list[str] = []
+
+    def keep(match: re.Match) -> str:
+        kept.append(match.group(0))
+        return f"\0{len(kept) - 1}\0"
+
+    text = PROTECTED.sub(keep, line)
+    if "_{" not in text and "^{" not in text:
+        return line
+    tokens = re.split(r"( +)", text)
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        spaces: list[str] = []
+        while run and not run[-1].strip():  # the spaces after the run stay outside it
+            spaces.insert(0, run.pop())
+        text = "".join(run)
+        table = line.lstrip().startswith("|") and "|" in text  # a pipe would split the cell
+        out.append(text if table else _as_math(text) if text else "")
+        out.extend(spaces)
+        run.clear()
+
+    for token in tokens:
+        if not token.strip():
+            (run if run else out).append(token)
+        elif _mathy(token):
+            run.append(token)
+        else:
+            flush()
+            out.append(token)
+    flush()
+    return re.sub("\0(\\d+)\0", lambda m: kept[int(m.group(1))], "".join(out))
+
+
+def _prose(markdown: str):
+    """Each line of ``markdown`` with whether it is prose (not in a fenced or indented code
+    block, nor display math, nor HTML)."""
+    fence, display, previous_blank = None, False, True
+    for line in markdown.split("\n"):
+        stripped = line.lstrip()
+        prose = False
+        if fence is None and re.match(r"(```|~~~)", stripped):
+            fence = stripped[:3]
+        elif fence is not None:
+            if stripped.startswith(fence):
+                fence = None
+        elif stripped.startswith(r"\[") or display:
+            display = not stripped.rstrip().endswith(r"\]")
+        else:
+            prose = not (line.startswith("    ") and previous_blank) and \
+                not stripped.startswith("<")
+        yield line, prose
+        previous_blank = not line.strip() or (line.startswith("    ") and previous_blank)
+
+
+def inline_math(markdown: str) -> str:
+    """:func:`_inline_math_line` on every line of prose."""
+    return "\n".join(_inline_math_line(line) if prose else line
+                     for line, prose in _prose(markdown))
+
+
+IMAGE = re.compile(r"\s*!\[([^\]]+)\]\(([^)\s]+)\)\s*")
+
+
+def figures(markdown: str) -> str:
+    """Every image alone on its line becomes a figure whose caption is its alt text (so a
+    reader sees what each figure shows, e.g. which of two scales)."""
+    out = []
+    for line, prose in _prose(markdown):
+        match = IMAGE.fullmatch(line) if prose else None
+        if match:
+            indent = line[:len(line) - len(line.lstrip())]
+            line = (f"\n{indent}<figure markdown=\"span\">\n{indent}  {line.strip()}\n"
+                    f"{indent}  <figcaption>{match.group(1)}</figcaption>\n{indent}</figure>\n")
+        out.append(line)
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- pages
 
 
 def _page(name: str, cls) -> str:
+    from mkdocs.exceptions import PluginError
+
     module = sys.modules[cls.__module__]
     if not (cls.paper or "").strip():
         raise PluginError(f"algorithm {name!r} ({cls.__module__}.{cls.__qualname__}) has no "
@@ -381,8 +558,31 @@ def on_config(config, **kwargs):
 
 
 def on_files(files, config, **kwargs):
+    from mkdocs.structure.files import File
+
     algorithms = _algorithms()
     files.append(File.generated(config, "algorithms/index.md", content=_index(algorithms)))
     for name, cls in algorithms.items():
         files.append(File.generated(config, f"algorithms/{name}.md", content=_page(name, cls)))
     return files
+
+
+def on_page_markdown(markdown, page, config, files, **kwargs):
+    """Every page: inline notation in prose rendered as math (:func:`inline_math`), images
+    as captioned figures (:func:`figures`)."""
+    return figures(inline_math(markdown))
+
+
+INLINE_CODE = re.compile(r"(?<!<pre>)(?<!</span>)<code>([^<]{13,})</code>")
+
+
+def breakable_code(html: str) -> str:
+    """Long inline code (``algorithm.gossip_steps``) may wrap after its dots and underscores
+    (``<wbr>``), and only there (docs/stylesheets/extra.css: no break inside a word)."""
+    return INLINE_CODE.sub(
+        lambda m: "<code>" + re.sub(r"([._/])(?=[^._/])", r"\1<wbr>", m.group(1)) + "</code>",
+        html)
+
+
+def on_page_content(html, page, config, files, **kwargs):
+    return breakable_code(html)

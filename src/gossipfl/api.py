@@ -39,17 +39,30 @@ __all__ = ["Report", "Result", "StudyResults", "analyze", "fetch", "load_run", "
 
 
 def run(config: Config | dict | str | Path | None = None, *,
-        overrides: Sequence[str] = (), callbacks: Sequence = ()) -> Result:
+        overrides: Sequence[str] = (), callbacks: Sequence = (),
+        quiet: bool = False) -> Result:
     """Run one experiment and return its :class:`Result`.
 
     ``config``: a dict, a YAML path or a :class:`~gossipfl.config.Config`; ``overrides``:
     ``"key.path=value"`` strings; ``callbacks``: callables ``(runner, t, row_or_None)``
-    called after every round. It writes no run directory, so the ``output`` settings that
-    write one (``output.tensorboard``, ``output.wandb``) are ignored, with a warning.
+    called after every round; ``quiet``: no progress bar (by default one over the rounds,
+    on stderr, once the run takes over a second: :mod:`gossipfl.progress`). It writes no
+    run directory, so the ``output`` settings that write one (``output.tensorboard``,
+    ``output.wandb``) are ignored, with a warning.
     """
+    from gossipfl.progress import RoundBar
+    from gossipfl.results.rundir import primary_metric
+
     resolved = load_config(config, overrides)
     warn_unwritten_output(resolved, "gossipfl.run()")
-    return Runner(resolved, callbacks=callbacks).run()
+    runner = Runner(resolved, callbacks=callbacks)
+    bar = RoundBar(runner, resolved.name or resolved.algorithm.name, disable=quiet,
+                   metric=primary_metric)
+    runner.callbacks.append(bar)
+    try:
+        return runner.run()
+    finally:
+        bar.close()
 
 
 def warn_unwritten_output(config: Config, caller: str) -> None:
@@ -88,7 +101,7 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
           log: Callable[[str], None] | None = None,
           warn: Callable[[str], None] | None = None,
           allow_changed_inputs: bool = False, jobs: int = 1,
-          only: Sequence[str] = (), pack: bool = False) -> StudyResults:
+          only: Sequence[str] = (), pack: bool = False, quiet: bool = False) -> StudyResults:
     """Run a study (``gossipfl sweep``): every grid point and seed not yet done, then the
     table and figures in ``<out>/<name>/``.
 
@@ -105,15 +118,21 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     run, the others go on); ``only``: just the runs whose directory name matches one of
     these patterns (``fnmatch``: ``"dfedavg-seed*"``); ``pack``: runs that differ in seed and
     learning rate computed as one stack of clients, each run's numbers those it has alone
-    (:mod:`gossipfl.packing`).
+    (:mod:`gossipfl.packing`). Progress on stderr (:mod:`gossipfl.progress`): a bar over
+    each run's rounds (``progress``: a function ``(prepared_run, name)`` making your own
+    callback instead), with ``jobs`` a bar over the runs naming the running ones with their
+    round; ``quiet``: none.
     """
+    from gossipfl.progress import round_bars
+    from gossipfl.results.rundir import primary_metric
     from gossipfl.sweep import load_study as parse_study
     from gossipfl.sweep import run_study
 
     sets = as_list(overrides, "overrides", "'key.path=value' strings")
+    progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress,
                         log=log, warn=warn, allow_changed_inputs=allow_changed_inputs, jobs=jobs,
-                        only=as_list(only, "only", "patterns"), pack=pack)
+                        only=as_list(only, "only", "patterns"), pack=pack, quiet=quiet)
     return StudyResults(outcome.path, outcome.report, dict(outcome.outcomes),
                         dict(outcome.failed), outcome.report_error, outcome)
 

@@ -1,7 +1,8 @@
 """The ``gossipfl`` command.
 
-    gossipfl run [CONFIG.yaml] [--set key.path=value ...] [--out DIR] [--device cpu|cuda]
-                 [--name NAME] [--resume RUN_DIR [--allow-changed-inputs]] [--quiet]
+    gossipfl run [CONFIG.yaml] [--set key.path=value ...] [--out DIR] [--name NAME]
+                 [--device cpu|cuda] [--resume RUN_DIR [--allow-changed-inputs]] [--quiet]
+                 [--dry-run] [--plugin FILE]
     gossipfl sweep STUDY.yaml [--set ...] [--out DIR] [--device ...] [--jobs N]
                    [--only GLOB ...] [--allow-changed-inputs] [--quiet]
     gossipfl report PATH... [--metric NAME] [--target ACC ...] [--out DIR]
@@ -36,7 +37,7 @@ from typing import Any
 
 from gossipfl import __version__
 from gossipfl.errors import GossipflError
-from gossipfl.io import check_writable_file
+from gossipfl.io import check_writable, check_writable_file
 
 #: The experiment ``gossipfl run`` runs without a config (the same as examples/quickstart.yaml):
 #: under a minute on 2 idle CPU cores (about 90 s on a busy one), from 10% to about 82% test
@@ -75,30 +76,6 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     _warn(str(message))
 
 
-class ProgressBar:
-    """Runner callback: a tqdm bar over rounds showing the latest accuracy."""
-
-    def __init__(self, runner: Any, desc: str, disable: bool = False):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=runner.config.train.rounds, initial=runner.round, desc=desc,
-                        unit="round", file=sys.stderr, disable=disable, dynamic_ncols=True)
-
-    def __call__(self, runner: Any, t: int, row: dict | None) -> None:
-        from gossipfl.results.rundir import primary_metric
-
-        if row is not None:
-            metric = primary_metric([row])
-            if metric in row:
-                self.bar.set_postfix_str(f"acc {100 * row[metric]:.2f}%", refresh=False)
-        self.bar.update(1)
-        if runner.round >= runner.config.train.rounds:
-            self.bar.close()
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 def format_summary(summary: dict, run_dir: Path) -> str:
     """The block printed when a run finishes."""
     from gossipfl.results.reporting import format_bytes
@@ -117,12 +94,16 @@ def format_summary(summary: dict, run_dir: Path) -> str:
                  f"({METRIC_NAMES.get(metric, metric)})")
     lines.append(f"  best accuracy{'':7} {pct(summary.get('best'))}  "
                  f"at round {summary.get('best_round')}")
-    if summary.get("final_local_acc_mean") is not None and metric != "local_acc_mean":
+    honest = summary.get("final_honest_local_acc_mean") is not None  # Byzantine clients
+    local = "final_honest_local_acc" if honest else "final_local_acc"
+    if summary.get(f"{local}_mean") is not None and metric != "local_acc_mean":
         sampled = summary.get("eval_clients")
-        over = (f"over a sample of {sampled} of the {summary.get('clients')} clients, "
-                "eval.local_clients" if sampled else "over clients")
-        lines.append(f"  local models{'':8} {100 * summary['final_local_acc_mean']:.2f} ± "
-                     f"{100 * summary.get('final_local_acc_std', 0.0):.2f} %  "
+        sample = f"a sample of {sampled} of the {summary.get('clients')} clients"
+        over = (f"over {'the honest clients of ' if honest else ''}{sample}, "
+                "eval.local_clients" if sampled else
+                f"over the {'honest ' if honest else ''}clients")
+        lines.append(f"  local models{'':8} {100 * summary[f'{local}_mean']:.2f} ± "
+                     f"{100 * summary.get(f'{local}_std', 0.0):.2f} %  "
                      f"(final, mean ± std {over})")
     if summary.get("final_epsilon") is not None:
         lines.append(f"  privacy spent{'':7} ε = {summary['final_epsilon']:.3g} at δ = "
@@ -134,6 +115,10 @@ def format_summary(summary: dict, run_dir: Path) -> str:
         lines.append(f"  breakdown inputs{'':4} μ_min = {cut['mu_min']:.3g}, b = "
                      f"{cut['b_max']:.3g} (at most {cut['byzantine_neighbours_max']} "
                      f"Byzantine neighbours), b/μ_min = {ratio}")
+    if summary.get("final_pndp_max") is not None:  # Muffliato's pairwise network DP
+        lines.append(f"  pairwise privacy{'':4} ε(u→v) = {summary['final_pndp_max']:.3g} in "
+                     f"Rényi DP of order α = {summary.get('pndp_alpha', 2):g}  (largest over "
+                     f"pairs u ≠ v; mean {summary.get('final_pndp_mean', 0.0):.3g})")
     lines.append(f"  time per round{'':6} {summary.get('seconds_per_round', 0.0):.2f} s")
     lines.append(f"  bytes sent{'':10} {format_bytes(summary.get('bytes_total'))}")
     lines.append(f"  run directory{'':7} {run_dir}")
@@ -183,14 +168,38 @@ def _prepare_new(args: argparse.Namespace):
     if args.device:
         overrides.append(f"device={args.device}")
     if args.name:
+        _check_name(args.name)
         overrides.append(f"name={args.name}")
     config = load_config(args.config if args.config else QUICKSTART, overrides)
     from gossipfl.results.lifecycle import prepare_fresh  # after a config error: not imported
     from gossipfl.results.rundir import new_run_path
 
-    if args.out:
-        return prepare_fresh(config, Path(args.out), key="--out")
-    return prepare_fresh(config, new_run_path(config), unique=True)
+    parent = _out_parent(args.out) if args.out else Path(config.output.dir)
+    if args.name:
+        return prepare_fresh(config, parent / args.name, key="--name")
+    return prepare_fresh(config, new_run_path(config, parent), unique=True,
+                         key="--out" if args.out else "output.dir")
+
+
+def _check_name(name: str) -> None:
+    """``--name``: the run's folder in ``--out``, one folder name."""
+    if name in (".", "..") or "/" in name or "\\" in name or not name.strip():
+        raise GossipflError(f"--name: the name of the run's own folder (one name, without "
+                            f"'/'), got '{name}'; --out is the folder it goes in.")
+
+
+def _out_parent(out: str) -> Path:
+    """``--out``: the folder the run's directory goes in (as for ``sweep``); an existing run
+    directory there is the old meaning of ``--out`` (the run's own directory), refused."""
+    from gossipfl.results.rundir import RunDirectory
+
+    if RunDirectory(out).is_run():
+        raise GossipflError(f"--out: '{out}' is a run directory, but --out is the folder a run's "
+                            f"directory goes in (as for gossipfl sweep); give --out PARENT "
+                            f"--name NAME for the folder PARENT/NAME, or --resume {out} to "
+                            f"continue that run.")
+    check_writable(out, "--out")
+    return Path(out)
 
 
 def command_line(*args: str) -> str:
@@ -232,7 +241,11 @@ def _execute(prepared: Any, args: argparse.Namespace) -> int:
 
     run_dir = prepared.run_dir.path
     reports = prepared.run_dir.writes  # under torchrun, rank 0 reports for the job
-    bar = ProgressBar(prepared.runner, run_dir.name, disable=args.quiet or not reports)
+    from gossipfl.progress import RoundBar
+    from gossipfl.results.rundir import primary_metric
+
+    bar = RoundBar(prepared.runner, run_dir.name, disable=args.quiet or not reports,
+                   metric=primary_metric)
     try:
         outcome = execute(prepared, [bar], warn=_warn)
     except KeyboardInterrupt:
@@ -294,13 +307,10 @@ def _after_write_error(error: Any, command: str | None, action: str = "resume") 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from gossipfl.api import sweep
 
-    def progress(prepared: Any, desc: str) -> ProgressBar:
-        return ProgressBar(prepared.runner, desc, disable=args.quiet)
-
     log = (lambda _m: None) if args.quiet else print
     try:
         outcome = sweep(args.study, overrides=args.set, out=args.out, device=args.device,
-                        progress=progress, log=log, warn=_warn,
+                        quiet=args.quiet, log=log, warn=_warn,
                         allow_changed_inputs=args.allow_changed_inputs, jobs=args.jobs,
                         only=args.only, pack=args.pack)
     except KeyboardInterrupt:
@@ -351,13 +361,10 @@ def _print_report(result: Any, out: Path) -> None:
 def cmd_stability(args: argparse.Namespace) -> int:
     from gossipfl.stability_study import stability
 
-    def progress(runner: Any, desc: str) -> ProgressBar:
-        return ProgressBar(runner, desc, disable=args.quiet)
-
     try:
         outcome = stability(args.source, overrides=args.set, perturb=args.perturb,
                             client=args.client, every=args.every, out=args.out,
-                            device=args.device, progress=progress,
+                            device=args.device, quiet=args.quiet,
                             log=(lambda _m: None) if args.quiet else print, warn=_warn)
     except KeyboardInterrupt:
         _err("interrupted; nothing was written (run the command again).")
@@ -530,9 +537,13 @@ def cmd_new(args: argparse.Namespace) -> int:
     from gossipfl.scaffold import new
 
     paths = new(args.piece, args.name, args.out, args.kind)
+    import importlib.util
+
     print(f"wrote {paths[0]} and {paths[1]}; try them:")
     option = {"algorithm": "algorithm.name", "model": "model.name",
               "dataset": "data.dataset"}[args.piece]
+    if importlib.util.find_spec("pytest") is None:  # a wheel install has no test tools
+        print("  pip install 'gossipfl[test]'    # pytest, which runs the test")
     print(f"  python -m pytest {shlex.quote(str(paths[1]))}")
     print(f"  gossipfl run --plugin {shlex.quote(str(paths[0]))} --set {option}={args.name}")
     return 0
@@ -550,9 +561,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one experiment (the quickstart without a config)")
     run.add_argument("config", nargs="?", help="experiment YAML (default: the quickstart)")
     _add_set(run)
-    run.add_argument("--out", help="run directory to create (default: "
-                                   "<output.dir>/<name>-<timestamp>)")
-    run.add_argument("--name", help="run name (the run directory's prefix)")
+    run.add_argument("--out", metavar="DIR",
+                     help="the folder the run's directory goes in, as for sweep (default: "
+                          "output.dir, runs)")
+    run.add_argument("--name", help="the run's name and its directory's: DIR/NAME, which must "
+                                    "be free (default: DIR/<name>-<timestamp>)")
     run.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
     run.add_argument("--allow-changed-inputs", action="store_true",

@@ -54,6 +54,7 @@ class Task:
     analysis: dict | None
     threads: int
     quiet: bool
+    rounds: int = 0  # the run's train.rounds (what its progress counts to)
 
 
 def portable(config: Any, key: str = "--jobs") -> str:
@@ -72,13 +73,22 @@ def portable(config: Any, key: str = "--jobs") -> str:
     return config.to_yaml()
 
 
-def _worker(target: Callable[[Task], tuple], task: Task, conn: Any) -> None:
-    """A worker process: ``target(task)`` (one run: ``(what, status, error)``), sent back;
-    an interruption or an error in the run is sent back the same way."""
+def _worker(target: Callable[[Task, Callable[[int], None]], tuple], task: Task,
+            conn: Any) -> None:
+    """A worker process: ``target(task, report)`` (one run: ``(what, status, error)``), sent
+    back; ``report(n)`` sends ``("round", n)`` when the run has done n rounds; an
+    interruption or an error in the run is sent back the same way."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the sweep, which passes it on once
     _stop_with_parent()
+
+    def report(rounds: int) -> None:
+        try:
+            conn.send(("round", rounds))
+        except OSError:  # the sweep is gone: progress never fails a run
+            pass
+
     try:
-        conn.send(target(task))
+        conn.send(target(task, report))
     except KeyboardInterrupt:
         conn.send(("interrupted", "interrupted", None))
     except GossipflError as exc:
@@ -119,18 +129,26 @@ class _Running:
     process: Any
     conn: Any
     task: Task
+    message: tuple | None = None  # the run's outcome, once sent
+    listening: bool = True  # whether the pipe may still bring a message
+
+
+Rounds = Callable[[Task, int], None]
 
 
 def run_parallel(tasks: Sequence[Task], jobs: int, log: Callable[[str], None],
                  done: Callable[[Task, str, str | None, str | None], None],
-                 target: Callable[[Task], tuple]) -> None:
-    """Run ``target(task)`` for each of ``tasks`` (a module-level function: the workers are
-    spawned) on at most ``jobs`` worker processes; ``done(task, what, status, error)`` for
-    each as it ends. Ctrl-C / SIGTERM (as KeyboardInterrupt): see the module
-    doc; re-raised once every worker has ended."""
+                 target: Callable[[Task, Callable[[int], None]], tuple],
+                 rounds: Rounds | None = None) -> None:
+    """Run ``target(task, report)`` for each of ``tasks`` (a module-level function: the
+    workers are spawned) on at most ``jobs`` worker processes; ``done(task, what, status,
+    error)`` for each as it ends; ``rounds(task, n)`` when it has started (n = 0) and each
+    time its worker reports n rounds done. Ctrl-C / SIGTERM (as KeyboardInterrupt): see the
+    module doc; re-raised once every worker has ended."""
     context = multiprocessing.get_context("spawn")
     pending = list(tasks)
     running: dict[int, _Running] = {}  # sentinel → worker
+    rounds = rounds or (lambda _task, _n: None)
     try:
         while pending or running:
             while pending and len(running) < jobs:
@@ -143,27 +161,47 @@ def run_parallel(tasks: Sequence[Task], jobs: int, log: Callable[[str], None],
                 send.close()
                 running[process.sentinel] = _Running(process, receive, task)
                 log(f"started {task.dirname} (pid {process.pid})")
-            _reap(running, done, multiprocessing.connection.wait(list(running)))
+                rounds(task, 0)
+            _reap(running, done, _wait(running), rounds)
     except KeyboardInterrupt:
         _stop(running, done, log)
         raise
 
 
-def _reap(running: dict[int, _Running], done: Callable, ready: Sequence[Any]) -> None:
-    for sentinel in ready:
-        worker = running.pop(sentinel)
-        message = None
-        try:
-            if worker.conn.poll():
-                message = worker.conn.recv()
-        except (EOFError, OSError):
-            message = None
+def _wait(running: dict[int, _Running], timeout: float | None = None) -> list[Any]:
+    """The ended workers' sentinels and the pipes with a message, among ``running``."""
+    pipes = [w.conn for w in running.values() if w.listening]
+    return multiprocessing.connection.wait([*running, *pipes], timeout)
+
+
+def _listen(worker: _Running, rounds: Rounds) -> None:
+    """Every message waiting on the worker's pipe: rounds reported, or its outcome."""
+    try:
+        while worker.listening and worker.conn.poll():
+            message = worker.conn.recv()
+            if len(message) == 2 and message[0] == "round":
+                rounds(worker.task, message[1])
+            else:
+                worker.message, worker.listening = message, False
+    except (EOFError, OSError):
+        worker.listening = False
+
+
+def _reap(running: dict[int, _Running], done: Callable, ready: Sequence[Any],
+          rounds: Rounds = lambda _task, _n: None) -> None:
+    pipes = {w.conn: w for w in running.values()}
+    for item in ready:
+        if item in pipes:
+            _listen(pipes[item], rounds)
+            continue
+        worker = running.pop(item)
+        _listen(worker, rounds)
         worker.process.join()
         worker.conn.close()
-        if message is None:
+        if worker.message is None:
             done(worker.task, "failed", "failed", death(worker.process.exitcode))
         else:
-            done(worker.task, *message)
+            done(worker.task, *worker.message)
 
 
 def _stop(running: dict[int, _Running], done: Callable, log: Callable[[str], None]) -> None:
@@ -178,8 +216,7 @@ def _stop(running: dict[int, _Running], done: Callable, log: Callable[[str], Non
         deadline = time.monotonic() + grace
         while running and time.monotonic() < deadline:
             try:
-                ready = multiprocessing.connection.wait(list(running),
-                                                        max(deadline - time.monotonic(), 0))
+                ready = _wait(running, max(deadline - time.monotonic(), 0))
             except KeyboardInterrupt:  # asked again: stop them at once
                 break
             _reap(running, done, ready)

@@ -190,7 +190,8 @@ class Runner:
              measured: RoundMetrics | None = None) -> dict | None:
         """Round t (the next one, ``self.round``): train and communicate, stop with
         :class:`Diverged` on a blow-up, evaluate when due (``evaluate`` True/False: always
-        / never), call the callbacks; returns the round's metrics row, None when it was not
+        / never; a callback with an ``evaluating(runner, t)`` method is told first), call
+        the callbacks; returns the round's metrics row, None when it was not
         evaluated. ``measured``: round t was computed elsewhere (a packed study computes
         its runs' rounds together, gossipfl.packing) and left this run's state and these
         measurements; the rest of the round is as usual."""
@@ -199,6 +200,8 @@ class Runner:
             self.check_divergence(t, measured)
             row = None
             if self.should_evaluate(t) if evaluate is None else evaluate:
+                for callback in self.callbacks:  # e.g. a progress bar saying so
+                    getattr(callback, "evaluating", _nothing)(self, t)
                 trained = getattr(measured, "trained", None)
                 row = {**measured, **self.evaluate(trained, t + 1),
                        "elapsed": self.train_seconds}
@@ -265,6 +268,10 @@ class Runner:
         self.bytes_total = int(state["bytes_total"])
         self.train_seconds = float(state["train_seconds"])
         self.run_state.load(state, self.exp.fed)
+
+
+def _nothing(*_args) -> None:
+    pass
 
 
 def has_nonfinite(x: torch.Tensor) -> bool:

@@ -274,13 +274,18 @@ def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = 
               out: str | Path | None = None, device: str | None = None,
               progress: Callable[[Any, str], Any] | None = None,
               log: Callable[[str], None] | None = None,
-              warn: Callable[[str], None] | None = None) -> StabilityOutcome:
+              warn: Callable[[str], None] | None = None,
+              quiet: bool = False) -> StabilityOutcome:
     """Run :func:`run_pair` for every run of ``source`` (a config or a study file), then
     write the CSV, the table and the two figures into ``out``. Every input is checked
     before the first run starts. ``log`` gets a line per run (default: nothing), ``warn``
-    each warning (default: ``warnings.warn``)."""
+    each warning (default: ``warnings.warn``); a progress bar over each pair's rounds on
+    stderr (``progress``: your own, as for :func:`gossipfl.sweep`) unless ``quiet``."""
+    from gossipfl.progress import round_bars
+    from gossipfl.results.rundir import primary_metric
     from gossipfl.sweep import _silent, _warning
 
+    progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     log = log or _silent
     warn = warn or _warning
     check_request(perturb, client, every)

@@ -212,12 +212,12 @@ def _analysis(value: Any) -> dict | None:
 def analyze_run(path: Path, options: dict, log: Callable[[str], None],
                 device: str | None = None) -> None:
     """The study's flatness analysis of one finished run, unless it was already done, on
-    :func:`analysis_device`."""
+    :func:`analysis_device` (without bars of its own: the line it logs says it is done)."""
     from gossipfl.analysis import analysis_columns, analyze
 
     if RunDirectory(path).status() != "finished" or analysis_columns(path):
         return
-    analyze(path, hessian=True, device=analysis_device(path, device), **options)
+    analyze(path, hessian=True, device=analysis_device(path, device), quiet=True, **options)
     found = ", ".join(f"{key} {value:.4g}" for key, value in analysis_columns(path).items())
     log(f"  analyzed: {found}")
 
@@ -380,6 +380,16 @@ def study_path(study: Study, out: str | Path | None = None) -> Path:
     return Path(parent) / slug(study.name)
 
 
+def check_parent(out: Path) -> None:
+    """``--out`` is the folder the study's folder goes in (as for ``gossipfl run``): a study
+    folder or a run directory given as ``--out`` is refused, saying what to write."""
+    if (out / STUDY_FILE).is_file() or RunDirectory(out).is_run():
+        what = "a run directory" if RunDirectory(out).is_run() else "a study folder"
+        raise GossipflError(f"--out: '{out}' is {what}, but --out is the folder a study's "
+                            f"folder goes in (as for gossipfl run); give --out "
+                            f"'{out.parent}' to write <out>/<study name>.")
+
+
 # --------------------------------------------------------------------------------------------
 # Running
 # --------------------------------------------------------------------------------------------
@@ -453,14 +463,15 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
               progress: Progress | None = None, log: Callable[[str], None] | None = None,
               warn: Callable[[str], None] | None = None,
               allow_changed_inputs: bool = False, jobs: int = 1,
-              only: Sequence[str] = (), pack: bool = False) -> StudyOutcome:
+              only: Sequence[str] = (), pack: bool = False, quiet: bool = True) -> StudyOutcome:
     """Run every variant not yet done, then write the table and figures. ``log`` gets a
     line per run (default: nothing), ``warn`` each warning (default: ``warnings.warn``).
     ``jobs`` > 1: the runs on that many worker processes (:mod:`gossipfl.jobs`); ``only``:
     the runs whose directory name matches one of these ``fnmatch`` patterns (the table
     still shows every run of the study that is there); ``pack``: runs that differ in seed
     and learning rate computed as one stack, each into its own run directory (:mod:`gossipfl.packing`;
-    not with ``jobs`` > 1)."""
+    not with ``jobs`` > 1); ``quiet`` False: with ``jobs`` > 1, a bar over the runs on stderr
+    (:class:`gossipfl.progress.StudyBar`; ``progress`` makes each run's own bar otherwise)."""
     log = log or _silent
     warn = warn or _warning
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -473,12 +484,14 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     chosen = select(variants, only)
     if study.analysis is not None:
         check_analysis_fits(study.analysis, chosen)
+    if out is not None:
+        check_parent(Path(out))
     path = study_path(study, out)
     check_writable(path, "study.out" if out is None else "--out")
     result = StudyOutcome(path, variants)
     if jobs > 1:
         return _run_on_workers(study, variants, chosen, path, result, device, log, warn,
-                               allow_changed_inputs, jobs)
+                               allow_changed_inputs, jobs, quiet)
     if pack:
         atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
         run_packed(study, chosen, path, result, device, progress, log, warn,
@@ -543,10 +556,11 @@ def select(variants: list[Variant], only: Sequence[str]) -> list[Variant]:
     return chosen
 
 
-def run_task(task: Any) -> tuple[str, str | None, str | None]:
+def run_task(task: Any, report: Callable[[int], None] | None = None
+             ) -> tuple[str, str | None, str | None]:
     """One run of a ``--jobs`` sweep, in its worker process (:mod:`gossipfl.jobs`): its config
     rebuilt from YAML, run (or resumed) into its directory, analyzed when the study says so;
-    ``(what, status, error)``."""
+    ``(what, status, error)``. ``report(n)``: called after each round, n the rounds done."""
     import torch
 
     torch.set_num_threads(task.threads)
@@ -560,7 +574,8 @@ def run_task(task: Any) -> tuple[str, str | None, str | None]:
 
     config = load_config(yaml.safe_load(task.config_yaml))
     variant = Variant(task.label, task.seed, config, task.dirname)
-    what, outcome = run_variant(variant, Path(task.path), task.device, None, log, warn,
+    progress = None if report is None else _reporter(report)
+    what, outcome = run_variant(variant, Path(task.path), task.device, progress, log, warn,
                                 task.allow_changed_inputs)
     status = None if outcome is None else outcome.status
     error = None if outcome is None or outcome.error is None else str(outcome.error)
@@ -571,14 +586,33 @@ def run_task(task: Any) -> tuple[str, str | None, str | None]:
     return what, status, error
 
 
+class _Reporter:
+    """A run's callback in a ``--jobs`` worker: the rounds done, to the sweep's process."""
+
+    def __init__(self, report: Callable[[int], None]):
+        self.report = report
+
+    def __call__(self, runner: Any, t: int, row: dict | None) -> None:
+        self.report(runner.round)
+
+    def close(self) -> None:
+        pass
+
+
+def _reporter(report: Callable[[int], None]) -> Progress:
+    return lambda _prepared, _name: _Reporter(report)
+
+
 def _run_on_workers(study: Study, variants: list[Variant], chosen: list[Variant], path: Path,
                     result: StudyOutcome, device: str | None, log: Callable[[str], None],
                     warn: Callable[[str], None], allow_changed_inputs: bool,
-                    jobs: int) -> StudyOutcome:
-    """:func:`run_study` with ``jobs`` worker processes (gossipfl.jobs)."""
+                    jobs: int, quiet: bool = True) -> StudyOutcome:
+    """:func:`run_study` with ``jobs`` worker processes (gossipfl.jobs); unless ``quiet``, a
+    bar over the runs (:class:`~gossipfl.progress.StudyBar`)."""
     import os
 
     from gossipfl.jobs import Task, portable, run_parallel
+    from gossipfl.progress import StudyBar
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
     tasks = []
@@ -593,13 +627,22 @@ def _run_on_workers(study: Study, variants: list[Variant], chosen: list[Variant]
         tasks.append(Task(i, variant.label, variant.seed, variant.dirname,
                           portable(variant.config), str(run_path), device,
                           allow_changed_inputs, study.analysis, threads,
-                          quiet=log is _silent))
+                          quiet=log is _silent, rounds=variant.config.train.rounds))
     atomic_write_text(path / STUDY_FILE, yaml.safe_dump(study.to_dict(), sort_keys=False))
     finished = 0
+    bar = StudyBar(len(tasks), disable=quiet)
+    log = bar.log(log)
+
+    def rounds(task: Any, n: int) -> None:
+        if n == 0:
+            bar.started(task.dirname, task.rounds)
+        else:
+            bar.round(task.dirname, n, task.rounds)
 
     def done(task: Any, what: str, status: str | None, error: str | None) -> None:
         nonlocal finished
         finished += 1
+        bar.finished(task.dirname)
         result.outcomes[task.dirname] = what
         if what == "failed":
             result.failed[task.dirname] = error or "failed"
@@ -612,7 +655,10 @@ def _run_on_workers(study: Study, variants: list[Variant], chosen: list[Variant]
             if status == "diverged":
                 warn(f"run {task.dirname} diverged: {error}")
 
-    run_parallel(tasks, jobs, log, done, run_task)
+    try:
+        run_parallel(tasks, jobs, log, done, run_task, rounds)
+    finally:
+        bar.close()
     return _report(study, variants, path, result)
 
 

@@ -47,6 +47,7 @@ from gossipfl.engine import ParamLayout, make_oracle
 from gossipfl.engine.hvp import HessianOperator
 from gossipfl.errors import GossipflError
 from gossipfl.io import check_writable
+from gossipfl.progress import CountedProducts, WorkBar
 from gossipfl.rng import torch_generator
 
 #: A file to write once everything is computed: returns its path.
@@ -209,13 +210,15 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
             other: str | Path | None = None, grid: int = 21, span: float = 1.0,
             seed: int = 0, tol: float = 1e-2, max_iter: int = 100, trace_tol: float = 1e-2,
             trace_max_iter: int = 100, batch_size: int = 1000, device: str = "cpu",
-            mode: str = "auto") -> dict:
+            mode: str = "auto", quiet: bool = False) -> dict:
     """Analyze the models saved in ``run_dir``; returns what was written and measured.
 
     With nothing asked (no ``hessian``, ``trace`` or ``landscape``), the top eigenvalue is
     computed. ``grid`` points per axis: 2-D coordinates span [−span, span]; the 1-D α runs
     over [−span/2, 1 + span/2]. ``samples=None`` uses the whole split. ``mode`` is the HVP
-    batching: "auto", "batched" (vmap over models) or "loop".
+    batching: "auto", "batched" (vmap over models) or "loop". Progress on stderr (the
+    Hessian-vector products, the landscape's batches of points: :mod:`gossipfl.progress`)
+    unless ``quiet``.
 
     Every option, the device, the run directory, the output folder's writability and
     ``top_k`` against the model's size are checked before anything is computed; the files
@@ -259,8 +262,12 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
     if hessian or trace:
         op = HessianOperator(run.model.to(dev), inputs, targets, loss=config.train.loss,
                              batch_size=batch_size, mode=mode)
-        report = hessian_report(op, sel, top_k if hessian else None, trace, seed, tol,
-                                max_iter, trace_tol, trace_max_iter)
+        bar = WorkBar("Hessian-vector products", "call", disable=quiet)
+        try:
+            report = hessian_report(CountedProducts(op, bar), sel, top_k if hessian else None,
+                                    trace, seed, tol, max_iter, trace_tol, trace_max_iter)
+        finally:
+            bar.close()
         report.update({k: result[k] for k in ("run", "round", "algorithm", "data", "samples",
                                              "seed")}, hvp_mode=op.mode)
         result["hessian"] = report
@@ -269,7 +276,8 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
     if landscape:
         oracle = make_oracle(config.engine.oracle, run.model, loss=config.train.loss,
                              chunk_size=config.engine.chunk_size, device=dev)
-        evaluate = make_evaluator(oracle, inputs, targets, batch_size=batch_size)
+        bar = WorkBar(f"landscape {landscape}", "batch", disable=quiet)
+        evaluate = bar.counting(make_evaluator(oracle, inputs, targets, batch_size=batch_size))
         run.average = run.average.to(dev)
         if ends is not None:
             ends.X = ends.X.to(dev)
@@ -278,6 +286,7 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
             info, files = landscape_2d(evaluate, run, sel, grid, span, seed, out)
         info.update({k: result[k] for k in ("run", "round", "algorithm", "data", "samples",
                                            "seed")}, grid=grid, span=span)
+        bar.close()
         pending += [*files, lambda: write.write_json(out / f"landscape{landscape}.json", info)]
         result[f"landscape{landscape}"] = info
     result["files"] = [write_file() for write_file in pending]

@@ -31,6 +31,7 @@ from gossipfl.results.rundir import (
     NON_RESULT_KEYS,
     SUMMARY_FILE,
     RunDirectory,
+    honest_key,
     is_personalized,
     metrics_from_csv,
     primary_metric,
@@ -421,7 +422,8 @@ def _table_row(label: str, runs: list[Run], ok: list[Run], metric: str,
     per_round = [row["elapsed"] / row["round"] for row in last
                  if row.get("elapsed") is not None and row.get("round")]
     sent = [row["bytes_total"] for row in last if row.get("bytes_total") is not None]
-    consensus = [row["consensus"] for row in last if row.get("consensus") is not None]
+    consensus = [row[key] for row in last
+                 if row.get(key := honest_key("consensus", [row])) is not None]
     return TableRow(label=label, runs=len(ok), seeds=[r.seed for r in runs],
                     final=Stat.of(finals), best=Stat.of(bests), to_target=to_target,
                     seconds_per_round=float(np.mean(per_round)) if per_round else None,
@@ -744,9 +746,12 @@ def write_figures(groups: dict[str, list[Run]], out_dir: str | Path,
     out = Path(out_dir)
     files = []
     timed = clocked([r for runs in groups.values() for r in runs])
+    rows = [row for runs in groups.values() for run in runs for row in run.metrics]
     for name, x_key, y_key, log_y in FIGURES:
         if x_key == "sim_time" and not timed:
             continue
+        if y_key is not None:  # with Byzantine clients: over the honest ones
+            y_key = honest_key(y_key, rows)
         fig = curves_figure(groups, metric if y_key is None else y_key, x_key, metric,
                             log_y=log_y)
         if fig is not None:
@@ -800,14 +805,16 @@ def _local_curve(run: Run, x_key: str) -> list:
     """The local models' mean ± std over clients, for a single-run figure."""
     from gossipfl.plots import Curve
 
-    rows = [r for r in run.metrics if "local_acc_mean" in r and r.get(x_key) is not None]
+    mean = honest_key("local_acc_mean", run.metrics)  # with Byzantine clients: the honest
+    rows = [r for r in run.metrics if mean in r and r.get(x_key) is not None]
     if not rows:
         return []
     def col(key: str) -> np.ndarray:
         return np.array([r.get(key, 0.0) for r in rows], dtype=np.float64)
 
-    return [Curve("local models (mean ± std over clients)", col(x_key), col("local_acc_mean"),
-                  col("local_acc_std"), style="--")]
+    who = "honest clients" if mean != "local_acc_mean" else "clients"
+    return [Curve(f"local models (mean ± std over {who})", col(x_key), col(mean),
+                  col(mean.replace("_mean", "_std")), style="--")]
 
 
 #: The study file a sweep writes into its folder.

@@ -297,6 +297,13 @@ def primary_metric(rows: Sequence[dict], personalized: bool = False) -> str:
     return ACCURACY_METRICS[0]
 
 
+def honest_key(key: str, rows: Sequence[dict]) -> str:
+    """``honest_<key>`` where ``rows`` hold it (a run with Byzantine clients: the same measure
+    over the honest clients alone, what its summary, table and figures report), else
+    ``key``."""
+    return f"honest_{key}" if any(f"honest_{key}" in row for row in rows) else key
+
+
 def is_personalized(algorithm: str | None) -> bool:
     """Whether the algorithm named ``algorithm`` declares personalized models (False for a
     name not registered here, e.g. a plugin not loaded)."""
@@ -309,12 +316,15 @@ def is_personalized(algorithm: str | None) -> bool:
 
 
 def summarize_rows(rows: Sequence[dict], metric: str | None = None) -> dict:
-    """Final and best ``metric``, round of the best, time per round and bytes sent."""
+    """Final and best ``metric``, round of the best, time per round and bytes sent; the last
+    row's per-client measures (over the honest clients too, in a run with Byzantine
+    clients) and privacy spent (DP-SGD's ``epsilon``, Muffliato's pairwise ``pndp_*``)."""
     metric = metric or primary_metric(rows)
     out = Result(config=None, metrics=list(rows), params=None).summary(metric)
     last = rows[-1] if rows else {}
     for key in ("local_acc_mean", "local_acc_std", "consensus", "train_loss", "epsilon",
-                "epsilon_mean"):
+                "epsilon_mean", "honest_local_acc_mean", "honest_local_acc_std",
+                "honest_consensus", "pndp_max", "pndp_mean"):
         if last.get(key) is not None:
             out[f"final_{key}"] = last[key]
     return out
@@ -337,6 +347,8 @@ def run_summary(runner: Any, status: str, error: str | None = None,
         info["delta"] = config.privacy.delta
     if runner.exp.info.get("breakdown"):  # a Byzantine run: μ_min, b (gossipfl.trust.breakdown)
         info["breakdown"] = runner.exp.info["breakdown"]
+    if runner.rows and "pndp_max" in runner.rows[-1]:  # the Rényi order of final_pndp_*
+        info["pndp_alpha"] = config.algorithm.params.alpha
     if runner.exp.info.get("eval_clients"):  # local models measured on a sample of clients
         info["eval_clients"] = runner.exp.info["eval_clients"]
     files = getattr(runner.exp.dataset, "files", ())

@@ -5,7 +5,7 @@ Every rule turns a 0/1 adjacency ``A`` (``A_ij = 1``: client i receives client j
 diagonal) into a row-stochastic W with ``W_ij > 0`` exactly on the edges and the diagonal:
 
 - ``metropolis_hastings`` (default): W_ij = 1 / (1 + max(d_i, d_j)) on edges,
-  W_ii = 1 − Σ_{j≠i} W_ij. Symmetric and doubly stochastic on any undirected graph.
+  W_ii = 1 − Σ_j W_ij over j ≠ i. Symmetric and doubly stochastic on any undirected graph.
 - ``uniform``: W_ij = 1 / (d_i + 1) for j ∈ N_i ∪ {i} (the papers' code). Row-stochastic; it
   is symmetric only on regular graphs. Works on directed graphs (d_i = in-neighbours of i).
 - ``max_degree``: W_ij = 1 / (d_max + 1) on edges, W_ii = 1 − d_i / (d_max + 1). Symmetric and
@@ -16,7 +16,7 @@ diagonal) into a row-stochastic W with ``W_ij > 0`` exactly on the edges and the
 A rule is one function of the edges, registered by name (:func:`register_mixing_rule`, for
 gossipfl's rules and a plugin's alike): ``weights(rows, cols, degree)`` gives w_ij of every
 edge (client ``rows[e]`` receives from ``cols[e]``; ``degree[i]`` = d_i, i's in-neighbours),
-and W_ii = 1 − Σ_{j≠i} W_ij. The same function makes the dense W (:func:`mixing_matrix`) and
+and W_ii = 1 − Σ_j W_ij over j ≠ i. The same function makes the dense W (:func:`mixing_matrix`) and
 the edge list of a topology of many clients (:func:`gossipfl.topology.sparse.mixing_edges`).
 A rule declared ``symmetric`` needs an undirected graph and promises a symmetric, doubly
 stochastic W (checked on every W it makes).
