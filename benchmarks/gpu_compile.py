@@ -273,9 +273,8 @@ def main(argv: list[str] | None = None) -> int:
                 section_same_numbers(record, args.device, args.small)
             elif name == "rounds":
                 section_rounds(record, args.device, args.small, args, deadline, peaks)
-            elif name == "profile":
-                if time.perf_counter() < deadline:
-                    section_profile(record, args.device, args.small)
+            elif name == "profile" and time.perf_counter() < deadline:
+                section_profile(record, args.device, args.small)
         except Exception as err:  # noqa: BLE001
             record(name, "section", error=traceback.format_exc()[-2500:], message=str(err))
         record(name, "section_done", seconds=time.perf_counter() - start)
