@@ -177,8 +177,8 @@ def test_the_mixer_checks_its_device_copy(monkeypatch):
      ("error: data.options.num_classes: synthetic data of 160 samples × 6 features "
      "(1000000000 classes) needs at least")),
     (["data.local_test_size=1000000000", "eval.personalized=true"],
-     ("error: data.local_test_size: local test splits of 1000000000 samples for each of 4 "
-     "clients needs at least 89.4 GiB")),
+     ("error: data.local_test_size: 1000000000 samples per client, but the test set has "
+      "only 40")),
     (["train.batch_size=1000000000"],
      ("error: train.batch_size: drawing 2 minibatch(es) of 1000000000 samples for each of 4 "
      "clients needs at least")),

@@ -306,11 +306,12 @@ def test_after_a_round_the_first_signal_still_waits_for_the_round_end(tmp_path):
 
 def test_a_local_test_size_too_large_for_memory_is_refused_before_allocation(work, capsys,
                                                                             monkeypatch):
-    monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 8 << 30)
+    monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 2000)
+    monkeypatch.setattr("gossipfl.experiment.check_synthetic_size", lambda options: None)
     err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "big", "--set",
-                       "data.local_test_size=100000000", "--set", "eval.personalized=true")
-    assert err.startswith("error: data.local_test_size: local test splits of 100000000 "
-                          "samples for each of 4 clients needs at least 8.9 GiB"), err
+                       "data.local_test_size=40", "--set", "eval.personalized=true")
+    assert err.startswith("error: data.local_test_size: local test splits of 40 "
+                          "samples for each of 4 clients needs at least 3.8 KiB"), err
     assert not (work / "big").exists()
 
 

@@ -145,11 +145,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif getattr(args, "dry_run", False):
         from gossipfl.compat import preflight
         from gossipfl.loading import load_config
-        from gossipfl.plan import format_plan, memory_plan
+        from gossipfl.plan import format_fit, format_plan, memory_budget, memory_plan
 
         config = load_config(args.config if args.config else QUICKSTART, list(args.set))
         preflight(config)  # every refusal the run gives before training that needs no data
-        print(format_plan(*memory_plan(config)))
+        lines, facts = memory_plan(config)
+        print(format_plan(lines, facts))
+        if not config.device.startswith("cuda"):  # the plan is the host's memory
+            print(format_fit(lines, facts, memory_budget()))
         return 0
     else:
         if args.allow_changed_inputs:

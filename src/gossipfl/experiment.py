@@ -40,6 +40,7 @@ from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation
 from gossipfl.models import build_model, check_model_fits, head_names
+from gossipfl.plan import check_plan
 from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.schedules import get_schedule
 from gossipfl.state import RunState
@@ -111,8 +112,11 @@ def build_data(config: Config) -> tuple[Dataset, list[np.ndarray]]:
         dataset = load_dataset(data.dataset, root=data.root, download=data.download,
                                verify=data.verify, **data.options)
     if data.clients > len(dataset.train_y):
+        sizes = (" (data.options.train_size sets it)" if data.dataset == "synthetic"
+                 else "")
         raise GossipflError(f"data.clients: {data.clients} clients but the dataset has only "
-                            f"{len(dataset.train_y)} training samples.")
+                            f"{len(dataset.train_y)} training samples{sizes}; each client "
+                            f"needs at least one.")
     if data.partition == "natural":
         return dataset, natural_split(dataset.train_users, len(dataset.users), data.clients,
                                       dataset.name)
@@ -206,6 +210,24 @@ def check_batch_size(config: Config, parts: list[np.ndarray], sample_numel: int,
                    key, device)
 
 
+def check_local_test_size(config: Config, dataset: Dataset, m: int) -> None:
+    """Each client's label-matched test split (``data.local_test_size``) draws from the test
+    set: at most its size, and the splits (int64: the splits and their padded [M, size] copy,
+    one client's draw being sorted) must fit."""
+    size, n_test = config.data.local_test_size, len(dataset.test_y)
+    if size is None or not n_test:
+        return
+    declared = "personalized" in get_algorithm(config.algorithm.name).evaluations
+    if not (config.eval.personalized or declared) or dataset.train_y.is_floating_point():
+        return
+    if size > n_test:
+        raise GossipflError(f"data.local_test_size: {size} samples per client, but the test "
+                            f"set has only {n_test}; a client's split is drawn from it, so at "
+                            f"most {n_test}.")
+    require_memory(8 * (2 * m + 4) * size, f"local test splits of {size} samples for "
+                   f"each of {m} clients", "data.local_test_size")
+
+
 def _build_model(config: Config, dataset: Dataset) -> torch.nn.Module:
     out_dim = dataset.num_classes or 1  # regression targets (num_classes 0): one output
     if config.model.factory is not None:
@@ -274,11 +296,14 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     train = config.train
     check_model_size(config, dataset, device)
     check_batch_size(config, parts, int(np.prod(dataset.input_shape)), device)
+    check_local_test_size(config, dataset, m)
     sampler = ClientSampler(parts, None if train.full_batch else train.batch_size,
                             seed=derive_seed(config.seed, "sampler"), device=device)
     model = build_model_for(config, dataset).to(device)
     check_model_fits(model, dataset)  # token ids, vocabulary, output size: one sentence
     layout = ParamLayout.from_module(model)
+    if device.type == "cpu":  # the whole plan against what this process may hold
+        check_plan(config, dataset, layout.P, processes.world if processes.distributed else 1)
     if device.type == "cpu" and config.engine.keep_freed_memory and (
             4 * m * layout.P <= KEEP_FREED_MAX_BYTES):
         keep_freed_memory()  # process-wide; see gossipfl.engine.memory
@@ -386,11 +411,6 @@ def _evaluation_inputs(config: Config, dataset, parts, m: int, algo_cls, process
         out["info"]["eval_clients"] = len(out["eval_clients"])
     declared = "personalized" in algo_cls.evaluations and not dataset.train_y.is_floating_point()
     if (config.eval.personalized or declared) and n_test:
-        size = config.data.local_test_size
-        if size is not None:  # each client's label-matched test indices (int64): the
-            # splits and their padded [M, size] copy, and one client's draw being sorted
-            require_memory(8 * (2 * m + 4) * size, f"local test splits of {size} samples for "
-                           f"each of {m} clients", "data.local_test_size")
         out["local_test_parts"] = local_test_split(
             parts, dataset.train_y.cpu().numpy(), dataset.test_y.cpu().numpy(),
             dataset.num_classes, numpy_generator(config.seed, "local_test"),

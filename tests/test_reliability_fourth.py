@@ -1,0 +1,166 @@
+"""Reliability, fourth pass (issue 50): the memory plan enforced before anything of size M is
+allocated, every write path under a full disk, one rule for layering, every setting read or
+warned, reports that keep every run, messages that name the setting, threads per rank."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from gossipfl import plan
+from gossipfl.errors import GossipflError
+from gossipfl.loading import load_config
+from tests.helpers import TINY, gossipfl, one_sentence
+
+GB = 10 ** 9
+
+
+# --------------------------------------------------------------------------------------------
+# 1. The memory plan enforced
+# --------------------------------------------------------------------------------------------
+#: 2 000 clients of logistic regression on 784 features: P = 7 850, a plan of about 0.74 GB
+#: (four [M, P] stacks and the process), small enough to build in a test.
+WIDE = ["data.clients=2000", "data.options.dim=784", "data.options.num_classes=10",
+        "data.options.train_size=4000", "data.options.test_size=100", "topology.name=epidemic",
+        "train.rounds=1"]
+
+
+def test_a_plan_larger_than_the_memory_is_refused_before_the_run_starts(work, capsys,
+                                                                        monkeypatch):
+    monkeypatch.setenv(plan.MEMORY_ENV, "600M")
+    args = [a for item in WIDE for a in ("--set", item)]
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big", *args)
+    assert err.startswith("error: data.clients: the memory plan of this run needs 742.13 MB "
+                          "(gossipfl run --dry-run lists it), but this process can hold at "
+                          "most 629.15 MB (629.15 MB GOSSIPFL_MEMORY_AVAILABLE); it would fit "
+                          "with at most "), err
+    most = int(err.split("at most ")[2].split(" clients")[0])
+    config = load_config(TINY, WIDE)
+    lines, _ = plan.memory_plan(config)
+    assert plan.planned_bytes(lines, clients=most, m=2000) <= 600 * 2 ** 20 \
+        < plan.planned_bytes(lines, clients=most + 1, m=2000)
+    assert not (work / "big").exists()
+    # the same run where it fits
+    monkeypatch.setenv(plan.MEMORY_ENV, "2G")
+    code, out, _ = gossipfl(capsys, "run", "tiny.yaml", "--dry-run", *args)
+    assert code == 0 and "fits this machine: yes (742.13 MB of at most 2.15 GB by " \
+                         "GOSSIPFL_MEMORY_AVAILABLE)" in out
+
+
+def test_the_dry_run_says_when_the_run_does_not_fit(work, capsys, monkeypatch):
+    monkeypatch.setenv(plan.MEMORY_ENV, "600M")
+    args = [a for item in WIDE for a in ("--set", item)]
+    code, out, _ = gossipfl(capsys, "run", "tiny.yaml", "--dry-run", *args)
+    assert code == 0
+    assert out.splitlines()[-1].startswith("fits this machine: no; data.clients: the memory "
+                                           "plan of this run needs 742.13 MB")
+
+
+def _fake_dataset(train: int) -> SimpleNamespace:
+    return SimpleNamespace(train_x=torch.zeros(1), train_y=torch.zeros(train, dtype=torch.int64),
+                           test_x=torch.zeros(1), test_y=torch.zeros(10, dtype=torch.int64))
+
+
+def test_the_issue_case_200000_epidemic_clients_on_a_23_gb_machine(monkeypatch):
+    """The run that planned 26.9 GB on a 23 GB machine, started and was OOM-killed: refused
+    (26.2 GB here, where the 0.6 GB dataset stands in small)."""
+    config = load_config(TINY, ["data.clients=200000", "data.options.train_size=200000",
+                                "topology.name=epidemic"])
+    monkeypatch.setenv(plan.MEMORY_ENV, str(23 * GB))
+    with pytest.raises(GossipflError) as info:
+        plan.check_plan(config, _fake_dataset(200_000), P=7850)
+    text = str(info.value)
+    assert text.startswith("data.clients: the memory plan of this run needs 26.21 GB")
+    most = int(text.split("with at most ")[1].split(" clients")[0])
+    assert 150_000 < most < 200_000 and text.endswith("clients (data.clients).")
+
+
+def test_a_dense_graph_that_does_not_fit_names_a_graph_built_as_edges(monkeypatch):
+    config = load_config(TINY, ["data.clients=100000", "data.options.train_size=100000",
+                                "topology.name=full"])
+    monkeypatch.setenv(plan.MEMORY_ENV, str(23 * GB))
+    with pytest.raises(GossipflError) as info:
+        plan.check_plan(config, _fake_dataset(100_000), P=21)
+    text = str(info.value)
+    assert text.startswith("topology.name: the memory plan of this run needs 160.")
+    assert "or a graph built as edges (topology.name: ring, exponential" in text
+
+
+def test_a_local_test_split_larger_than_the_test_set_is_refused(work, capsys):
+    """dfedmdc on 4 clients with data.local_test_size=100000000 grew to 8 GB in a minute."""
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big", "--set",
+                       "algorithm.name=dfedmdc", "--set", "data.local_test_size=100000000")
+    assert err == ("error: data.local_test_size: 100000000 samples per client, but the test "
+                   "set has only 40; a client's split is drawn from it, so at most 40.\n")
+    assert not (work / "big").exists()
+
+
+def test_the_plan_counts_the_local_test_splits(monkeypatch):
+    config = load_config(TINY, ["algorithm.name=dfedmdc", "data.local_test_size=40",
+                                "data.clients=200000", "data.options.train_size=200000"])
+    lines, facts = plan.memory_plan(config, _fake_dataset(200_000), P=21)
+    split = next(line for line in lines if line.key == "data.local_test_size")
+    assert split.total == 8 * (2 * 200_000 + 4) * 40
+    budget = plan.Budget(0, int(plan.planned_bytes(lines) - split.total / 2), "test")
+    text = plan.refusal(lines, facts, budget)
+    assert text.startswith("data.local_test_size: the memory plan of this run needs 771.06 MB")
+    assert text.endswith(" clients (data.clients) or data.local_test_size at most 20.")
+
+
+def test_the_ranks_of_a_job_on_one_machine_share_its_memory(monkeypatch):
+    """Each of 2 ranks holds half the rows of [M, P] (13.7 of the 26.2 GB) and, on one
+    machine, gets half of what is available."""
+    config = load_config(TINY, ["data.clients=200000", "data.options.train_size=200000",
+                                "topology.name=epidemic"])
+    lines, _ = plan.memory_plan(config, _fake_dataset(200_000), P=7850)
+    rows = sum(line.total for line in lines if line.per_rank)
+    assert plan.planned_bytes(lines, ranks=2) == pytest.approx(plan.planned_bytes(lines)
+                                                               - rows / 2)
+    monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 24 * GB)
+    monkeypatch.setattr(plan, "cgroup_memory_left", lambda: None)
+    monkeypatch.setattr(plan, "resident_bytes", lambda: 0)
+    assert not plan.fits(lines, plan.memory_budget())  # one process
+    assert plan.fits(lines, plan.memory_budget(), ranks=2)  # two, on two machines
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # both ranks here: 12 GB each
+    budget = plan.memory_budget()
+    assert budget.limit == 12 * GB and not plan.fits(lines, budget, ranks=2)
+    assert "shared by the 2 processes of this job on this machine" in \
+        plan.refusal(lines, {"clients": 200_000, "P": 7850}, budget, ranks=2)
+
+
+def test_the_memory_budget_is_the_smallest_reading(monkeypatch):
+    monkeypatch.delenv(plan.MEMORY_ENV, raising=False)
+    monkeypatch.setattr(plan, "resident_bytes", lambda: 5)
+    monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 900)
+    monkeypatch.setattr(plan, "cgroup_memory_left", lambda: 300)
+    assert plan.memory_budget() == plan.Budget(5, 300, "the cgroup's memory limit", 1)
+    monkeypatch.setattr(plan, "cgroup_memory_left", lambda: None)
+    assert plan.memory_budget() == plan.Budget(5, 900, "MemAvailable", 1)
+    monkeypatch.setenv(plan.MEMORY_ENV, "1.5K")
+    assert plan.memory_budget() == plan.Budget(0, 1536, plan.MEMORY_ENV, 1)
+    monkeypatch.setenv(plan.MEMORY_ENV, "lots")
+    with pytest.raises(GossipflError, match="GOSSIPFL_MEMORY_AVAILABLE: expected bytes"):
+        plan.memory_budget()
+
+
+def test_the_cgroup_limit_is_read_for_v2_and_v1(tmp_path):
+    v2 = tmp_path / "v2"
+    (v2 / "job").mkdir(parents=True)
+    (v2 / "job" / "memory.max").write_text("1000000\n")
+    (v2 / "job" / "memory.current").write_text("400000\n")
+    (v2 / "job" / "memory.stat").write_text("anon 300000\ninactive_file 100000\n")
+    (tmp_path / "cg2").write_text("0::/job\n")
+    assert plan.cgroup_memory_left(v2, tmp_path / "cg2") == 1000000 - 300000
+    (v2 / "job" / "memory.max").write_text("max\n")
+    assert plan.cgroup_memory_left(v2, tmp_path / "cg2") is None
+    v1 = tmp_path / "v1" / "memory"
+    v1.mkdir(parents=True)  # the container's own hierarchy is mounted at the root
+    (v1 / "memory.limit_in_bytes").write_text("2000000\n")
+    (v1 / "memory.usage_in_bytes").write_text("500000\n")
+    (v1 / "memory.stat").write_text("cache 200000\ntotal_inactive_file 50000\n")
+    (tmp_path / "cg1").write_text("5:cpu:/\n4:memory:/process_api/abc\n0::/\n")
+    assert plan.cgroup_memory_left(tmp_path / "v1", tmp_path / "cg1") == 2000000 - 450000
+    (v1 / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    assert plan.cgroup_memory_left(tmp_path / "v1", tmp_path / "cg1") is None
