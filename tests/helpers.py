@@ -4,6 +4,7 @@ Fixtures live in ``conftest.py``; this module holds plain functions."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import torch
 import yaml
 
 from gossipfl import cli
+from gossipfl import io as gossipfl_io
 from gossipfl.loading import load_config
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
 from gossipfl.results.rundir import TIMING_COLUMNS
@@ -116,3 +118,51 @@ def make_run(root: Path, name: str, **sections) -> Path:
         assert cli.main(["run", str(root / f"{name}.yaml"), "--out", str(root),
                          "--name", name, "--quiet"]) == 0
     return root / name
+
+
+# --------------------------------------------------------------------------------------------
+# A full disk, injected
+# --------------------------------------------------------------------------------------------
+def disk_full_on(monkeypatch, *names: str, after: int | None = None) -> None:
+    """Writing a file with one of ``names`` fails with ENOSPC: at once, or (``after``) once
+    that many bytes are written, inside whatever writes them (torch.save's streaming)."""
+    real = gossipfl_io._write_synced
+
+    def write(path, fd, data):
+        if path.name not in names:
+            return real(path, fd, data)
+        if after is None:
+            os.close(fd)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(gossipfl_io, "_open_temp", lambda fd: FullFile(fd, after))
+            return real(path, fd, data)
+
+    monkeypatch.setattr(gossipfl_io, "_write_synced", write)
+
+
+class FullFile:
+    """An open file on a disk that fills up after ``room`` bytes."""
+
+    def __init__(self, fd: int, room: int):
+        self.handle, self.room = os.fdopen(fd, "wb"), room
+
+    def write(self, data) -> int:
+        size = len(memoryview(data).cast("B"))
+        if size > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= size
+        return self.handle.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+def no_temp_files(folder: Path) -> bool:
+    return not list(folder.glob(".*.tmp"))

@@ -22,7 +22,15 @@ from gossipfl.io import FolderInUse, FolderLock
 from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.runner import Runner
-from tests.helpers import SRC_ENV, TINY, gossipfl, one_sentence, with_figures
+from tests.helpers import (
+    SRC_ENV,
+    TINY,
+    disk_full_on,
+    gossipfl,
+    no_temp_files,
+    one_sentence,
+    with_figures,
+)
 
 # --------------------------------------------------------------------------------------------
 # Config files and settings
@@ -152,23 +160,6 @@ def test_unwritable_plot_paths_fail_before_the_work(work, capsys, no_data):
 # --------------------------------------------------------------------------------------------
 # Disk full, umask, stale temporary files
 # --------------------------------------------------------------------------------------------
-def disk_full_on(monkeypatch, *names: str) -> None:
-    """Writing a file with one of ``names`` fails with ENOSPC."""
-    real = gossipfl_io._write_synced
-
-    def write(path, fd, data):
-        if path.name in names:
-            os.close(fd)
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, fd, data)
-
-    monkeypatch.setattr(gossipfl_io, "_write_synced", write)
-
-
-def no_temp_files(folder: Path) -> bool:
-    return not list(folder.glob(".*.tmp"))
-
-
 def test_disk_full_at_a_checkpoint_fails_cleanly_and_resumes(work, capsys, monkeypatch):
     assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "reference", "--quiet")[0] == 0
     original = Runner.run_round

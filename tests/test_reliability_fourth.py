@@ -4,15 +4,21 @@ warned, reports that keep every run, messages that name the setting, threads per
 
 from __future__ import annotations
 
+import errno
+import sys
+import types
 from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 
 from gossipfl import plan
 from gossipfl.errors import GossipflError
 from gossipfl.loading import load_config
-from tests.helpers import TINY, gossipfl, one_sentence
+from gossipfl.results.rundir import RunDirectory
+from gossipfl.runner import Runner
+from tests.helpers import TINY, disk_full_on, gossipfl, no_temp_files, one_sentence
 
 GB = 10 ** 9
 
@@ -164,3 +170,134 @@ def test_the_cgroup_limit_is_read_for_v2_and_v1(tmp_path):
     assert plan.cgroup_memory_left(tmp_path / "v1", tmp_path / "cg1") == 2000000 - 450000
     (v1 / "memory.limit_in_bytes").write_text("9223372036854771712\n")
     assert plan.cgroup_memory_left(tmp_path / "v1", tmp_path / "cg1") is None
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Every write path under a full disk: one sentence naming the path, exit 2, resumable
+# --------------------------------------------------------------------------------------------
+def _fill_disk_in_round(monkeypatch, t_full: int, *names: str, after: int | None = None):
+    """From round ``t_full`` on, writing one of ``names`` fails with ENOSPC."""
+    original = Runner.run_round
+
+    def fill_disk(self, t):
+        if t == t_full:
+            disk_full_on(monkeypatch, *names, after=after)
+        return original(self, t)
+
+    monkeypatch.setattr(Runner, "run_round", fill_disk)
+
+
+def _resumes_to_the_reference(work, capsys, monkeypatch, name: str) -> None:
+    monkeypatch.undo()
+    monkeypatch.chdir(work)
+    assert gossipfl(capsys, "run", "tiny.yaml", "--out", "reference", "--quiet")[0] == 0
+    assert gossipfl(capsys, "run", "--resume", name, "--quiet")[0] == 0
+    run = RunDirectory(work / name)
+    assert run.status() == "finished" and no_temp_files(work / name)
+    assert [r["test_acc"] for r in run.read_metrics()] == \
+        [r["test_acc"] for r in RunDirectory(work / "reference").read_metrics()]
+
+
+def resume_sentence(name: str, written: str) -> str:
+    return (f"error: no space left on device while writing {name}/{written}; free space and "
+            f"resume with: {sys.executable} -m gossipfl run --resume {name}\n")
+
+
+def test_a_streamed_checkpoint_on_a_full_disk_is_one_sentence_and_resumes(work, capsys,
+                                                                          monkeypatch):
+    """torch.save's writer turned ENOSPC into ``RuntimeError: [enforce fail at
+    inline_container.cc:672] unexpected pos``: a traceback and exit 1."""
+    _fill_disk_in_round(monkeypatch, 3, "checkpoint.pt", after=100)
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet")
+    assert err == resume_sentence("full", "checkpoint.pt")
+    run = RunDirectory(work / "full")
+    assert run.status() == "failed" and run.load_checkpoint()["runner"]["round"] == 2
+    _resumes_to_the_reference(work, capsys, monkeypatch, "full")
+
+
+def test_metrics_on_a_full_disk_are_one_sentence_and_resume(work, capsys, monkeypatch):
+    _fill_disk_in_round(monkeypatch, 3, "metrics.csv")
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet")
+    assert err == resume_sentence("full", "metrics.csv")
+    assert len(RunDirectory(work / "full").read_metrics()) == 3  # rounds 1-3 kept whole
+    _resumes_to_the_reference(work, capsys, monkeypatch, "full")
+
+
+class FullDiskWriter:
+    """torch.utils.tensorboard's SummaryWriter on a disk that fills up in round 3."""
+
+    def __init__(self, log_dir, purge_step=None):
+        self.log_dir = log_dir
+
+    def add_scalar(self, key, value, global_step):
+        if global_step >= 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def fake_trackers(monkeypatch, fail_at_init: bool = False) -> None:
+    board = types.ModuleType("torch.utils.tensorboard")
+    board.SummaryWriter = FullDiskWriter
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", board)
+    wandb = types.ModuleType("wandb")
+
+    class Run:
+        def log(self, data, step):
+            if step >= 3:  # wandb's own error, the OS's words inside
+                raise RuntimeError("wandb: failed to write run data: [Errno 28] No space "
+                                   "left on device")
+
+        def finish(self):
+            pass
+
+    def init(**kwargs):
+        if fail_at_init:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return Run()
+
+    wandb.init, wandb.Settings = init, (lambda **kw: kw)
+    monkeypatch.setitem(sys.modules, "wandb", wandb)
+
+
+@pytest.mark.parametrize(("setting", "folder"), [("output.tensorboard=true", "tensorboard"),
+                                                 ("output.wandb=true", "wandb")])
+def test_a_tracker_on_a_full_disk_stops_the_run_resumably(work, capsys, monkeypatch, setting,
+                                                          folder):
+    fake_trackers(monkeypatch)
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet", "--set",
+                       setting)
+    assert err == resume_sentence("full", folder)
+    assert RunDirectory(work / "full").load_checkpoint()["runner"]["round"] == 2
+    monkeypatch.undo()
+    monkeypatch.chdir(work)
+    monkeypatch.setitem(sys.modules, "wandb", None)  # the resumed run without trackers
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
+    assert gossipfl(capsys, "run", "--resume", "full", "--quiet")[0] == 0
+    assert RunDirectory(work / "full").status() == "finished"
+
+
+def test_a_tracker_that_cannot_open_on_a_full_disk_stops_the_run(work, capsys, monkeypatch):
+    fake_trackers(monkeypatch, fail_at_init=True)
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet", "--set",
+                       "output.wandb=true")
+    assert err == resume_sentence("full", "wandb")
+
+
+def test_a_study_table_csv_on_a_full_disk_is_one_sentence(work, capsys, monkeypatch):
+    (work / "study.yaml").write_text(yaml.safe_dump(
+        {"name": "st", "base": "tiny.yaml", "grid": {"train.lr": [0.1]}}))
+    disk_full_on(monkeypatch, "table.csv")
+    code, _, err = gossipfl(capsys, "sweep", "study.yaml", "--quiet")
+    assert code == 2 and err.endswith(
+        f"error: no space left on device while writing runs/st/table.csv; free space and "
+        f"write the table with: {sys.executable} -m gossipfl report runs/st\n")
+    monkeypatch.undo()
+    monkeypatch.chdir(work)
+    disk_full_on(monkeypatch, "accuracy.png")  # the report's figures
+    err = one_sentence(capsys, "report", "runs/st")
+    assert err == "error: no space left on device while writing runs/st/accuracy.png\n"

@@ -33,6 +33,20 @@ class WriteError(GossipflError):
         super().__init__(text)
 
 
+def no_space(exc: BaseException) -> OSError | None:
+    """The full-disk error behind ``exc`` (itself, its cause or context, or a library's
+    wrapping that only says so in its message), else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+            return exc
+        if "No space left on device" in str(exc) or "Disk quota exceeded" in str(exc):
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 class FolderInUse(GossipflError):
     """Another live process holds the lock of a folder."""
 
@@ -64,13 +78,56 @@ def atomic_write_bytes(path: str | Path, data: bytes | Callable[[BinaryIO], None
 def _write_synced(path: Path, fd: int, data: bytes | Callable[[BinaryIO], None]) -> None:
     """Write ``data`` (bytes, or a function writing to the file) to the open temporary file
     of ``path`` and fsync it (then close it)."""
-    with os.fdopen(fd, "wb") as handle:
+    with _open_temp(fd) as handle:
         if callable(data):
-            data(handle)
+            _stream(data, handle)
         else:
             handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _open_temp(fd: int) -> BinaryIO:
+    return os.fdopen(fd, "wb")
+
+
+class _Watched:
+    """A file handed to a writer function that may swallow the OSError of a failed write
+    (torch.save's C++ writer turns ENOSPC into ``RuntimeError: ... unexpected pos``): the
+    error is kept, to be raised in its place."""
+
+    def __init__(self, handle: BinaryIO):
+        self.handle, self.error = handle, None
+
+    def write(self, data) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.handle.flush()
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.handle, name)
+
+
+def _stream(data: Callable[[BinaryIO], None], handle: BinaryIO) -> None:
+    """``data(handle)``; a failed write is its OSError, whatever the writer made of it."""
+    watched = _Watched(handle)
+    try:
+        data(watched)  # type: ignore[arg-type]
+    except OSError:
+        raise
+    except Exception:
+        if watched.error is not None:
+            raise watched.error from None
+        raise
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -5,7 +5,10 @@ A tracker is one small interface, :class:`Tracker`: ``open(run_dir, config, star
 runner callback that drives the trackers a config asks for (``output.tensorboard``,
 ``output.wandb``) and is the one place their failures are handled: a missing package, or an
 exception in ``open``, ``log`` or ``close``, is one warning naming the setting, that tracker
-is dropped and the run goes on; the run directory's own files never depend on a tracker.
+is dropped and the run goes on; the run directory's own files never depend on a tracker. A
+full disk is the exception: it stops the run as a full disk does anywhere (a
+:class:`~gossipfl.io.WriteError` naming the tracker's folder, exit status 2, resumable from
+the last checkpoint), at the first round's end when it came while the tracker was opened.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gossipfl.errors import GossipflError, did_you_mean
+from gossipfl.io import WriteError, no_space
 from gossipfl.validation import Rule, check_all, one_of
 
 WANDB_MODES = ("offline", "online", "disabled")
@@ -34,6 +38,7 @@ class Tracker:
     setting that turns it on (named in its warnings)."""
 
     key = ""
+    folder = ""  # what it writes in the run directory (named when the disk is full)
 
     def open(self, run_dir: Any, config: Any, start_round: int) -> None:
         raise NotImplementedError
@@ -56,6 +61,7 @@ class TensorBoardTracker(Tracker):
     steps after its checkpoint)."""
 
     key = "output.tensorboard"
+    folder = "tensorboard"
 
     def open(self, run_dir: Any, config: Any, start_round: int) -> None:
         try:
@@ -106,6 +112,7 @@ class WandbTracker(Tracker):
     uploads it later). A run resumed keeps its W&B run id (derived from the run directory)."""
 
     key = "output.wandb"
+    folder = "wandb"
 
     def open(self, run_dir: Any, config: Any, start_round: int) -> None:
         try:
@@ -133,9 +140,12 @@ class Tracking:
     """Runner callback: every evaluated row to each open tracker; a tracker that fails is
     one warning (``<key>: ...; the run goes on without it.``) and is dropped."""
 
-    def __init__(self, trackers: list[Tracker], warn: Callable[[str], None]):
+    def __init__(self, trackers: list[Tracker], warn: Callable[[str], None],
+                 run_dir: Any = None):
         self.trackers = list(trackers)
         self.warn = warn
+        self.run_dir = run_dir
+        self.failure: WriteError | None = None  # a full disk while a tracker was opened
 
     @classmethod
     def open(cls, run_dir: Any, config: Any, start_round: int,
@@ -146,10 +156,14 @@ class Tracking:
             wanted.append(TensorBoardTracker())
         if config.output.wandb:
             wanted.append(WandbTracker())
-        tracking = cls([], warn)
+        tracking = cls([], warn, run_dir)
         for tracker in wanted:
-            if tracking._call(tracker, "open", tracker.open, run_dir, config, start_round):
-                tracking.trackers.append(tracker)
+            try:
+                if tracking._call(tracker, "open", tracker.open, run_dir, config, start_round):
+                    tracking.trackers.append(tracker)
+            except WriteError as exc:  # raised at the first round's end, inside the run
+                tracking.failure = exc
+                _quiet_close(tracker)
         return tracking
 
     def _call(self, tracker: Tracker, what: str, fn: Callable, *args: Any) -> bool:
@@ -159,22 +173,36 @@ class Tracking:
         except TrackerMissing as exc:
             self.warn(f"{tracker.key}: {exc}")
         except Exception as exc:  # noqa: BLE001 - a tracker never stops a run
+            full = no_space(exc)
+            if full is not None and self.run_dir is not None:  # but a full disk does
+                raise WriteError(self.run_dir.path / tracker.folder, full) from None
             self.warn(f"{tracker.key}: the tracker failed in {what} "
                       f"({type(exc).__name__}: {exc}); the run goes on without it.")
         return False
 
     def __call__(self, runner: Any, t: int, row: dict | None) -> None:
+        if self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
         if row is None:
             return
         for tracker in list(self.trackers):
-            if not self._call(tracker, "log", tracker.log, row):
+            try:
+                logged = self._call(tracker, "log", tracker.log, row)
+            except WriteError:
+                self.trackers.remove(tracker)
+                _quiet_close(tracker)
+                raise
+            if not logged:
                 self.trackers.remove(tracker)
                 self._call(tracker, "close", _quiet_close, tracker)
 
     def close(self) -> None:
         trackers, self.trackers = self.trackers, []
+        run_dir, self.run_dir = self.run_dir, None  # closing: a full disk is a warning
         for tracker in trackers:
             self._call(tracker, "close", tracker.close)
+        self.run_dir = run_dir
 
 
 def _quiet_close(tracker: Tracker) -> None:
