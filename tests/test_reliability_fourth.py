@@ -14,7 +14,8 @@ import torch
 import yaml
 
 from gossipfl import plan
-from gossipfl.errors import GossipflError
+from gossipfl.config import Replace
+from gossipfl.errors import GossipflError, IgnoredSetting
 from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.runner import Runner
@@ -301,3 +302,95 @@ def test_a_study_table_csv_on_a_full_disk_is_one_sentence(work, capsys, monkeypa
     disk_full_on(monkeypatch, "accuracy.png")  # the report's figures
     err = one_sentence(capsys, "report", "runs/st")
     assert err == "error: no space left on device while writing runs/st/accuracy.png\n"
+
+
+# --------------------------------------------------------------------------------------------
+# 3. One layering rule for --set, the Python API and study grids
+# --------------------------------------------------------------------------------------------
+def test_a_mapping_merges_into_the_section_on_the_command_line():
+    """``--set 'train={rounds: 1}'`` replaced the whole section: the file's local_steps and
+    batch_size were gone (a full epoch a round, silently)."""
+    config = load_config(TINY, ["train={rounds: 1}"])
+    assert (config.train.rounds, config.train.local_steps, config.train.batch_size) == (1, 2, 8)
+
+
+def test_replace_takes_a_whole_section_and_default_removes_a_key():
+    config = load_config(TINY, ["train=!replace {rounds: 1}"])
+    assert (config.train.rounds, config.train.local_steps, config.train.batch_size) == \
+        (1, None, 32)
+    config = load_config(TINY, ["train.local_steps=!default"])
+    assert (config.train.local_steps, config.train.local_epochs) == (None, 1)
+    config = load_config(TINY, ["eval.local_subset=null"])  # null is a value: every sample
+    assert config.eval.local_subset is None
+    assert load_config(TINY, ["eval.local_subset=!default"]).eval.local_subset == 2000
+    assert load_config(TINY, ["byzantine=!default"]).byzantine is None  # absent: a no-op
+
+
+ROBUST_BASE = {**TINY, "data": {**TINY["data"], "clients": 6},
+               "topology": {"name": "k_regular", "k": 4,
+                            "robust": {"rule": "trimmed_mean", "b": 1}}}
+
+
+@pytest.mark.parametrize("override", ["topology.robust={rule: median}",
+                                      "topology.robust.rule=median",
+                                      "topology={robust: {rule: median}}"])
+def test_switching_a_rule_drops_the_old_rules_parameters_with_a_note(override):
+    with pytest.warns(IgnoredSetting, match=r"^topology\.robust\.b: dropped, because "
+                                            r"topology\.robust\.rule is now median, which "
+                                            r"does not take it \(a parameter of rule "
+                                            r"trimmed_mean\)\.$"):
+        config = load_config(ROBUST_BASE, [override])
+    assert config.topology.robust == {"rule": "median"}
+
+
+@pytest.mark.parametrize(("base", "override", "dropped", "kept"), [
+    ({"topology": {"name": "random_k", "k": 2}}, "topology.name=ring", "topology.k", None),
+    ({"byzantine": {"clients": 0.25, "attack": "alie", "z": 1.0}}, "byzantine.attack=ipm",
+     "byzantine.z", None),
+    ({"topology": {"name": "ring", "compression": {"compressor": "qsgd", "levels": 4,
+                                                   "gamma": 0.5}}},
+     "topology.compression={compressor: top_k, fraction: 0.1}", "topology.compression.levels",
+     "gamma"),
+    ({"algorithm": {"name": "dfedavgm", "momentum": 0.5}}, "algorithm.name=dfedavg",
+     "algorithm.momentum", None),
+    ({"data": {**TINY["data"]}}, "data.dataset=mnist", "data.options.dim", None),
+])
+def test_switching_any_piece_drops_the_previous_pieces_parameters(base, override, dropped,
+                                                                  kept):
+    raw = {**TINY, **base}
+    with pytest.warns(IgnoredSetting, match=rf"^{dropped}\b.*: dropped, because "):
+        config = load_config(raw, [override]) if "dataset" not in override else None
+        if config is None:  # the dataset's files are not read: only the layering
+            from gossipfl.loading import apply_override
+            layered = yaml.safe_load(yaml.safe_dump(raw))
+            apply_override(layered, override)
+            assert layered["data"]["options"] == {}
+    if kept is not None:
+        assert config.topology.compression[kept] == 0.5
+
+
+def test_a_study_grid_switches_the_rule_of_its_base(work):
+    """A base ``{rule: trimmed_mean, b: 1}`` with a grid point ``{rule: median}`` was refused
+    ("b: unknown parameter of rule 'median'") although --set ran it."""
+    from gossipfl.sweep import expand, load_study
+
+    study = load_study({"base": ROBUST_BASE, "grid": {
+        "topology.robust": [{"rule": "median"}, {"rule": "trimmed_mean"},
+                            Replace({"rule": "krum", "b": 1})]}})
+    with pytest.warns(IgnoredSetting):
+        variants = expand(study)
+    assert [v.config.topology.robust for v in variants] == [
+        {"rule": "median"}, {"rule": "trimmed_mean", "b": 1}, {"rule": "krum", "b": 1}]
+
+
+def test_a_study_file_with_replace_and_default_is_read_and_written_back(work, capsys):
+    (work / "study.yaml").write_text(
+        "name: st\nbase: tiny.yaml\ngrid:\n  train: [!replace {rounds: 2, local_steps: 1}]\n"
+        "  eval.every:\n    - !default\n")
+    from gossipfl.sweep import expand, load_study
+
+    variants = expand(load_study(work / "study.yaml"))
+    assert variants[0].config.train.batch_size == 32 and variants[0].config.train.rounds == 2
+    assert variants[0].config.eval.every == 1
+    assert gossipfl(capsys, "sweep", "study.yaml", "--quiet")[0] == 0
+    assert "!replace" in (work / "runs" / "st" / "study.yaml").read_text()

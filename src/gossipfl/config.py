@@ -392,6 +392,36 @@ class YamlLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class Replace(dict):
+    """A mapping that replaces the earlier level's whole mapping instead of merging into it
+    (YAML ``!replace {...}``; see docs/guide/configuration.md, "Layering")."""
+
+
+class _Default:
+    """The marker that removes a key, so that its default applies (YAML ``!default``)."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: Layered over a key, removes it (its default applies): ``--set train.local_steps=!default``.
+DEFAULT = _Default()
+
+
+def _replace(loader: yaml.SafeLoader, node: yaml.Node) -> Replace:
+    if not isinstance(node, yaml.MappingNode):
+        raise yaml.constructor.ConstructorError(None, None, "!replace goes before a mapping",
+                                                node.start_mark)
+    return Replace(loader.construct_mapping(node, deep=True))
+
+
+YamlLoader.add_constructor("!replace", _replace)
+YamlLoader.add_constructor("!default", lambda loader, node: DEFAULT)
+yaml.SafeDumper.add_representer(  # a study file written back keeps its markers
+    Replace, lambda dumper, value: dumper.represent_mapping("!replace", dict(value)))
+yaml.SafeDumper.add_representer(
+    _Default, lambda dumper, value: dumper.represent_scalar("!default", ""))
+
 YamlLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
     list("-+0123456789."))

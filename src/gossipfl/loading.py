@@ -24,6 +24,7 @@ import yaml
 
 from gossipfl import plugins
 from gossipfl.config import (
+    DEFAULT,
     EXCLUSIVE,
     PERSONALIZED_POINTS,
     AlgorithmConfig,
@@ -34,6 +35,7 @@ from gossipfl.config import (
     EvalConfig,
     OutputConfig,
     PrivacyConfig,
+    Replace,
     SystemsConfig,
     TopologyConfig,
     TrainConfig,
@@ -84,6 +86,7 @@ def load_config(source: Config | dict | str | Path | None = None,
     else:
         raise GossipflError(
             f"config: expected a dict, a YAML path or a Config, got {type(source).__name__}.")
+    raw = plain(raw)  # a file's own !replace and !default mean nothing at its level
     check_exclusive(raw)
     given: dict = {}
     for item in overrides or []:
@@ -97,11 +100,13 @@ def load_config(source: Config | dict | str | Path | None = None,
 
 
 # --------------------------------------------------------------------------------------------
-# Layering: a later level's setting over an earlier level's
+# Layering: a later level's setting over an earlier level's (docs/guide/configuration.md)
 # --------------------------------------------------------------------------------------------
 def apply_override(raw: dict, item: str, replace: bool = True) -> None:
-    """Apply one ``key.path=value`` override to a raw config dict in place (``replace``: a
-    set key of an :data:`~gossipfl.config.EXCLUSIVE` pair removes the other one)."""
+    """Apply one ``key.path=value`` override to a raw config dict in place, by the one
+    layering rule (:func:`layer`); ``replace``: the rules between keys apply (a set key of an
+    :data:`~gossipfl.config.EXCLUSIVE` pair removes the other one, a switched piece drops
+    the previous piece's parameters)."""
     if "=" not in item:
         raise GossipflError(f"--set: expected key.path=value, got '{item}'.")
     key, _, text = item.partition("=")
@@ -112,18 +117,47 @@ def apply_override(raw: dict, item: str, replace: bool = True) -> None:
         value = parse_yaml(text) if text.strip() else None
     except yaml.YAMLError:
         value = text
+    layer(raw, parts, value, replace=replace, where="--set")
+
+
+def layer(raw: dict, parts: Sequence[str], value: Any, replace: bool = True,
+          where: str = "--set") -> None:
+    """Layer ``value`` over the key ``parts`` of ``raw`` (in place), the one rule of the
+    command line, the Python API and a study's grid: a mapping over a mapping merges, key by
+    key, by this same rule; :class:`~gossipfl.config.Replace` (YAML ``!replace {...}``)
+    replaces the whole mapping; :data:`~gossipfl.config.DEFAULT` (``!default``) removes the
+    key, so that its default applies; anything else replaces the value. ``where`` names the
+    level in a sentence about a path through a value that is not a section."""
     node = raw
-    for part in parts[:-1]:
+    for n, part in enumerate(parts[:-1]):
         child = node.get(part)
         if child is None:
+            if value is DEFAULT:
+                return  # nothing to remove
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise GossipflError(f"--set: '{'.'.join(parts)}' goes through '{part}', which is "
-                                f"not a section.")
+            raise GossipflError(f"{where}: '{'.'.join(parts)}' goes through "
+                                f"'{'.'.join(parts[:n + 1])}', which is not a section.")
         node = child
+    leaf = parts[-1]
+    if value is DEFAULT:
+        node.pop(leaf, None)
+        return
+    if isinstance(value, dict) and not isinstance(value, Replace) \
+            and isinstance(node.get(leaf), dict):
+        for key in sorted(value, key=lambda k: k not in NAME_KEYS):  # a switch first
+            layer(raw, [*parts, str(key)], value[key], replace, where)
+        return
     if replace:
         replace_partner(node, parts, value)
-    node[parts[-1]] = value
+    node[leaf] = plain(value)
+
+
+def plain(value: Any) -> Any:
+    """``value`` without layering markers: a Replace as a dict, DEFAULT keys left out."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items() if v is not DEFAULT}
+    return value
 
 
 def _partner(path: Sequence[str]) -> str | None:
@@ -137,32 +171,119 @@ def _partner(path: Sequence[str]) -> str | None:
 def replace_partner(node: dict, path: Sequence[str], value: Any) -> None:
     """Before ``node[path[-1]] = value`` (``node`` the mapping at ``path[:-1]``): a set value
     of one key of an :data:`~gossipfl.config.EXCLUSIVE` pair removes the other key from
-    ``node``; a switched ``model.name`` drops the options the new model does not take."""
+    ``node``; a switched piece (:data:`PIECES`: ``model.name``, ``topology.name``,
+    ``topology.robust.rule``, ``topology.compression.compressor``, ``byzantine.attack``,
+    ``algorithm.name``) drops the previous piece's parameters the new one does not take."""
     partner = _partner(path)
     if partner is not None and value is not None:
         node.pop(partner, None)
-    if list(path) == ["model", "name"] and value != node.get("name"):
-        _drop_foreign_options(node, value)
+    if tuple(path) in (("model", "name"), ("data", "dataset")) \
+            and value != node.get(path[-1]):
+        _drop_foreign_options(node, path[0], value)
+        return
+    piece = PIECES.get(tuple(path[:-1]))
+    if piece is not None and path[-1] == piece.name_key and isinstance(value, str) \
+            and value != node.get(piece.name_key, piece.default):
+        piece.drop_foreign(node, list(path[:-1]), value)
 
 
-def _drop_foreign_options(model: dict, name: Any) -> None:
-    """A later level switching ``model.name``: the earlier level's ``model.options`` that
-    the new model does not take belonged to the old one; they are dropped, with a note."""
+def _drop_foreign_options(node: dict, section: str, name: Any) -> None:
+    """A later level switching ``model.name`` or ``data.dataset``: the earlier level's
+    ``options`` that the new model or dataset does not take belonged to the old one; they
+    are dropped, with a note."""
+    from gossipfl.data.datasets import dataset_options
     from gossipfl.models import MODELS, model_options
 
-    options = model.get("options")
-    if not isinstance(options, dict) or not options or not isinstance(name, str) \
-            or name not in MODELS:
+    options = node.get("options")
+    if section == "model":
+        key, old = "name", f"model {node.get('name', 'cnn')}"
+        allowed = model_options(name) if isinstance(name, str) and name in MODELS else None
+    else:
+        key, old = "dataset", f"dataset {node.get('dataset', 'fashion_mnist')}"
+        allowed = dataset_options(name) if isinstance(name, str) else None
+    if not isinstance(options, dict) or not options or allowed is None:
         return
-    allowed = model_options(name)
-    foreign = [key for key in options if key not in allowed]
-    if not foreign:
-        return
-    model["options"] = {k: v for k, v in options.items() if k in allowed}
-    shown = ", ".join(f"model.options.{key}" for key in foreign)
-    warnings.warn(f"{shown}: dropped, because model.name is now {name}, which does not take "
-                  f"{'it' if len(foreign) == 1 else 'them'} (an option of model "
-                  f"{model.get('name', 'cnn')}).", IgnoredSetting, stacklevel=1)
+    foreign = [option for option in options if option not in allowed]
+    if foreign:
+        node["options"] = {k: v for k, v in options.items() if k in allowed}
+        _note_dropped([f"{section}.options.{option}" for option in foreign],
+                      f"{section}.{key}", name, old)
+
+
+def _note_dropped(keys: list[str], switch: str, name: str, old: str,
+                  noun: str = "an option") -> None:
+    warnings.warn(f"{', '.join(keys)}: dropped, because {switch} is now {name}, which does not "
+                  f"take {'it' if len(keys) == 1 else 'them'} ({noun} of {old}).",
+                  IgnoredSetting, stacklevel=1)
+
+
+class Piece:
+    """A piece chosen by name whose parameters sit beside the name in the same mapping."""
+
+    def __init__(self, name_key: str, default: str | None, fixed: Sequence[str], kind: str,
+                 params: Any):
+        self.name_key, self.default, self.fixed = name_key, default, tuple(fixed)
+        self.kind = kind  # "rule", "attack", ... (the note's words)
+        self.params = params  # name -> the parameter names it takes (None: unknown name)
+
+    def drop_foreign(self, node: dict, section: list[str], name: str) -> None:
+        allowed = self.params(name)
+        old = node.get(self.name_key, self.default)
+        if allowed is None or old is None:
+            return  # an unknown name (its check says so), or no previous piece
+        foreign = [key for key in node if key != self.name_key and key not in self.fixed
+                   and key not in allowed]
+        if not foreign:
+            return
+        for key in foreign:
+            del node[key]
+        prefix = ".".join(section)
+        _note_dropped([f"{prefix}.{key}" for key in foreign], f"{prefix}.{self.name_key}",
+                      name, f"{self.kind} {old}", "a parameter")
+
+
+def _topology_params(name: str) -> set[str] | None:
+    from gossipfl.topology.graphs import topology_kind, topology_names
+
+    return set(topology_kind(name).rules) if name in topology_names() else None
+
+
+def _registry_params(module: str, registry: str) -> Any:
+    def params(name: str) -> set[str] | None:
+        import importlib
+
+        table = getattr(importlib.import_module(module), registry)
+        return set(table[name].rules) if name in table else None
+
+    return params
+
+
+def _algorithm_params(name: str) -> set[str] | None:
+    import dataclasses
+
+    from gossipfl.algorithms import available_algorithms
+
+    algo = available_algorithms().get(name)
+    return None if algo is None else {f.name for f in dataclasses.fields(algo.Params)}
+
+
+#: The pieces a later level may switch by name, at the path of their mapping: switching one
+#: drops the parameters of the previous one that the new one does not take, with a note.
+PIECES: dict[tuple[str, ...], Piece] = {
+    ("topology",): Piece("name", "ring", [f.name for f in TopologyConfig.__dataclass_fields__
+                                         .values() if f.name not in SHARED_TOPOLOGY_PARAMS
+                                         and f.name != "options"],
+                         "topology", _topology_params),
+    ("topology", "robust"): Piece("rule", "mean", [], "rule",
+                                  _registry_params("gossipfl.trust.rules", "RULES")),
+    ("topology", "compression"): Piece(
+        "compressor", None, ["gamma", "error_feedback"], "compressor",
+        _registry_params("gossipfl.compression.compressors", "COMPRESSORS")),
+    ("byzantine",): Piece("attack", "sign_flip", ByzantineConfig.KEYS, "attack",
+                          _registry_params("gossipfl.trust.attacks", "ATTACKS")),
+    ("algorithm",): Piece("name", "dfedavg", [], "algorithm", _algorithm_params),
+}
+NAME_KEYS = {"name", "rule", "compressor", "attack"}
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ A study file (YAML)::
       algorithm:               # `algorithm` entries replace the whole algorithm section
         - {name: dfedavg}
         - {name: dfedavgm, momentum: 0.9}
-      train.lr: [0.1, 0.05]    # other entries set one key (a mapping merges into a section)
+      train.lr: [0.1, 0.05]    # other entries layered over the base (loading.layer)
     seeds: [0, 1, 2]           # default: [base seed]
     targets: [0.6, 0.7]        # accuracies for the rounds-to-target columns
     metric: test_acc           # default: test_acc, else personalized_acc, else local_acc_mean
@@ -49,7 +49,7 @@ from gossipfl.compat import preflight
 from gossipfl.config import Config, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
-from gossipfl.loading import apply_override, load_config, replace_partner
+from gossipfl.loading import apply_override, layer, load_config, plain
 from gossipfl.results.inputs import compute_path, with_absolute_paths
 from gossipfl.results.lifecycle import (
     PreparedRun,
@@ -153,6 +153,7 @@ def _base(value: Any, where: Path | None) -> dict:
     else:
         raise GossipflError(f"study.base: must be a config mapping or the path of a config "
                             f"file, got {value!r}.")
+    base = plain(base)  # the first level: !replace and !default mean nothing here
     if "plugins" in base:
         base["plugins"] = plugins.resolve(base["plugins"], folder, key="study.base.plugins")
     return base
@@ -247,24 +248,10 @@ def _optional_str(key: str, value: Any) -> str | None:
 # --------------------------------------------------------------------------------------------
 def set_key(raw: dict, key: str, value: Any) -> None:
     """Apply one grid entry to a raw config dict (see the module docstring)."""
-    if key == "algorithm":
-        raw["algorithm"] = {"name": value} if isinstance(value, str) else dict(value)
+    if key == "algorithm":  # a whole section: an algorithm's parameters are its own
+        raw["algorithm"] = {"name": value} if isinstance(value, str) else plain(value)
         return
-    parts = key.split(".")
-    node = raw
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise GossipflError(f"study.grid.{key}: '{part}' is not a config section.")
-        node = child
-    leaf = parts[-1]
-    if isinstance(value, dict) and isinstance(node.get(leaf), dict):
-        for key_, item in value.items():
-            replace_partner(node[leaf], [*parts, key_], item)
-        node[leaf] = {**node[leaf], **value}
-    else:
-        replace_partner(node, parts, value)
-        node[leaf] = value
+    layer(raw, key.split("."), value, where=f"study.grid.{key}")
 
 
 def expand(study: Study) -> list[Variant]:

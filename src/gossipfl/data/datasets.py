@@ -238,26 +238,33 @@ def _files_folder(dataset: Dataset) -> str:
     return f" (read from {os.path.commonpath(paths)})"
 
 
+def dataset_options(name: str) -> list[str] | None:
+    """The option names dataset ``name`` takes (None: no such dataset)."""
+    if name in USER_DATASETS:
+        return list(inspect.signature(USER_DATASETS[name]).parameters)[2:]
+    if name in FILE_LOADERS:
+        return list(inspect.signature(_file_loaders()[name]).parameters)[2:]
+    if name == "synthetic":
+        return list(inspect.signature(make_synthetic).parameters)
+    return list(IMAGE_OPTIONS) if name in DATASETS else None
+
+
 def check_dataset_options(name: str, options: dict) -> dict:
     """``data.options`` checked against dataset ``name`` without reading or generating any
     data: known option names, values of the annotated types (a plugin's unannotated option:
     its default's type), synthetic's ranges."""
     from gossipfl.plugins import option_hints
 
-    if name in USER_DATASETS:
-        loader = USER_DATASETS[name]
-        _check_options(name, options, list(inspect.signature(loader).parameters)[2:])
-        return _typed_options(options, option_hints(loader))
-    if name not in DATASETS:
+    if name not in USER_DATASETS and name not in DATASETS:
         raise unknown_choice(KEY, name, dataset_names())
+    _check_options(name, options, dataset_options(name))
+    if name in USER_DATASETS:
+        return _typed_options(options, option_hints(USER_DATASETS[name]))
     if name in FILE_LOADERS:
-        loader = _file_loaders()[name]
-        _check_options(name, options, list(inspect.signature(loader).parameters)[2:])
-        return _typed_options(options, typing.get_type_hints(loader))
+        return _typed_options(options, typing.get_type_hints(_file_loaders()[name]))
     if name != "synthetic":
         _image_options(name, options)
         return options
-    _check_options(name, options, inspect.signature(make_synthetic).parameters)
     options = _typed_options(options, typing.get_type_hints(make_synthetic))
     bound = inspect.signature(make_synthetic).bind(**options)
     bound.apply_defaults()
@@ -541,8 +548,12 @@ def _typed_options(options: dict, hints: dict) -> dict:
             for key, value in options.items()}
 
 
+#: The options of the image datasets read from their files by gossipfl itself.
+IMAGE_OPTIONS = ("normalize", "augment")
+
+
 def _image_options(name: str, options: dict) -> tuple[bool, bool]:
-    _check_options(name, options, ("normalize", "augment"))
+    _check_options(name, options, IMAGE_OPTIONS)
     options = _typed_options(options, {"normalize": bool, "augment": bool | None})
     augment = options.get("augment")
     return bool(options.get("normalize", True)), (
