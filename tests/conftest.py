@@ -43,6 +43,7 @@ def work(tmp_path, monkeypatch):
 #: fast tests in ``make test``. Listed here, one place, rather than decorated one by one.
 SLOW: frozenset[str] = frozenset({
     "test_analyze.py::test_cli_hessian_trace_all_models",
+    "test_reliability_fourth.py::test_every_algorithm_reads_the_local_length_or_warns_that_it_does_not",
     "test_analyze.py::test_cli_landscapes",
     "test_analyze.py::test_loads_the_checkpoint_models",
     "test_analyze.py::test_same_seed_same_numbers",

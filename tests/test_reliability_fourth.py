@@ -394,3 +394,141 @@ def test_a_study_file_with_replace_and_default_is_read_and_written_back(work, ca
     assert variants[0].config.eval.every == 1
     assert gossipfl(capsys, "sweep", "study.yaml", "--quiet")[0] == 0
     assert "!replace" in (work / "runs" / "st" / "study.yaml").read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Every setting read or warned
+# --------------------------------------------------------------------------------------------
+def _ignored(config) -> list[str]:
+    from gossipfl.loading import ignored_settings
+
+    return [key for keys, _ in ignored_settings(config) for key in keys]
+
+
+def test_muffliato_warns_that_it_does_not_read_the_local_length():
+    with pytest.warns(IgnoredSetting, match=r"^train\.local_steps: ignored, because muffliato "
+                                            r"takes 1 local step a round, as its paper does\.$"):
+        load_config(TINY, ["algorithm.name=muffliato"])
+
+
+@pytest.mark.parametrize("topology", ["one_peer_exponential", "base_k", "epidemic"])
+def test_topologies_with_their_own_weights_warn_about_the_mixing_rule(topology):
+    extra = ["topology.k=2"] if topology == "base_k" else ["topology.s=2"] * (
+        topology == "epidemic")
+    with pytest.warns(IgnoredSetting, match=rf"^topology\.mixing: ignored, because "
+                                            rf"topology\.name is {topology}, whose weights "):
+        load_config(TINY, [f"topology.name={topology}", "topology.mixing=max_degree", *extra])
+
+
+def _builtin(registry: dict) -> list[str]:
+    return sorted(name for name, piece in registry.items()
+                  if getattr(piece, "__module__", "gossipfl.").startswith("gossipfl.")
+                  or getattr(getattr(piece, "build", None), "__module__", "").startswith(
+                      "gossipfl."))
+
+
+def test_every_topology_reads_the_mixing_rule_or_warns_that_it_does_not(tmp_path):
+    """Built with a rule that is not the default: a topology whose W is not made by the rule
+    (its Topology says which rule made it) is one whose config warns, and only then."""
+    from gossipfl.topology import build_topology
+    from gossipfl.topology.graphs import TOPOLOGY_KINDS
+
+    (tmp_path / "g.csv").write_text("i,j\n" + "".join(f"{i},{(i + 1) % 8}\n{(i + 1) % 8},{i}\n"
+                                                      for i in range(8)))
+    checked = []
+    for name in _builtin(TOPOLOGY_KINDS):
+        kind = TOPOLOGY_KINDS[name]
+        params = {"k": 2, "s": 2, "p": 0.9, "path": str(tmp_path / "g.csv")}
+        params = {key: value for key, value in params.items() if key in kind.rules}
+        built = build_topology(name, 8, mixing="max_degree", seed=0, **params)
+        with pytest.warns() if kind.weights else _no_warning():
+            config = load_config({**TINY, "data": {**TINY["data"], "clients": 8},
+                                  "topology": {"name": name, "mixing": "max_degree", **params}})
+        assert ("topology.mixing" in _ignored(config)) == (built.mixing != "max_degree"), name
+        checked.append(name)
+    assert {"ring", "epidemic", "base_k", "one_peer_exponential", "custom"} <= set(checked)
+
+
+class _no_warning:
+    def __enter__(self):
+        import warnings
+
+        self.catcher = warnings.catch_warnings()
+        self.catcher.__enter__()
+        warnings.simplefilter("error", IgnoredSetting)
+
+    def __exit__(self, *exc):
+        self.catcher.__exit__(*exc)
+
+
+def test_every_topology_warns_about_every_shared_parameter_it_does_not_read():
+    from gossipfl.sections import SHARED_TOPOLOGY_PARAMS
+    from gossipfl.topology.graphs import TOPOLOGY_KINDS
+
+    given = {"k": 2, "p": 0.9, "s": 2, "path": "g.csv"}
+    for name in _builtin(TOPOLOGY_KINDS):
+        unread = [key for key in SHARED_TOPOLOGY_PARAMS if key in given
+                  and key not in TOPOLOGY_KINDS[name].rules]
+        with pytest.warns(IgnoredSetting):
+            config = load_config({**TINY, "data": {**TINY["data"], "clients": 8},
+                                  "topology": {"name": name, **{k: given[k] for k in unread}}})
+        assert {f"topology.{key}" for key in unread} <= set(_ignored(config)), name
+
+
+def test_every_algorithm_reads_the_local_length_or_warns_that_it_does_not():
+    """Each built algorithm's phases: when every phase sets its own length, a config setting
+    train.local_steps or train.local_epochs is warned, and only then."""
+    from gossipfl.algorithms import available_algorithms
+    from gossipfl.experiment import build_experiment
+
+    fixed_ones = []
+    for name, cls in sorted(available_algorithms().items()):
+        if not cls.__module__.startswith("gossipfl.algorithms."):
+            continue
+        overrides = [f"algorithm.name={name}", "topology.name=full",
+                     f"topology.order={cls.orders[0]}", "model.name=mlp",
+                     "model.options.hidden=[8]"]
+        with _quiet():
+            config = load_config(TINY, overrides)
+            phases = build_experiment(config).algorithm.phases()
+        fixed = all(p.steps is not None or p.epochs is not None for p in phases)
+        assert ("train.local_steps" in _ignored(config)) == fixed, name
+        epochs = load_config(TINY, [*overrides, "train.local_epochs=3"]) if fixed else None
+        assert not fixed or "train.local_epochs" in _ignored(epochs), name
+        fixed_ones += [name] * fixed
+    assert {"muffliato", "dsgt", "sgp"} <= set(fixed_ones)
+
+
+class _quiet:
+    def __enter__(self):
+        import warnings
+
+        self.catcher = warnings.catch_warnings()
+        self.catcher.__enter__()
+        warnings.simplefilter("ignore")
+
+    def __exit__(self, *exc):
+        self.catcher.__exit__(*exc)
+
+
+@pytest.mark.parametrize("family", ["rule", "attack", "compressor"])
+def test_every_robust_rule_attack_and_compressor_refuses_every_parameter_it_does_not_take(
+        family):
+    """The parameters of a rule, an attack or a compressor are refused, naming the key and
+    listing the allowed ones, when the piece does not take them (never silently unread)."""
+    from gossipfl.compression.compressors import COMPRESSORS, build_compressor
+    from gossipfl.trust.attacks import ATTACKS, check_attack
+    from gossipfl.trust.rules import RULES, build_rule
+
+    registry, build = {
+        "rule": (RULES, lambda name, key, v: build_rule({"rule": name, key: v})),
+        "attack": (ATTACKS, lambda name, key, v: check_attack(name, {key: v})),
+        "compressor": (COMPRESSORS,
+                       lambda name, key, v: build_compressor({"compressor": name, key: v})),
+    }[family]
+    every = {key for cls in registry.values() for key in cls.rules}
+    for name in _builtin(registry):
+        for key in sorted(every - set(registry[name].rules)):
+            with pytest.raises(GossipflError, match=rf"\.{key}: unknown parameter of "
+                                                    rf"{family} '{name}'.*; allowed: "):
+                build(name, key, 1)

@@ -465,6 +465,12 @@ def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
                 if getattr(topology, key) is not getattr(default, key)
                 and not _same(getattr(topology, key), getattr(default, key))]
 
+    length = _fixed_length(get_algorithm(name), config.algorithm.params)
+    train = [key for key, default in (("local_steps", None), ("local_epochs", 1))
+             if getattr(config.train, key) != default]
+    if length is not None and train:
+        out.append(([f"train.{key}" for key in train],
+                    f"{name} takes {length} a round, as its paper does"))
     systems = config.systems
     availability = (systems.availability if systems is not None else None) or {}
     links = availability.get("links") if isinstance(availability, dict) else None
@@ -478,17 +484,40 @@ def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
                       f"server, so there are no links between clients to fail")
             out.append((["systems.availability.links.fail"], reason))
         return out
-    reads = topology_kind(topology.name).rules  # the parameters its registration declares
+    kind = topology_kind(topology.name)
+    reads = kind.rules  # the parameters its registration declares
     params = changed([key for key in SHARED_TOPOLOGY_PARAMS if key not in reads])
     if params:
         reason = (f"topology.name is {topology.name}, which does not read "
                   f"{'it' if len(params) == 1 else 'them'}")
         out.append((params, reason))
+    if kind.weights is not None and changed(["mixing"]):
+        out.append((["topology.mixing"], f"topology.name is {topology.name}, whose weights "
+                                         f"are {kind.weights}"))
     if systems is not None and systems.deadline is not None:
         reason = (f"{name} is a decentralized algorithm: the deadline is how long a server "
                   f"waits for its sampled clients, and there is no server")
         out.append((["systems.deadline"], reason))
     return out
+
+
+def _fixed_length(algo_cls: Any, params: Any) -> str | None:
+    """"1 local step" where every phase of the algorithm's round sets its own length, so that
+    ``train.local_steps`` and ``train.local_epochs`` are not read (None: they are, or its
+    phases need a built algorithm to say)."""
+    probe = object.__new__(algo_cls)  # phases() reads the hyperparameters only
+    probe.params = params if params is not None else algo_cls.Params()
+    try:
+        phases = probe.phases()
+    except Exception:  # noqa: BLE001 - phases that read the built algorithm: not known here
+        return None
+    if not phases or any(p.steps is None and p.epochs is None for p in phases):
+        return None
+    steps = sum(p.steps or 0 for p in phases)
+    epochs = sum(p.epochs or 0 for p in phases)
+    words = [f"{n} local {unit}{'s' * (n != 1)}" for n, unit in ((steps, "step"),
+                                                                   (epochs, "epoch")) if n]
+    return " and ".join(words)
 
 
 def _same(a: Any, b: Any) -> bool:

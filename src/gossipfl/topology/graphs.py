@@ -319,6 +319,9 @@ class TopologyKind:
     build: Callable[[int, str, int, dict], Topology]
     rules: Mapping[str, Rule]
     defaults: Mapping[str, Any]
+    #: None: W is ``topology.mixing``'s rule applied to the graph; else the words of the
+    #: weights the topology fixes itself (``topology.mixing`` is then not read)
+    weights: str | None = None
 
     def check(self, params: dict[str, Any]) -> None:
         """One sentence naming ``topology.<param>`` and its value for a parameter the
@@ -351,7 +354,8 @@ TOPOLOGY_KINDS: Registry = Registry("topology", "topology.name")
 
 
 def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
-                      defaults: Mapping[str, Any] | None = None) -> Callable:
+                      defaults: Mapping[str, Any] | None = None,
+                      weights: str | None = None) -> Callable:
     """Decorator: make ``builder(num_clients, mixing, seed, params) -> Topology`` available as
     ``topology.name: name``, reading the parameters of ``rules`` (each with its
     :class:`~gossipfl.validation.Rule`; ``defaults``: their values when a config leaves them
@@ -359,7 +363,9 @@ def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
     each checked before training; ``params`` holds exactly them. Of the shared keys (k, p, s,
     path, matrix) it reads those it declares, with their shared defaults.
     :func:`build_topology` validates what the builder returns as every topology's: each
-    round's W by its mixing rule, and connectivity."""
+    round's W by its mixing rule, and connectivity. ``weights``: the words of the weights a
+    topology fixes itself (it does not read ``topology.mixing``: a config that sets it is
+    warned)."""
     rules, defaults = dict(rules or {}), dict(defaults or {})
     where = f"register_topology({name!r})"
     for key, rule in rules.items():
@@ -387,7 +393,7 @@ def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
 
         check_signature(builder, ("num_clients", "mixing", "seed", "params"),
                         f"the builder of topology {name!r}", options=False)
-        TOPOLOGY_KINDS.add(name, TopologyKind(name, builder, rules, defaults),
+        TOPOLOGY_KINDS.add(name, TopologyKind(name, builder, rules, defaults, weights),
                            made_by=lambda kind: kind.build)
         return builder
     return decorate
@@ -960,7 +966,7 @@ def _adjacency_from(matrix: np.ndarray, key: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # Time-varying graphs of the papers (gossipfl.topology.dynamic holds their definitions)
 # --------------------------------------------------------------------------------------------
-@register_topology("one_peer_exponential")
+@register_topology("one_peer_exponential", weights="the paper's: 1/2 on itself and its one peer")
 def _one_peer_exponential(m: int, mixing: str, seed: int, params: dict) -> Topology:
     period = dynamic.one_peer_period(m)
     if _large(m):
@@ -980,7 +986,7 @@ def _one_peer_exponential(m: int, mixing: str, seed: int, params: dict) -> Topol
                     stochastic="doubly", period=period, params={"period": period})
 
 
-@register_topology("base_k", rules=_shared("k"))
+@register_topology("base_k", rules=_shared("k"), weights="the paper's Base-(k+1) weights")
 def _base_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = _check_k(params.get("k"), m, "base_k")
     sequence = dynamic.base_k_sequence(m, k)
@@ -1005,7 +1011,8 @@ def _base_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
                     stochastic="doubly", period=period, params={"k": k, "period": period})
 
 
-@register_topology("epidemic", rules=_shared("s"))
+@register_topology("epidemic", rules=_shared("s"),
+                   weights="the paper's: uniform over itself and the models it receives")
 def _epidemic(m: int, mixing: str, seed: int, params: dict) -> Topology:
     s = params.get("s")
     if not _is_int(s) or not 1 <= s <= m - 1:
