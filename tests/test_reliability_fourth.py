@@ -4,6 +4,7 @@ warned, reports that keep every run, messages that name the setting, threads per
 
 from __future__ import annotations
 
+import csv
 import errno
 import sys
 import types
@@ -532,3 +533,51 @@ def test_every_robust_rule_attack_and_compressor_refuses_every_parameter_it_does
             with pytest.raises(GossipflError, match=rf"\.{key}: unknown parameter of "
                                                     rf"{family} '{name}'.*; allowed: "):
                 build(name, key, 1)
+
+
+# --------------------------------------------------------------------------------------------
+# 5. Reports that keep every run
+# --------------------------------------------------------------------------------------------
+def _sweep(work, capsys, grid, **study) -> None:
+    (work / "study.yaml").write_text(yaml.safe_dump(
+        {"name": "st", "base": "tiny.yaml", "grid": grid, **study}))
+    gossipfl(capsys, "sweep", "study.yaml", "--quiet")
+
+
+def test_a_run_diverged_before_its_first_evaluation_keeps_its_row(work, capsys):
+    """It vanished from the table (one row labelled dfedavg, no word of it)."""
+    _sweep(work, capsys, {"train.lr": [0.1, 1e30]})
+    table = (work / "runs" / "st" / "table.md").read_text()
+    assert "| lr=1e+30 | 0 (diverged at round 1) | — |" in table, table
+    assert "| lr=0.1 | 1 |" in table
+    from gossipfl.frames import load_study
+
+    rows = load_study(work / "runs" / "st").table
+    assert list(rows["configuration"]) == ["lr=0.1", "lr=1e+30"]
+    assert list(rows["failed"]) == [0, 1]
+
+
+def test_load_study_lists_the_rows_in_the_grids_order(work, capsys):
+    from gossipfl.frames import load_study
+
+    _sweep(work, capsys, {"algorithm": [{"name": "dsgt"}, {"name": "dfedavg"}],
+                          "train.lr": [0.1, 0.05]}, seeds=[1, 0])
+    with open(work / "runs" / "st" / "table.csv", newline="") as handle:
+        order = [row["configuration"] for row in csv.DictReader(handle)]
+    assert [label.split(",")[0] for label in order] == ["dsgt", "dsgt", "dfedavg", "dfedavg"]
+    assert list(load_study(work / "runs" / "st").table["configuration"]) == order  # not by
+    # folder name (dfedavg... sorts first)
+
+
+def test_a_byzantine_runs_table_takes_the_honest_consensus_beside_the_honest_accuracy(
+        work, capsys):
+    _sweep(work, capsys, {"byzantine": [{"clients": [0], "attack": "gaussian"}],
+                          "train.lr": [0.1]})
+    run = RunDirectory(next((work / "runs" / "st").glob("*-seed0")))
+    last = run.read_metrics()[-1]
+    assert last["honest_consensus"] != last["consensus"]
+    csv_text = (work / "runs" / "st" / "table.csv").read_text().splitlines()
+    head, row = csv_text[0].split(","), csv_text[1].split(",")
+    assert row[head.index("metric")] == "honest_test_acc"
+    assert float(row[head.index("consensus_mean")]) == pytest.approx(last["honest_consensus"])
+    assert "final honest consensus distance" in (work / "runs" / "st" / "table.md").read_text()

@@ -121,7 +121,7 @@ def test_doubly_stochastic_algorithms_warn_only_on_a_static_row_stochastic_matri
         warnings.simplefilter("error")
         p.run({"name": "dfedavg"}, topology={"name": "epidemic", "s": 2}, rounds=1)
         p.run({"name": "dfedavg"}, topology={"name": "ring", "mixing": "uniform"}, rounds=1)
-        p.run({"name": "sgp"}, W=push_matrix(6), rounds=1)
+        p.run({"name": "sgp"}, W=push_matrix(6), rounds=1, steps=None)
 
 
 def test_column_stochastic_custom_topology():

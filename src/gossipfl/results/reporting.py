@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,17 @@ class Run:
     def seed(self) -> Any:
         return self.config.get("seed")
 
+    @property
+    def diverged_at(self) -> int | None:
+        """The round a diverged run stopped at (None: it did not diverge)."""
+        if self.status != "diverged":
+            return None
+        found = re.search(r"diverged at round (\d+)", str(self.summary.get("error", "")))
+        if found:
+            return int(found.group(1))
+        done = self.summary.get("rounds_done")
+        return done + 1 if isinstance(done, int) else None
+
     def column(self, key: str) -> list:
         return [row.get(key) for row in self.metrics]
 
@@ -79,6 +91,8 @@ def load_run(path: str | Path) -> Run:
     if problem is not None:
         return Run(run_dir.path, config, [], {}, problem)
     metrics, problem = read_metrics_checked(run_dir)
+    if not metrics and summary.get("status") == "diverged":  # before its first evaluation:
+        problem = None  # a row of the table all the same, "(diverged at round t)"
     return Run(run_dir.path, config, metrics, summary, problem)
 
 
@@ -148,20 +162,38 @@ def study_order(folder: Path, runs: list[Run]) -> list[Run]:
         return runs
     grid = raw.get("grid") if isinstance(raw, dict) else None
     seeds = raw.get("seeds") if isinstance(raw, dict) else None
-    if not isinstance(grid, dict) or not all(isinstance(v, list) for v in grid.values()):
-        return runs
     seeds = seeds if isinstance(seeds, list) else []
+    if isinstance(grid, dict) and all(isinstance(v, list) for v in grid.values()):
+        axes = [[{name: value} for value in values] for name, values in grid.items()]
+    elif isinstance(grid, list) and all(isinstance(point, dict) for point in grid):
+        axes = [grid]  # a list of points: their order
+    else:
+        return runs
 
-    def position(values: list, value: Any) -> int:
-        return values.index(value) if value in values else len(values)
+    def position(points: list[dict], flat: dict) -> int:
+        found = [n for n, point in enumerate(points) if _matches(point, flat)]
+        return found[0] if found else len(points)
 
     def key(item: tuple[int, Run]) -> tuple:
         index, run = item
         flat = flatten(run.config)
-        return (*(position(values, flat.get(name)) for name, values in grid.items()),
-                position(seeds, run.seed), index)
+        return (*(position(points, flat) for points in axes),
+                seeds.index(run.seed) if run.seed in seeds else len(seeds), index)
 
     return [run for _, run in sorted(enumerate(runs), key=key)]
+
+
+def _matches(point: dict, flat: dict) -> bool:
+    """Whether a run's flattened config holds a grid point's values (``{"algorithm":
+    "dsgt"}``, ``{"train.lr": 0.1}``, ``{"topology.robust": {"rule": "median"}}``)."""
+    for name, value in point.items():
+        if name == "algorithm" and isinstance(value, str):
+            value = {"name": value}
+        wanted = flatten(value, f"{name}.") if isinstance(value, dict) and value \
+            else {name: value}
+        if any(flat.get(k) != v for k, v in wanted.items()):
+            return False
+    return True
 
 
 def _run_dirs(path: Path) -> list[Path]:
@@ -301,6 +333,7 @@ class TableRow:
     failed: int = 0  # runs without usable results: failed or diverged
     consensus: Stat | None = None  # final consensus distance (1/M) Σ‖x_i − x̄‖²
     diverged: int = 0  # of the failed: runs that diverged
+    diverged_at: list[int] = field(default_factory=list)  # the round each of them stopped at
     flatness: dict[str, Stat] = field(default_factory=dict)  # analysis COLUMNS → stat
     metric: str = "test_acc"  # the accuracy this row reports
     held: bool = True  # whether its runs record ``metric`` at all (False: --metric forced it)
@@ -430,8 +463,11 @@ def _table_row(label: str, runs: list[Run], ok: list[Run], metric: str,
                     bytes_total=float(np.mean(sent)) if sent else None,
                     failed=len(runs) - len(ok), consensus=Stat.of(consensus),
                     diverged=sum(r.status == "diverged" for r in runs),
+                    diverged_at=sorted(r.diverged_at for r in runs
+                                       if r.diverged_at is not None),
                     flatness=flatness_stats(ok), metric=metric,
-                    held=any(metric in row for r in runs for row in r.metrics),
+                    held=any(metric in row for r in runs for row in r.metrics)
+                    or not any(r.metrics for r in runs),  # no metrics at all: nothing to say
                     bytes_to_target=sent_to, time_to_target=time_to,
                     clocked=clocked(ok), within_budget=_within_budgets(ok, metric))
 
@@ -511,9 +547,16 @@ def format_bytes(value: float | None) -> str:
 
 
 def _lost(row: TableRow) -> str:
-    """' (2 diverged)', ' (1 failed, 1 diverged)' or ''."""
-    parts = [f"{n} {what}" for n, what in ((row.failed - row.diverged, "failed"),
-                                           (row.diverged, "diverged")) if n]
+    """' (diverged at round 3)', ' (2 diverged, at rounds 3 and 5)', ' (1 failed, diverged
+    at round 3)' or ''."""
+    parts = [f"{row.failed - row.diverged} failed"] if row.failed > row.diverged else []
+    at = row.diverged_at
+    if row.diverged == 1 and len(at) == 1:
+        parts.append(f"diverged at round {at[0]}")
+    elif row.diverged:
+        rounds = (f", at rounds {', '.join(map(str, at[:-1]))} and {at[-1]}"
+                  if len(at) == row.diverged else "")
+        parts.append(f"{row.diverged} diverged{rounds}")
     return f" ({', '.join(parts)})" if parts else ""
 
 
