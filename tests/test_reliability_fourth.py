@@ -581,3 +581,66 @@ def test_a_byzantine_runs_table_takes_the_honest_consensus_beside_the_honest_acc
     assert row[head.index("metric")] == "honest_test_acc"
     assert float(row[head.index("consensus_mean")]) == pytest.approx(last["honest_consensus"])
     assert "final honest consensus distance" in (work / "runs" / "st" / "table.md").read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# 6. Messages that name the place and the setting
+# --------------------------------------------------------------------------------------------
+def test_a_plugin_with_a_syntax_error_is_located_at_its_own_file_and_line(work, capsys):
+    """It was located at "line 241 of <frozen importlib._bootstrap>"."""
+    (work / "bad.py").write_text("x = 1\ndef broken(:\n    pass\n")
+    err = one_sentence(capsys, "list", "--plugin", "bad.py")
+    path = work / "bad.py"
+    assert err.startswith(f"error: --plugin: plugin '{path}' failed to load (line 2 of {path}): "
+                          f"SyntaxError: "), err
+    assert "frozen" not in err and "(bad.py, line 2)" not in err
+
+
+def test_too_many_synthetic_clients_name_the_option_that_sets_the_size(work, capsys):
+    err = one_sentence(capsys, "run", "tiny.yaml", "--set", "data.clients=1000")
+    assert err == ("error: data.clients: 1000 clients but the dataset has only 120 training "
+                   "samples (data.options.train_size sets it); each client needs at least "
+                   "one.\n")
+
+
+@pytest.mark.parametrize(("override", "keys"), [
+    ("privacy.accountant=rdp", "the keys of privacy are clip, noise_multiplier, delta."),
+    ("model.foo=1", "the keys of model are name, options, personal."),
+    ("systems.network.latncy=1", "the keys of systems.network are "),
+])
+def test_every_unknown_key_lists_the_allowed_keys(override, keys):
+    with pytest.raises(GossipflError) as info:
+        load_config(TINY, [override])
+    assert str(info.value).startswith(f"{override.split('=')[0]}: unknown key")
+    assert keys in str(info.value)
+
+
+def test_list_shows_every_pieces_parameters_and_defaults(capsys):
+    from gossipfl.algorithms import available_algorithms
+    from gossipfl.trust.attacks import ATTACKS
+    from gossipfl.trust.rules import RULES
+
+    code, out, _ = gossipfl(capsys, "list")
+    lines = out.splitlines()
+
+    def parameters_of(name: str, section: str) -> str:
+        start = lines.index(next(line for line in lines if line.startswith(section)))
+        at = next(n for n in range(start + 1, len(lines))
+                  if lines[n].split() and lines[n].split()[0] == name)
+        following = lines[at + 1] if at + 1 < len(lines) else ""
+        return following.strip() if following.strip().startswith("parameters:") else ""
+
+    assert code == 0
+    for section, registry in (("robust rules", RULES), ("attacks", ATTACKS)):
+        for name, cls in registry.items():
+            shown = parameters_of(name, section)
+            assert all(f"{key} = " in shown or f"{key} (" in shown for key in cls.rules), name
+    assert "b = 1 (an integer >= 0)" in parameters_of("trimmed_mean", "robust rules")
+    assert "view = neighbourhood (one of neighbourhood, all)" in parameters_of("alie",
+                                                                                "attacks")
+    assert "momentum = 0.9 (in [0, 1))" in parameters_of("dfedavgm", "algorithms")
+    assert all(parameters_of(name, "algorithms") or not cls.Params.__dataclass_fields__
+               for name, cls in available_algorithms().items())
+    assert "  mlp          hidden = [200, 200]" in lines
+    assert any(line.startswith("  synthetic") and "train_size = 1000" in line
+               for line in lines)

@@ -170,7 +170,7 @@ def test_cli_study_writes_csv_table_and_figures(tiny_files, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--perturb", "pixel"], "error: --perturb: unknown value 'pixel'"),
-    (["--set", "train.lrr=0.1"], "error: train.lrr: unknown key (did you mean 'lr'?)."),
+    (["--set", "train.lrr=0.1"], "error: train.lrr: unknown key (did you mean 'lr'?); the keys of train "),
     (["--client", "4"], "error: --client: must be in 0..3 for 4 clients, got 4."),
     (["--every", "0"], "error: --every: must be an integer >= 1, got 0."),
     (["--out", "tiny.yaml/out"], "error: --out: cannot write to 'tiny.yaml/out'"),

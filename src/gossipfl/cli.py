@@ -389,13 +389,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     algorithms = available_algorithms()
     width = max(len(n) for n in algorithms)
-    print("algorithms:")
+    print("algorithms (algorithm.name; its parameters beside it):")
     for name, cls in algorithms.items():
         kind = "centralized" if cls.centralized else "decentralized"
-        print(f"  {name:<{width}}  {kind:<13}  {cls.paper}")
+        params = _algorithm_params(cls)  # the paper, then the parameters with defaults
+        print(f"  {name:<{width}}  {kind:<13}  {cls.paper}" + (f"; {params}" if params else ""))
     for title, names in (("datasets", dataset_names()), ("partitions", (*PARTITIONERS, "natural")),
                          ("models", MODELS)):
         print(f"{title}: {', '.join(names)}")
+    for title, options in (("model options (model.options)", _model_options()),
+                           ("dataset options (data.options)", _dataset_options())):
+        print(f"{title}:")
+        width = max(len(n) for n in options)
+        for name, described in options.items():
+            print(f"  {name:<{width}}  {described or '(none)'}")
     from gossipfl.compression import COMPRESSORS
     from gossipfl.compression.compressors import compressor_defaults
     from gossipfl.trust import ATTACKS, RULES
@@ -423,6 +430,54 @@ def cmd_list(args: argparse.Namespace) -> int:
                                                  if hasattr(cls, key)})
             print(f"  {name:<{width}}  {cls.paper}" + (f"; {params}" if params else ""))
     return 0
+
+
+def _algorithm_params(cls: Any) -> str:
+    """An algorithm's hyperparameters with their defaults (and rules, where it has them)."""
+    import dataclasses
+
+    from gossipfl.validation import describe_params
+
+    fields = [f for f in dataclasses.fields(cls.Params) if f.init]
+    rules = {}
+    for base in reversed(cls.Params.__mro__):
+        rules.update(vars(base).get("rules", {}))
+    defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    return describe_params({f.name: rules.get(f.name) for f in fields}, defaults)
+
+
+def _model_options() -> dict[str, str]:
+    from gossipfl.models import MODELS, model_options
+    from gossipfl.validation import describe_params
+
+    return {name: describe_params(dict.fromkeys(model_options(name)), model_options(name))
+            for name in MODELS}
+
+
+def _dataset_options() -> dict[str, str]:
+    import inspect
+
+    from gossipfl.data.datasets import (
+        USER_DATASETS,
+        _file_loaders,
+        dataset_names,
+        dataset_options,
+        make_synthetic,
+    )
+    from gossipfl.validation import describe_params
+
+    out = {}
+    for name in dataset_names():
+        loader = USER_DATASETS.get(name) or _file_loaders().get(name) or (
+            make_synthetic if name == "synthetic" else None)
+        signature = {} if loader is None else inspect.signature(loader).parameters
+        defaults = {key: p.default for key, p in signature.items()
+                    if p.default is not inspect.Parameter.empty}
+        if loader is None:  # gossipfl's image datasets: normalized, augmented where usual
+            defaults = {"normalize": True, "augment": "the dataset's (on for CIFAR)"}
+        keys = dataset_options(name) or []
+        out[name] = describe_params(dict.fromkeys(keys), defaults)
+    return out
 
 
 def cmd_topology(args: argparse.Namespace) -> int:

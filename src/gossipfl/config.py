@@ -526,7 +526,10 @@ def _optional_dataclass(hint: Any) -> Any:
 def _unknown_key(cls: type, prefix: str, key: Any, names: list[str]) -> GossipflError:
     hint = did_you_mean(str(key), names)
     if cls is not Config:
-        return GossipflError(f"{prefix}{key}: unknown key{hint}.")
+        section = prefix.rstrip(".")
+        shown = [n for n in names if (section, n) not in API_ONLY]
+        return GossipflError(f"{prefix}{key}: unknown key{hint}; the keys of {section} are "
+                             f"{', '.join(shown)}.")
     sections = [f.name for f in dataclasses.fields(Config)
                 if f.name not in SCALAR_KEYS and f.name != "init_params"]
     return GossipflError(f"{key}: unknown top-level key{hint}; the sections are "

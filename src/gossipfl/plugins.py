@@ -221,7 +221,10 @@ def _module_exists(spec: str, key: str) -> bool:
 
 def where(exc: BaseException) -> str:
     """`` (line N of FILE)`` for the innermost frame of ``exc``'s traceback outside gossipfl
-    (the researcher's code), or '' when there is none."""
+    (the researcher's code), or '' when there is none; a syntax error at its own file and
+    line (the traceback ends in importlib's frozen frames)."""
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return f" (line {exc.lineno} of {exc.filename})"
     package = str(Path(__file__).parent)
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if not f.filename.startswith(package)]
@@ -237,6 +240,8 @@ def describe(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     if isinstance(exc, GossipflError):
         return text
+    if isinstance(exc, SyntaxError) and exc.msg:  # its place is said by where()
+        text = exc.msg
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -91,19 +91,27 @@ def check_piece_params(key: str, kind: str, name: str, params: dict[str, Any],
         rules[p].check(f"{key}.{p}", v)
 
 
-def describe_params(rules: dict[str, Rule], defaults: dict[str, Any]) -> str:
+def shown(value: Any) -> str:
+    """A default as a config writes it (null, true, false, [200, 200])."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, tuple):
+        return str(list(value))
+    return str(value)
+
+
+def describe_params(rules: dict[str, Rule | None], defaults: dict[str, Any]) -> str:
     """A piece's parameters for ``gossipfl list``: ``k = 10 (an integer >= 1), p (in (0,
-    1])``, each with its default where it has one; '' for none."""
-    def shown(value: Any) -> str:
-        if value is None or isinstance(value, bool):
-            return {None: "null", True: "true", False: "false"}[value]
-        return str(value)
+    1])``, each with its default where it has one (a parameter without a rule: its default
+    alone); '' for none."""
+    def words(rule: Rule | None) -> str:
+        if rule is None:
+            return ""
+        choices = ", ".join(rule.choices)
+        return f" ({rule.words or f'one of {choices}'})"
 
-    def words(rule: Rule) -> str:
-        return rule.words or f"one of {', '.join(rule.choices)}"
-
-    return ", ".join(f"{key} = {shown(defaults[key])} ({words(rule)})" if key in defaults
-                     else f"{key} ({words(rule)})" for key, rule in rules.items())
+    return ", ".join(f"{key} = {shown(defaults[key])}{words(rule)}" if key in defaults
+                     else f"{key}{words(rule)}" for key, rule in rules.items())
 
 
 def check_all(prefix: str, values: dict[str, Any], rules: dict[str, Rule]) -> None:

@@ -121,7 +121,8 @@ def _mapping(key: str, value: Any) -> dict:
 def _known(key: str, spec: dict, names: tuple[str, ...]) -> None:
     for name in spec:
         if name not in names:
-            raise GossipflError(f"{key}.{name}: unknown key{did_you_mean(str(name), names)}.")
+            raise GossipflError(f"{key}.{name}: unknown key{did_you_mean(str(name), names)}; "
+                                f"the keys of {key} are {', '.join(names)}.")
 
 
 def _lognormal(key: str, spec: dict) -> Quantity:
