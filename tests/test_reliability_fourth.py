@@ -644,3 +644,50 @@ def test_list_shows_every_pieces_parameters_and_defaults(capsys):
     assert "  mlp          hidden = [200, 200]" in lines
     assert any(line.startswith("  synthetic") and "train_size = 1000" in line
                for line in lines)
+
+
+# --------------------------------------------------------------------------------------------
+# 7. Threads per rank (the setting only: not timed, the CPU is shared)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("environ", "cores", "threads"), [
+    ({"LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}, 16, 8),  # torchrun's default
+    ({"LOCAL_WORLD_SIZE": "2"}, 16, 8),
+    ({"LOCAL_WORLD_SIZE": "3"}, 16, 5),
+    ({"LOCAL_WORLD_SIZE": "4"}, 2, 1),  # more ranks than cores: one each
+    ({}, 16, 16),  # one rank here (the others on other machines)
+    ({"LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "3"}, 16, None),  # the user's
+    ({"OMP_NUM_THREADS": "1"}, 16, None),  # one rank a node: a 1 is the user's
+    ({"LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1", "GOSSIPFL_NUM_THREADS": "1"}, 16, 1),
+    ({"LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "4", "GOSSIPFL_NUM_THREADS": "6"}, 16, 6),
+])
+def test_threads_per_rank_share_the_machines_cores(environ, cores, threads):
+    from gossipfl.distributed.launch import threads_per_rank
+
+    assert threads_per_rank(environ, cores) == threads
+
+
+def test_a_bad_thread_count_is_one_sentence():
+    from gossipfl.distributed.launch import threads_per_rank
+
+    with pytest.raises(GossipflError, match=r"^GOSSIPFL_NUM_THREADS: must be an integer >= 1 "
+                                            r"\(torch threads per rank\), got 'many'\.$"):
+        threads_per_rank({"GOSSIPFL_NUM_THREADS": "many"}, 4)
+
+
+def test_joining_a_job_sets_the_threads_per_rank(monkeypatch):
+    """start_processes applies threads_per_rank on joining (the process group stubbed)."""
+    from gossipfl.distributed import launch
+
+    calls = []
+    monkeypatch.setattr(launch.torch, "set_num_threads", calls.append)
+    monkeypatch.setattr(launch.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(launch.dist, "get_world_size", lambda: 2)
+    monkeypatch.setattr(launch, "check_same_config", lambda config, processes: None)
+    monkeypatch.setattr(launch, "usable_cores", lambda: 8)
+    monkeypatch.setattr(launch, "_current", launch.SINGLE)
+    for name, value in {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1",
+                        "LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("GOSSIPFL_NUM_THREADS", raising=False)
+    processes = launch.start_processes(load_config(TINY, ["engine.backend=distributed"]))
+    assert processes.distributed and calls == [4]

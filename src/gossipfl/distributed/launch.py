@@ -10,6 +10,11 @@ configs (a rank started with other values ends the job at once).
 
 Rank r owns the contiguous block of clients :meth:`Processes.bounds` gives it: M // N clients,
 one more for the first M mod N ranks.
+
+The ranks on one machine share its cores: on joining, each rank sets torch's threads to the
+cores this process may use divided by the ranks on the machine (``LOCAL_WORLD_SIZE``), unless
+the user chose (:func:`threads_per_rank`). torchrun's own default, ``OMP_NUM_THREADS=1`` with
+several ranks a node, left a machine's cores idle.
 """
 
 from __future__ import annotations
@@ -117,7 +122,50 @@ def start_processes(config) -> Processes:
                             f"{dist.get_world_size()} ranks, but WORLD_SIZE is {world}.")
     _current = Processes(rank, world, local_rank, distributed=True, timeout=engine.timeout)
     check_same_config(config, _current)
+    threads = threads_per_rank(os.environ, usable_cores())
+    if threads is not None:
+        torch.set_num_threads(threads)
     return _current
+
+
+#: The user's number of torch threads for each rank (wins over everything else).
+THREADS_ENV = "GOSSIPFL_NUM_THREADS"
+
+
+def threads_per_rank(environ: Any, cores: int) -> int | None:
+    """torch threads for one rank of a job (None: leave torch's as they are).
+
+    ``GOSSIPFL_NUM_THREADS`` when set; else an ``OMP_NUM_THREADS`` the user set (torchrun
+    sets it to 1 itself when it starts several ranks a node and it is unset, so a 1 beside
+    ``LOCAL_WORLD_SIZE`` > 1 counts as torchrun's, not the user's); else ``cores`` shared by
+    the ``LOCAL_WORLD_SIZE`` ranks on this machine, at least 1 each.
+    """
+    given = environ.get(THREADS_ENV)
+    if given:
+        try:
+            threads = int(given)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise GossipflError(f"{THREADS_ENV}: must be an integer >= 1 (torch threads per "
+                                f"rank), got {given!r}.")
+        return threads
+    try:
+        local = max(1, int(environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local = 1
+    omp = environ.get("OMP_NUM_THREADS")
+    if omp and not (omp.strip() == "1" and local > 1):
+        return None  # the user's, which torch has read already
+    return max(1, cores // local)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _leave() -> None:
