@@ -3,7 +3,6 @@ claims, interruptions. Each class of failure has its own section."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -16,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gossipfl import io as gossipfl_io
 from gossipfl.errors import GossipflError
 from gossipfl.io import FolderInUse, FolderLock
 from gossipfl.loading import load_config

@@ -418,11 +418,11 @@ def test_systems_null_changes_nothing():
     ({"availability": {"offline": 1.5}},
      "systems.availability.offline: must be in [0, 1), got 1.5."),
     ({"availability": {"ofline": 0.1}},
-     "systems.availability.ofline: unknown key (did you mean 'offline'?); the keys of "
-     "systems.availability are offline, markov, links."),
+     ("systems.availability.ofline: unknown key (did you mean 'offline'?); the keys of "
+      "systems.availability are offline, markov, links.")),
     ({"availabilty": {"offline": 0.1}},
-     "systems.availabilty: unknown key (did you mean 'availability'?); the keys of systems "
-     "are compute, network, availability, deadline."),
+     ("systems.availabilty: unknown key (did you mean 'availability'?); the keys of systems "
+      "are compute, network, availability, deadline.")),
     ({"availability": {"markov": {"p_off": 0.1, "p_on": 0}}},
      "systems.availability.markov.p_on: must be in (0, 1], got 0."),
     ({"availability": {"links": {"fail": -0.1}}},
@@ -438,8 +438,8 @@ def test_systems_null_changes_nothing():
     ({"network": {"bandwidth": 0}}, "systems.network.bandwidth: must be > 0, got 0."),
     ({"network": {"uplink": "serial"}}, "systems.network.uplink: unknown value 'serial'"),
     ({"network": {"latncy": 0}},
-     "systems.network.latncy: unknown key (did you mean 'latency'?); the keys of "
-     "systems.network are "),
+     ("systems.network.latncy: unknown key (did you mean 'latency'?); the keys of "
+      "systems.network are ")),
     ({"deadline": -2}, "systems.deadline: must be > 0 or null, got -2."),
 ])
 def test_bad_input_is_one_sentence_naming_key_and_value(systems, message):

@@ -40,7 +40,6 @@ from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError
 from gossipfl.federation import Federation
 from gossipfl.models import build_model, check_model_fits, head_names
-from gossipfl.plan import check_plan
 from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.schedules import get_schedule
 from gossipfl.state import RunState
@@ -302,8 +301,6 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     model = build_model_for(config, dataset).to(device)
     check_model_fits(model, dataset)  # token ids, vocabulary, output size: one sentence
     layout = ParamLayout.from_module(model)
-    if device.type == "cpu":  # the whole plan against what this process may hold
-        check_plan(config, dataset, layout.P, processes.world if processes.distributed else 1)
     if device.type == "cpu" and config.engine.keep_freed_memory and (
             4 * m * layout.P <= KEEP_FREED_MAX_BYTES):
         keep_freed_memory()  # process-wide; see gossipfl.engine.memory

@@ -492,8 +492,8 @@ def ignored_settings(config: Config) -> list[tuple[list[str], str]]:
                   f"{'it' if len(params) == 1 else 'them'}")
         out.append((params, reason))
     if kind.weights is not None and changed(["mixing"]):
-        out.append((["topology.mixing"], f"topology.name is {topology.name}, whose weights "
-                                         f"are {kind.weights}"))
+        reason = f"topology.name is {topology.name}, whose weights are {kind.weights}"
+        out.append((["topology.mixing"], reason))
     if systems is not None and systems.deadline is not None:
         reason = (f"{name} is a decentralized algorithm: the deadline is how long a server "
                   f"waits for its sampled clients, and there is no server")

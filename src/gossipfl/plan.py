@@ -105,9 +105,17 @@ def estimate_bytes(config) -> float:
     return float(sum(line.total for line in memory_plan(config)[0]))
 
 
-def format_plan(lines: list[Line], facts: dict) -> str:
-    from gossipfl.results.reporting import format_bytes
+def format_bytes(value: float | None) -> str:
+    """Bytes in decimal units (``1.25 GB``), as the plan and the reports print them."""
+    if value is None:
+        return "—"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"
 
+
+def format_plan(lines: list[Line], facts: dict) -> str:
     head = (f"memory plan: {facts['algorithm']}, {facts['clients']} clients, "
             f"P = {facts['P']} parameters")
     out = [head]
@@ -271,8 +279,6 @@ def check_plan(config, dataset, P: int, ranks: int = 1) -> None:
 
 
 def refusal(lines: list[Line], facts: dict, budget: Budget, ranks: int = 1) -> str:
-    from gossipfl.results.reporting import format_bytes
-
     total = planned_bytes(lines, ranks)
     key = max((line for line in lines if line.key), key=lambda line: line.total).key
     whose = "this process's share of the run" if ranks > 1 else "this run"
@@ -329,8 +335,6 @@ def _most_clients(lines: list[Line], m: int, limit: float, ranks: int) -> int:
 
 def format_fit(lines: list[Line], facts: dict, budget: Budget | None, ranks: int = 1) -> str:
     """``--dry-run``'s last line: whether the plan fits this machine."""
-    from gossipfl.results.reporting import format_bytes
-
     if budget is None:
         return "fits this machine: unknown (its available memory cannot be read)"
     if fits(lines, budget, ranks):

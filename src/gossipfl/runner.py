@@ -19,6 +19,7 @@ import torch
 from gossipfl.algorithms.base import NO_PLAN, Context, State
 from gossipfl.algorithms.terms import local_step
 from gossipfl.config import Config
+from gossipfl.distributed.launch import current as current_processes
 from gossipfl.engine.precision import apply_precision
 from gossipfl.errors import Diverged
 from gossipfl.evaluation import Evaluator, consensus_distance
@@ -31,6 +32,7 @@ from gossipfl.experiment import (  # noqa: F401  (the builders, importable from 
     build_model_for,
     resolve_device,
 )
+from gossipfl.plan import check_plan
 from gossipfl.result import Result
 from gossipfl.schedules import Schedule, get_schedule
 from gossipfl.state import RunState
@@ -83,6 +85,10 @@ class Runner:
                                    exp.honest, eval_clients=exp.eval_clients,
                                    members=exp.members)
         self.run_state: RunState = exp.state
+        if exp.device.type == "cpu":  # the whole memory plan, before the [M, P] stacks
+            processes = current_processes()
+            check_plan(config, exp.dataset, exp.layout.P,
+                       processes.world if processes.distributed else 1)
         self.state = exp.algorithm.init(exp.x0)
 
     @property

@@ -23,6 +23,7 @@ import yaml
 from gossipfl.analysis.columns import analysis_columns
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.io import atomic_write_text
+from gossipfl.plan import format_bytes
 from gossipfl.results.rundir import (
     ACCURACY_METRICS,
     CONFIG_FILE,
@@ -535,15 +536,6 @@ def _seconds(stat: Stat | None, reached: int, runs: int) -> str:
     """Mean simulated seconds until the target."""
     return _until_target(stat, reached, runs, lambda s: f"{s.mean:.3g}" if s.n == 1
                          else f"{s.mean:.3g} ± {s.std:.2g}")
-
-
-def format_bytes(value: float | None) -> str:
-    if value is None:
-        return "—"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value:.0f} B"
 
 
 def _lost(row: TableRow) -> str:
