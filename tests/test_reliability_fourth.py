@@ -71,27 +71,29 @@ def _fake_dataset(train: int) -> SimpleNamespace:
                            test_x=torch.zeros(1), test_y=torch.zeros(10, dtype=torch.int64))
 
 
-def test_the_issue_case_200000_epidemic_clients_on_a_23_gb_machine(monkeypatch):
+def _refusal_on_23_gb(clients: int, topology: str, P: int) -> str:
+    """check_plan's sentence for ``clients`` synthetic clients of a model of P parameters on
+    a machine with 23 GB available (the dataset stands in small)."""
+    config = load_config(TINY, [f"data.clients={clients}", f"data.options.train_size={clients}",
+                                f"topology.name={topology}"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(plan.MEMORY_ENV, str(23 * GB))
+        with pytest.raises(GossipflError) as info:
+            plan.check_plan(config, _fake_dataset(clients), P=P)
+    return str(info.value)
+
+
+def test_the_issue_case_200000_epidemic_clients_on_a_23_gb_machine():
     """The run that planned 26.9 GB on a 23 GB machine, started and was OOM-killed: refused
     (26.2 GB here, where the 0.6 GB dataset stands in small)."""
-    config = load_config(TINY, ["data.clients=200000", "data.options.train_size=200000",
-                                "topology.name=epidemic"])
-    monkeypatch.setenv(plan.MEMORY_ENV, str(23 * GB))
-    with pytest.raises(GossipflError) as info:
-        plan.check_plan(config, _fake_dataset(200_000), P=7850)
-    text = str(info.value)
+    text = _refusal_on_23_gb(200_000, "epidemic", 7850)
     assert text.startswith("data.clients: the memory plan of this run needs 26.21 GB")
     most = int(text.split("with at most ")[1].split(" clients")[0])
     assert 150_000 < most < 200_000 and text.endswith("clients (data.clients).")
 
 
-def test_a_dense_graph_that_does_not_fit_names_a_graph_built_as_edges(monkeypatch):
-    config = load_config(TINY, ["data.clients=100000", "data.options.train_size=100000",
-                                "topology.name=full"])
-    monkeypatch.setenv(plan.MEMORY_ENV, str(23 * GB))
-    with pytest.raises(GossipflError) as info:
-        plan.check_plan(config, _fake_dataset(100_000), P=21)
-    text = str(info.value)
+def test_a_dense_graph_that_does_not_fit_names_a_graph_built_as_edges():
+    text = _refusal_on_23_gb(100_000, "full", 21)
     assert text.startswith("topology.name: the memory plan of this run needs 160.")
     assert "or a graph built as edges (topology.name: ring, exponential" in text
 
