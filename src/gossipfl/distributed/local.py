@@ -27,7 +27,8 @@ def free_port() -> int:
 
 def _rank_main(rank: int, world: int, port: int, out: str, fn: Callable, args: tuple) -> None:
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                       "GOSSIPFL_NUM_THREADS": "1"})  # kept when the rank joins the job:
     torch.set_num_threads(1)  # the parent's OpenMP pool does not survive a fork
     result = fn(*args)
     if rank == 0:
