@@ -98,6 +98,42 @@ def test_a_dense_graph_that_does_not_fit_names_a_graph_built_as_edges():
     assert "or a graph built as edges (topology.name: ring, exponential" in text
 
 
+@pytest.mark.parametrize("clients", [10_000, 100_000])
+def test_the_plan_counts_the_topology_as_build_topology_checks_it(clients, tmp_path,
+                                                                  monkeypatch):
+    """Every topology family: the plan's topology line is the memory build_topology refuses
+    by (the custom edge file was planned as a dense [M, M] pair: 160 GB at 10⁵ clients)."""
+    from gossipfl.topology.graphs import TOPOLOGY_KINDS
+
+    edges = tmp_path / "g.csv"
+    edges.write_text("i,j\n0,1\n")
+    checked = {}
+    for name in _builtin(TOPOLOGY_KINDS):
+        config = load_config(TINY, [f"data.clients={clients}",
+                                    f"data.options.train_size={clients}",
+                                    f"topology.name={name}",
+                                    *([f"topology.path={edges}"] if name == "custom" else [])])
+        needed = []
+        monkeypatch.setattr("gossipfl.topology.graphs.require_memory",
+                            lambda n, *args, **kw: needed.append(n) or _stop())
+        with pytest.raises(_Stop):  # the first check, before anything is built
+            from gossipfl.topology import build_topology
+            build_topology(name, clients, **config.topology.parameters())
+        lines, _ = plan.memory_plan(config, _fake_dataset(clients), P=21)
+        line = next(line for line in lines if line.key == "topology.name")
+        assert line.total == needed[0], name
+        checked[name] = "as edges" in line.what
+    assert checked["custom"] and checked["epidemic"] and not checked["full"]
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop():
+    raise _Stop
+
+
 def test_a_local_test_split_larger_than_the_test_set_is_refused(work, capsys):
     """dfedmdc on 4 clients with data.local_test_size=100000000 grew to 8 GB in a minute."""
     err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big", "--set",

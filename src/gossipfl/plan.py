@@ -48,8 +48,7 @@ def memory_plan(config, dataset=None, P: int | None = None) -> tuple[list[Line],
     from gossipfl.algorithms import get_algorithm
     from gossipfl.engine import ParamLayout
     from gossipfl.experiment import KEEP_FREED_MAX_BYTES, LOCAL_CLIENTS_AUTO, build_model_for
-    from gossipfl.topology.graphs import SPARSE_TOPOLOGIES, edge_bytes
-    from gossipfl.topology.sparse import DENSE_MAX_CLIENTS
+    from gossipfl.topology.graphs import topology_bytes
 
     data = config.data
     m = int(data.clients)
@@ -68,17 +67,14 @@ def memory_plan(config, dataset=None, P: int | None = None) -> tuple[list[Line],
     lines.append(Line(f"a round's working copies ({ROUND_COPIES} × [M, P])",
                       ROUND_COPIES * row, ROUND_COPIES * row * m, 1, per_rank=True))
     topo = config.topology
-    if not algo.centralized:
-        params = {"k": topo.k, "s": topo.s, "p": topo.p}
-        sparse = topo.name in SPARSE_TOPOLOGIES and not (
-            topo.name == "erdos_renyi" and topo.p >= 1 / 3)  # then dense (graphs._erdos_renyi)
-        if m > DENSE_MAX_CLIENTS and sparse:
-            edges = edge_bytes(topo.name, m, params)
-            lines.append(Line(f"topology {topo.name} as edges (building peak)", edges / m,
-                              edges, 1, "topology.name"))
+    if not algo.centralized:  # what build_topology checks before it builds
+        needed, as_edges = topology_bytes(topo.name, m, topo.parameters())
+        if as_edges:
+            lines.append(Line(f"topology {topo.name} as edges (building peak)", needed / m,
+                              needed, 1, "topology.name"))
         else:
             lines.append(Line(f"topology {topo.name} dense [M, M] float64 (W and A)",
-                              16 * m, 16 * m * m, 2, "topology.name"))
+                              needed / m, needed, 2, "topology.name"))
     n = len(dataset.train_y)
     lines.append(Line("client data (index arrays)", 8 * n / m, 8 * n, key="data.dataset"))
     size = data.local_test_size

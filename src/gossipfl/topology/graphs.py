@@ -444,14 +444,13 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
         params["matrix"] = params.pop("array")
     params = kind.parameters(params)
     num_clients = _check_clients(name, num_clients)
-    if num_clients > DENSE_MAX_CLIENTS and (name in SPARSE_TOPOLOGIES or (
-            name == "custom" and is_edge_file(params.get("path")))):
-        require_memory(edge_bytes(name, num_clients, params, window),
-                       f"the {name} graph's edges on {num_clients} clients", "data.clients")
+    needed, as_edges = topology_bytes(name, num_clients, params, window)
+    if as_edges:
+        require_memory(needed, f"the {name} graph's edges on {num_clients} clients",
+                       "data.clients")
     else:
-        # float64 [M, M]: the adjacency and the mixing matrix, both held (dense graphs)
-        require_memory(16 * num_clients ** 2, f"a dense {num_clients}×{num_clients} mixing "
-                       f"matrix ({name})", "data.clients")
+        require_memory(needed, f"a dense {num_clients}×{num_clients} mixing matrix ({name})",
+                       "data.clients")
     if mixing == "custom" and name != "custom":
         raise GossipflError(
             f"topology.mixing: custom needs topology.name: custom (a matrix from topology.path "
@@ -466,6 +465,18 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
     check_connected(topology, max(window, topology.period or 0))
     topology.edges(0) if topology.sparse else topology.matrix(0)
     return topology
+
+
+def topology_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_WINDOW
+                   ) -> tuple[int, bool]:
+    """What building topology ``name`` on ``m`` clients needs, and whether it is built as
+    edges: :func:`edge_bytes` above DENSE_MAX_CLIENTS for a topology built as edges (a
+    custom edge file too), else float64 [M, M] twice (the adjacency and the mixing matrix).
+    :func:`build_topology` checks it, the memory plan (gossipfl.plan) counts it."""
+    if m > DENSE_MAX_CLIENTS and (name in SPARSE_TOPOLOGIES or (
+            name == "custom" and is_edge_file(params.get("path")))):
+        return edge_bytes(name, m, params, window), True
+    return 16 * m ** 2, False
 
 
 def edge_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_WINDOW) -> int:
