@@ -113,9 +113,8 @@ def test_the_plan_counts_the_topology_as_build_topology_checks_it(clients, tmp_p
                                     f"data.options.train_size={clients}",
                                     f"topology.name={name}",
                                     *([f"topology.path={edges}"] if name == "custom" else [])])
-        needed = []
-        monkeypatch.setattr("gossipfl.topology.graphs.require_memory",
-                            lambda n, *args, **kw: needed.append(n) or _stop())
+        needed: list[int] = []
+        monkeypatch.setattr("gossipfl.topology.graphs.require_memory", _recorder(needed))
         with pytest.raises(_Stop):  # the first check, before anything is built
             from gossipfl.topology import build_topology
             build_topology(name, clients, **config.topology.parameters())
@@ -130,8 +129,12 @@ class _Stop(Exception):
     pass
 
 
-def _stop():
-    raise _Stop
+def _recorder(needed: list[int]):
+    """require_memory recording what it is asked for, then stopping the build."""
+    def require(n, *args, **kwargs):
+        needed.append(n)
+        raise _Stop
+    return require
 
 
 def test_a_local_test_split_larger_than_the_test_set_is_refused(work, capsys):
