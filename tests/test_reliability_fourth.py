@@ -262,8 +262,11 @@ def test_metrics_on_a_full_disk_are_one_sentence_and_resume(work, capsys, monkey
     _fill_disk_in_round(monkeypatch, 3, "metrics.csv")
     err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet")
     assert err == resume_sentence("full", "metrics.csv")
-    assert len(RunDirectory(work / "full").read_metrics()) == 3  # rounds 1-3 kept whole
-    _resumes_to_the_reference(work, capsys, monkeypatch, "full")
+    assert len(RunDirectory(work / "full").read_metrics()) == 3  # rounds 1-3, whole
+    monkeypatch.undo()
+    monkeypatch.chdir(work)
+    assert gossipfl(capsys, "run", "--resume", "full", "--quiet")[0] == 0
+    assert len(RunDirectory(work / "full").read_metrics()) == 6
 
 
 class FullDiskWriter:
@@ -604,7 +607,7 @@ def test_load_study_lists_the_rows_in_the_grids_order(work, capsys):
     from gossipfl.frames import load_study
 
     _sweep(work, capsys, {"algorithm": [{"name": "dsgt"}, {"name": "dfedavg"}],
-                          "train.lr": [0.1, 0.05]}, seeds=[1, 0])
+                          "train.lr": [0.1, 0.05], "train.rounds": [1]})
     with open(work / "runs" / "st" / "table.csv", newline="") as handle:
         order = [row["configuration"] for row in csv.DictReader(handle)]
     assert [label.split(",")[0] for label in order] == ["dsgt", "dsgt", "dfedavg", "dfedavg"]
