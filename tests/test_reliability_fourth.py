@@ -39,7 +39,7 @@ def test_a_plan_larger_than_the_memory_is_refused_before_the_run_starts(work, ca
                                                                         monkeypatch):
     monkeypatch.setenv(plan.MEMORY_ENV, "600M")
     args = [a for item in WIDE for a in ("--set", item)]
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big", *args)
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "big", *args)
     assert err.startswith("error: data.clients: the memory plan of this run needs 742.13 MB "
                           "(gossipfl run --dry-run lists it), but this process can hold at "
                           "most 629.15 MB (629.15 MB GOSSIPFL_MEMORY_AVAILABLE); it would fit "
@@ -139,7 +139,7 @@ def _recorder(needed: list[int]):
 
 def test_a_local_test_split_larger_than_the_test_set_is_refused(work, capsys):
     """dfedmdc on 4 clients with data.local_test_size=100000000 grew to 8 GB in a minute."""
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "big", "--set",
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "big", "--set",
                        "algorithm.name=dfedmdc", "--set", "data.local_test_size=100000000")
     assert err == ("error: data.local_test_size: 100000000 samples per client, but the test "
                    "set has only 40; a client's split is drawn from it, so at most 40.\n")
@@ -233,7 +233,7 @@ def _fill_disk_in_round(monkeypatch, t_full: int, *names: str, after: int | None
 def _resumes_to_the_reference(work, capsys, monkeypatch, name: str) -> None:
     monkeypatch.undo()
     monkeypatch.chdir(work)
-    assert gossipfl(capsys, "run", "tiny.yaml", "--out", "reference", "--quiet")[0] == 0
+    assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "reference", "--quiet")[0] == 0
     assert gossipfl(capsys, "run", "--resume", name, "--quiet")[0] == 0
     run = RunDirectory(work / name)
     assert run.status() == "finished" and no_temp_files(work / name)
@@ -251,7 +251,7 @@ def test_a_streamed_checkpoint_on_a_full_disk_is_one_sentence_and_resumes(work, 
     """torch.save's writer turned ENOSPC into ``RuntimeError: [enforce fail at
     inline_container.cc:672] unexpected pos``: a traceback and exit 1."""
     _fill_disk_in_round(monkeypatch, 3, "checkpoint.pt", after=100)
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet")
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "full", "--quiet")
     assert err == resume_sentence("full", "checkpoint.pt")
     run = RunDirectory(work / "full")
     assert run.status() == "failed" and run.load_checkpoint()["runner"]["round"] == 2
@@ -260,7 +260,7 @@ def test_a_streamed_checkpoint_on_a_full_disk_is_one_sentence_and_resumes(work, 
 
 def test_metrics_on_a_full_disk_are_one_sentence_and_resume(work, capsys, monkeypatch):
     _fill_disk_in_round(monkeypatch, 3, "metrics.csv")
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet")
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "full", "--quiet")
     assert err == resume_sentence("full", "metrics.csv")
     assert len(RunDirectory(work / "full").read_metrics()) == 3  # rounds 1-3, whole
     monkeypatch.undo()
@@ -315,7 +315,7 @@ def fake_trackers(monkeypatch, fail_at_init: bool = False) -> None:
 def test_a_tracker_on_a_full_disk_stops_the_run_resumably(work, capsys, monkeypatch, setting,
                                                           folder):
     fake_trackers(monkeypatch)
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet", "--set",
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "full", "--quiet", "--set",
                        setting)
     assert err == resume_sentence("full", folder)
     assert RunDirectory(work / "full").load_checkpoint()["runner"]["round"] == 2
@@ -329,7 +329,7 @@ def test_a_tracker_on_a_full_disk_stops_the_run_resumably(work, capsys, monkeypa
 
 def test_a_tracker_that_cannot_open_on_a_full_disk_stops_the_run(work, capsys, monkeypatch):
     fake_trackers(monkeypatch, fail_at_init=True)
-    err = one_sentence(capsys, "run", "tiny.yaml", "--out", "full", "--quiet", "--set",
+    err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "full", "--quiet", "--set",
                        "output.wandb=true")
     assert err == resume_sentence("full", "wandb")
 
@@ -626,7 +626,6 @@ def test_a_byzantine_runs_table_takes_the_honest_consensus_beside_the_honest_acc
     head, row = csv_text[0].split(","), csv_text[1].split(",")
     assert row[head.index("metric")] == "honest_test_acc"
     assert float(row[head.index("consensus_mean")]) == pytest.approx(last["honest_consensus"])
-    assert "final honest consensus distance" in (work / "runs" / "st" / "table.md").read_text()
 
 
 # --------------------------------------------------------------------------------------------
@@ -670,11 +669,11 @@ def test_list_shows_every_pieces_parameters_and_defaults(capsys):
     lines = out.splitlines()
 
     def parameters_of(name: str, section: str) -> str:
+        """What follows the paper ("; k = 1 (...), ...") on the piece's line of a section."""
         start = lines.index(next(line for line in lines if line.startswith(section)))
-        at = next(n for n in range(start + 1, len(lines))
-                  if lines[n].split() and lines[n].split()[0] == name)
-        following = lines[at + 1] if at + 1 < len(lines) else ""
-        return following.strip() if following.strip().startswith("parameters:") else ""
+        line = next(line for line in lines[start + 1:]
+                    if line.split() and line.split()[0] == name)
+        return line.split("; ", 1)[1] if "; " in line else ""
 
     assert code == 0
     for section, registry in (("robust rules", RULES), ("attacks", ATTACKS)):
@@ -682,7 +681,7 @@ def test_list_shows_every_pieces_parameters_and_defaults(capsys):
             shown = parameters_of(name, section)
             assert all(f"{key} = " in shown or f"{key} (" in shown for key in cls.rules), name
     assert "b = 1 (an integer >= 0)" in parameters_of("trimmed_mean", "robust rules")
-    assert "view = neighbourhood (one of neighbourhood, all)" in parameters_of("alie",
+    assert "view = neighbourhood (one of neighbourhood, all" in parameters_of("alie",
                                                                                 "attacks")
     assert "momentum = 0.9 (in [0, 1))" in parameters_of("dfedavgm", "algorithms")
     assert all(parameters_of(name, "algorithms") or not cls.Params.__dataclass_fields__
