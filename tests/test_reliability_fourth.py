@@ -57,13 +57,13 @@ def test_a_plan_larger_than_the_memory_is_refused_before_the_run_starts(work, ca
                          "GOSSIPFL_MEMORY_AVAILABLE)" in out
 
 
-def test_the_dry_run_says_when_the_run_does_not_fit(work, capsys, monkeypatch):
+def test_the_dry_run_refuses_as_the_run_does_when_it_does_not_fit(work, capsys, monkeypatch):
+    """The plan on stdout, then the run's own refusal (exit status 2)."""
     monkeypatch.setenv(plan.MEMORY_ENV, "600M")
     args = [a for item in WIDE for a in ("--set", item)]
-    code, out, _ = gossipfl(capsys, "run", "tiny.yaml", "--dry-run", *args)
-    assert code == 0
-    assert out.splitlines()[-1].startswith("fits this machine: no; data.clients: the memory "
-                                           "plan of this run needs 742.13 MB")
+    code, out, err = gossipfl(capsys, "run", "tiny.yaml", "--dry-run", *args)
+    assert code == 2 and out.startswith("memory plan: dfedavg, 2000 clients")
+    assert err.startswith("error: data.clients: the memory plan of this run needs 742.13 MB")
 
 
 def _fake_dataset(train: int) -> SimpleNamespace:

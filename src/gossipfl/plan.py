@@ -330,10 +330,11 @@ def _most_clients(lines: list[Line], m: int, limit: float, ranks: int) -> int:
 
 
 def format_fit(lines: list[Line], facts: dict, budget: Budget | None, ranks: int = 1) -> str:
-    """``--dry-run``'s last line: whether the plan fits this machine."""
+    """``--dry-run``'s last line: that the plan fits this machine (or that it cannot tell);
+    a plan that does not fit is the run's refusal (:func:`refusal`), raised."""
     if budget is None:
         return "fits this machine: unknown (its available memory cannot be read)"
-    if fits(lines, budget, ranks):
-        return (f"fits this machine: yes ({format_bytes(planned_bytes(lines, ranks))} of at "
-                f"most {format_bytes(budget.limit)} by {budget.source})")
-    return "fits this machine: no; " + refusal(lines, facts, budget, ranks)
+    if not fits(lines, budget, ranks):
+        raise GossipflError(refusal(lines, facts, budget, ranks))
+    return (f"fits this machine: yes ({format_bytes(planned_bytes(lines, ranks))} of at "
+            f"most {format_bytes(budget.limit)} by {budget.source})")
