@@ -67,6 +67,7 @@ def literal_loop(p: Problem, W, rounds, speeds, latency=0.0, bandwidth=np.inf):
 STRAGGLERS = {"compute": {"stragglers": 0.4, "slowdown": 3.0, "seconds_per_step": 0.1}}
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("m,graph", [(4, "ring"), (6, "ring"), (7, "random"), (9, "random")])
 def test_waves_equal_the_literal_event_loop_with_stragglers(m, graph):
     p = Problem(clients=m, seed=m)

@@ -150,6 +150,7 @@ def test_mimelite_momentum_is_built_from_full_batch_gradients(problem):
 
 
 # -- checkpoints: the declared state is the whole state ----------------------------------------
+@pytest.mark.represented
 @pytest.mark.parametrize("name", ["fedsagd", "feddyn", "mimelite", "fedlnag", "fedacg"])
 def test_resume_from_a_checkpoint_repeats_the_run(tmp_path, monkeypatch, name):
     from tests.helpers import interrupted_and_resumed

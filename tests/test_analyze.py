@@ -35,6 +35,7 @@ def analyze_cli(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_loads_the_checkpoint_models(runs):
     run = load_run_models(runs["dfedavg"])
     state = torch.load(runs["dfedavg"] / "checkpoint.pt", weights_only=True)
@@ -45,6 +46,7 @@ def test_loads_the_checkpoint_models(runs):
     assert server.local is None and server.average.dim() == 1
 
 
+@pytest.mark.slow
 def test_cli_hessian_trace_all_models(runs, capsys):
     run_dir = runs["dfedavg"]
     code, out, err = analyze_cli(capsys, run_dir, "--top-k", "2", "--trace", "--models", "all",
@@ -70,6 +72,7 @@ def test_cli_hessian_trace_all_models(runs, capsys):
                             "trace_local_mean"}
 
 
+@pytest.mark.slow
 def test_top_eigenvalue_matches_a_direct_computation(runs):
     """What analyze reports is the power iteration on this run's average model and data."""
     result = analyze(runs["dfedavg"], samples=40, tol=1e-8, max_iter=500, seed=3)
@@ -83,12 +86,14 @@ def test_top_eigenvalue_matches_a_direct_computation(runs):
     np.testing.assert_allclose(top, w[np.argmax(np.abs(w))], rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_same_seed_same_numbers(runs):
     a = analyze(runs["dfedavg"], trace=True, samples=30, trace_max_iter=12, seed=1)
     b = analyze(runs["dfedavg"], trace=True, samples=30, trace_max_iter=12, seed=1)
     assert a["hessian"]["models"] == b["hessian"]["models"]
 
 
+@pytest.mark.slow
 def test_cli_landscapes(runs, capsys):
     run_dir = runs["dfedavg"]
     code, _, err = analyze_cli(capsys, run_dir, "--landscape", "1d", "--models", "local",

@@ -41,6 +41,7 @@ def strip(rows):
     return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
 
 
+@pytest.mark.slow
 def test_result_shapes_and_metrics():
     result = gossipfl.run(small())
     assert [row["round"] for row in result.metrics] == [2, 4]
@@ -55,6 +56,7 @@ def test_result_shapes_and_metrics():
     assert result.summary()["best"] >= result.summary()["final"]
 
 
+@pytest.mark.slow
 def test_same_seed_same_numbers_and_chunking_does_not_matter():
     a = gossipfl.run(small())
     b = gossipfl.run(small())
@@ -68,18 +70,21 @@ def test_same_seed_same_numbers_and_chunking_does_not_matter():
             assert x[key] == pytest.approx(y[key], rel=1e-4, abs=1e-6), key
 
 
+@pytest.mark.slow
 def test_different_seed_different_numbers():
     a = gossipfl.run(small())
     b = gossipfl.run(small(seed=8))
     assert not torch.equal(a.params, b.params)
 
 
+@pytest.mark.slow
 def test_loop_and_vmap_oracles_agree_end_to_end():
     a = gossipfl.run(small(**{"engine.oracle": "loop"}))
     b = gossipfl.run(small(**{"engine.oracle": "vmap"}))
     torch.testing.assert_close(a.params, b.params, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("name", sorted(n for n in available_algorithms()
                                          if not n.startswith("test_")))  # tests' own
 def test_every_algorithm_learns_on_synthetic_data(name):
@@ -96,6 +101,7 @@ def test_every_algorithm_learns_on_synthetic_data(name):
     assert result.metrics[-1][accuracy] > 0.4  # 4 classes: chance is 0.25
 
 
+@pytest.mark.slow
 def test_lr_decay_schedule():
     result = gossipfl.run(small(**{"train.lr_decay": 0.5, "eval.every": 1}))
     assert result.column("lr") == pytest.approx([0.1 * 0.5**t for t in range(4)])

@@ -18,6 +18,7 @@ def blocked(setup: dict, size: int) -> dict:
     return cases.measure_config(setup)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("algorithm", cases.builtin_algorithms())
 def test_every_algorithm_gives_the_step_major_numbers(algorithm):
     setup = cases.config(algorithm)
@@ -26,6 +27,7 @@ def test_every_algorithm_gives_the_step_major_numbers(algorithm):
         assert_same_run(blocked(setup, size), want, f"{algorithm} block_clients={size}")
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("oracle", ["stacked", "vmap", "loop"])
 def test_every_oracle_gives_the_step_major_numbers(oracle):
     setup = cases.config("dfedsam")
@@ -33,6 +35,7 @@ def test_every_oracle_gives_the_step_major_numbers(oracle):
     assert_same_run(blocked(setup, 2), cases.measure_config(setup), oracle)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize(("algorithm", "order"), [("oledfl", "sequential"),
                                                   ("adpsgd", "asynchronous")])
 def test_other_orders_give_the_step_major_numbers(algorithm, order):
@@ -41,6 +44,7 @@ def test_other_orders_give_the_step_major_numbers(algorithm, order):
     assert_same_run(blocked(setup, 2), cases.measure_config(setup), order)
 
 
+@pytest.mark.slow
 def test_augmented_images_give_the_step_major_numbers():
     import torch
 

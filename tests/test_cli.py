@@ -35,6 +35,7 @@ def run_dirs(root: Path) -> list[Path]:
 # --------------------------------------------------------------------------------------------
 # gossipfl run
 # --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @with_figures
 def test_run_prints_summary_and_writes_run_directory(work, capsys, monkeypatch):
     monkeypatch.setattr("gossipfl.progress.DELAY", 0)  # the bar even for a run this short
@@ -108,6 +109,7 @@ def _fashion_mnist_available() -> bool:
                for folder in search_folders("fashion_mnist", data_root()))
 
 
+@pytest.mark.slow
 @pytest.mark.data
 @pytest.mark.skipif(not _fashion_mnist_available(), reason="Fashion-MNIST is not on this machine")
 @with_figures
@@ -175,6 +177,7 @@ def test_missing_config_file_and_existing_run_directory(work, capsys):
     assert sorted(p.name for p in (work / "taken").iterdir()) == ["file"]
 
 
+@pytest.mark.slow
 def test_unnamed_run_directories_never_collide(work, capsys, monkeypatch):
     monkeypatch.setattr("gossipfl.results.rundir.timestamp", lambda now=None: "20240101-000000")
     for _ in range(3):
@@ -184,6 +187,7 @@ def test_unnamed_run_directories_never_collide(work, capsys, monkeypatch):
     assert all(RunDirectory(p).status() == "finished" for p in run_dirs(work))
 
 
+@pytest.mark.slow
 def test_interrupt_then_resume_matches_uninterrupted(work, capsys, monkeypatch):
     assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "reference", "--quiet")[0] == 0
     original = Runner.run_round
@@ -229,6 +233,7 @@ def test_diverged_run_exits_1_with_one_line(work, capsys, monkeypatch):
 # --------------------------------------------------------------------------------------------
 # The installed command, in a real process
 # --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.skipif(not GOSSIPFL.exists(), reason="the gossipfl script is not installed")
 def test_installed_command_killed_then_resumed(work):
     config = dict(TINY, train={**TINY["train"], "rounds": 60},
@@ -255,6 +260,7 @@ def test_installed_command_killed_then_resumed(work):
 # --------------------------------------------------------------------------------------------
 # gossipfl sweep / report
 # --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sweep_then_report(work, capsys):
     study = {"name": "mini", "base": "tiny.yaml",
              "grid": {"algorithm": [{"name": "dfedavg"}, {"name": "dfedavgm",
@@ -281,6 +287,7 @@ def test_sweep_then_report(work, capsys):
     assert code == 0 and "| dfedavg | 2 |" in out and "rounds to 40%" in out
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_resumes(work, capsys, monkeypatch):
     study = {"name": "cut", "base": "tiny.yaml", "grid": {"train.lr": [0.1, 0.05]}}
     (work / "study.yaml").write_text(yaml.safe_dump(study))
@@ -351,6 +358,7 @@ def test_topology_reports_spectral_gap(tmp_path, capsys):
     assert code == 2 and err.startswith("error: topology.k:")
 
 
+@pytest.mark.slow
 def test_data_prints_partition_and_plots(tmp_path, capsys):
     code, out, _ = gossipfl(capsys, "data", "synthetic", "--partition", "dirichlet",
                             "--alpha", "0.5", "--clients", "5", "--option", "train_size=300",

@@ -145,6 +145,7 @@ def image_config():
             "seed": 4}
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("oracle", ["stacked", "loop"])
 @pytest.mark.parametrize("subset", [[4], [5, 1], [2, 0, 3]])
 def test_subset_trained_alone_equals_trained_with_all(oracle, subset):

@@ -170,6 +170,7 @@ def _run(config):
     return gossipfl.run(config)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("name", _compressible())
 def test_identity_compression_with_unit_step_changes_no_algorithm(name):
     """topology.compression with the identity compressor and γ = 1 is plain gossip (x̂ = z,

@@ -189,6 +189,7 @@ def _mean_of_draws(comp, x):
     return comp.compress(rows, client_keys(7, range(N), "compress", 3)).mean(dim=0)
 
 
+@pytest.mark.slow
 def test_rand_k_scaled_is_unbiased_and_unscaled_is_biased_by_k_over_p():
     x = torch.linspace(-2.0, 3.0, 10, dtype=torch.float64)
     p, k = 10, 3

@@ -197,6 +197,7 @@ def test_unknown_dataset_and_option():
         load_dataset("mnist", alpha=1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.data
 @pytest.mark.skipif(not DEBIAN_FASHION.is_dir(), reason="Debian dataset-fashion-mnist missing")
 def test_real_fashion_mnist_from_debian_package(tmp_path, monkeypatch):

@@ -36,6 +36,7 @@ def single():
 
 
 # OledFL at its paper's beta 0.99 on the ring is warned about (it diverges there): expected
+@pytest.mark.represented
 @pytest.mark.filterwarnings("ignore:algorithm.beta. 0.99 makes the ole extrapolation diverge")
 @pytest.mark.parametrize("world", [1, 2, 4])
 def test_every_algorithm_gives_the_same_numbers_on_1_2_and_4_ranks(world, single, tmp_path):
@@ -46,6 +47,7 @@ def test_every_algorithm_gives_the_same_numbers_on_1_2_and_4_ranks(world, single
         assert_same_run(got[key], want, key)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("world", [2, 4])
 def test_group_masked_and_multi_step_gossip_match_one_process(world, tmp_path):
     got = cases.spawn(world, "gossip", tmp_path)
@@ -119,6 +121,7 @@ def test_distributed_backend_outside_a_launcher_is_one_sentence(tmp_path, capsys
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize(("before", "after"), [(2, 4), (4, 1)])
 def test_a_run_resumes_with_another_number_of_ranks(before, after, tmp_path):
     want = cases.measure_config(cases.resumable("single"))
@@ -154,6 +157,7 @@ def torchrun(world: int, *args: str, env: dict | None = None) -> subprocess.Comp
                           timeout=120, env=environment, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_a_killed_rank_ends_the_job_naming_it_and_the_run_resumes(tmp_path, capsys):
     setup = cases.config("dfedavg", rounds=4)
     setup["algorithm"] = {"name": "test_killed_dfedavg"}
@@ -197,6 +201,7 @@ def test_backend_resolution_and_block_bounds(monkeypatch):
         federation_of(Processes(0, 4, distributed=True), 3, None, None, None, seed=0)
 
 
+@pytest.mark.slow
 def test_a_stalled_rank_ends_the_job_after_the_timeout_naming_it(tmp_path):
     got = cases.spawn(2, "stalled", tmp_path)
     assert got["error"] == ("rank 0 stopped during gossip in round 2: rank 1 stopped or did "

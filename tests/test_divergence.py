@@ -48,6 +48,7 @@ def test_bad_bound_is_refused():
         load_config({"train": {"max_consensus": -1.0}})
 
 
+@pytest.mark.slow
 def test_diverged_run_keeps_its_metrics(tmp_path):
     outcome = execute(prepare_fresh(load_config(EXPLODING), tmp_path / "run"), warn=print)
     assert outcome.status == "diverged" and isinstance(outcome.error, Diverged)
@@ -57,6 +58,7 @@ def test_diverged_run_keeps_its_metrics(tmp_path):
     assert len(run_dir.read_metrics()) == summary["rounds_done"] >= 10
 
 
+@pytest.mark.slow
 def test_cli_exits_3(work, capsys):
     (work / "boom.yaml").write_text(yaml.safe_dump(EXPLODING))
     code, _, err = command(capsys, "run", "boom.yaml", "--out", ".", "--name", "boom", "--quiet")
@@ -67,6 +69,7 @@ def test_cli_exits_3(work, capsys):
     assert RunDirectory(work / "boom").status() == "diverged"
 
 
+@pytest.mark.slow
 def test_sweep_records_a_diverged_run_and_goes_on(tmp_path):
     study = load_study({"name": "s", "base": EXPLODING,
                         "grid": {"topology.order": ["synchronous", "sequential"]}})

@@ -34,6 +34,7 @@ def decayed_heavy_ball(lr, wd=5e-4, mu=0.9):
     return update
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("piece", [None, 5])
 @pytest.mark.parametrize("name", ["linear", "logistic", "mlp", "cnn"])
 @pytest.mark.parametrize("oracle_kind", ["stacked", "stacked-blocks", "loop"])
@@ -81,6 +82,7 @@ def train(algorithm: str, setting: str) -> dict:
     return setup
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("setting", list(SETTINGS))
 @pytest.mark.parametrize("algorithm", cases.builtin_algorithms())
 def test_every_algorithm_gives_the_unfused_numbers_bitwise(algorithm, setting, monkeypatch):
@@ -95,6 +97,7 @@ def test_every_algorithm_gives_the_unfused_numbers_bitwise(algorithm, setting, m
         assert torch.equal(fused["server"], want["server"]), algorithm
 
 
+@pytest.mark.slow
 def test_the_fused_step_is_taken_for_every_setting(monkeypatch):
     calls = []
     original = ClientEnv.fused_step

@@ -56,6 +56,7 @@ def test_lsq_hvp_is_the_exact_hessian_times_v():
     np.testing.assert_allclose(op.loss(X).numpy(), expected, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_lsq_top_eigenvalues_match_numpy():
     A, b = lsq()
     truth = np.linalg.eigvalsh(2 / len(b) * A.T @ A)[::-1]
@@ -85,6 +86,7 @@ def test_lsq_trace_with_diagonal_hessian_is_exact():
     assert bool(trace.converged.all())
 
 
+@pytest.mark.slow
 def test_lsq_trace_estimate_is_within_its_standard_error():
     A, b = lsq(d=8, seed=2)
     truth = np.trace(2 / len(b) * A.T @ A)
@@ -96,6 +98,7 @@ def test_lsq_trace_estimate_is_within_its_standard_error():
     assert (trace.std_error.numpy() < 0.05 * truth).all()
 
 
+@pytest.mark.slow
 def test_mlp_hvp_matches_dense_autograd_hessian():
     model, X, inputs, targets = mlp_problem()
     op = HessianOperator(model, inputs, targets, batch_size=5)
@@ -106,6 +109,7 @@ def test_mlp_hvp_matches_dense_autograd_hessian():
         torch.testing.assert_close(got[i], H @ V[i], rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_mlp_top_eigenvalue_is_the_largest_in_magnitude():
     model, X, inputs, targets = mlp_problem(M=2, seed=1)
     eig = top_eigenvalues(HessianOperator(model, inputs, targets), X, k=2, tol=1e-12,
@@ -116,6 +120,7 @@ def test_mlp_top_eigenvalue_is_the_largest_in_magnitude():
         np.testing.assert_allclose(eig.values[i].numpy(), by_magnitude[:2], rtol=1e-4)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("chunk_size", [None, 2])
 def test_batched_equals_per_model_loop(chunk_size):
     model, X, inputs, targets = mlp_problem(M=5)
@@ -132,6 +137,7 @@ def test_batched_equals_per_model_loop(chunk_size):
     torch.testing.assert_close(t1.values, t2.values, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_each_model_gets_its_own_hessian():
     """Batched over M: row i is model i's spectrum, whatever the other rows are."""
     model, X, inputs, targets = mlp_problem(M=3)
@@ -160,6 +166,7 @@ def test_auto_mode_batches_where_it_measured_faster():
         HessianOperator(mlp, inputs, targets, mode="fast")
 
 
+@pytest.mark.slow
 def test_small_eigengap_converges_by_residual_and_sorts_by_magnitude():
     """H = diag(1, 0.97, 0.5, 0.2) in a random basis: every value reported as converged is
     within tol·|λ| of an eigenvalue, and the k values come sorted by magnitude."""
@@ -180,6 +187,7 @@ def test_small_eigengap_converges_by_residual_and_sorts_by_magnitude():
     np.testing.assert_allclose(values[:, 2], 0.5, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_recurrent_model_products_by_reverse_over_reverse_equal_double_backward():
     """An LSTM has no forward-mode rule for its fused kernel: H·v is taken as vjp(grad(L))
     in a loop over models, and equals autograd's double backward."""

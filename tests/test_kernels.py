@@ -74,6 +74,7 @@ def test_top_k_is_the_k_largest_magnitudes_ties_to_the_lowest_index(path, n, p, 
     assert np.array_equal(plain_idx.numpy(), top_k_reference(x.numpy(), k)[0])
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize(("n", "p", "k"), CASES)
 def test_fused_kernels_equal_the_torch_definition_bitwise(monkeypatch, dtype, n, p, k):
@@ -151,6 +152,7 @@ def test_choco_step_equals_the_consensus_computed_after_the_messages(path, compr
         assert torch.equal(bits(x), bits(x2))
 
 
+@pytest.mark.represented
 @pytest.mark.filterwarnings("error")  # torch warns when given a read-only NumPy array
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("graph", ["ring", "exponential"])
@@ -184,6 +186,7 @@ def test_deliver_fused_equals_the_torch_definition_bitwise(monkeypatch, graph, d
     assert torch.equal(bits(x), bits(torch.sub(s, c).mul_(gamma).add_(z)))
 
 
+@pytest.mark.slow
 def test_radix_selection_is_the_kth_smallest_of_non_negative_floats():
     from gossipfl.compression import _numba as compiled
 

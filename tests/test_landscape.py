@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import numpy as np
 import torch
 
@@ -52,6 +54,7 @@ def test_filter_normalization_matches_every_filter_norm():
     assert checked >= 3  # conv filters and linear rows were covered
 
 
+@pytest.mark.slow
 def test_random_directions_are_deterministic():
     _, layout, X = cnn_stack(M=2)
     a = random_directions(layout, X, 2, torch.Generator().manual_seed(3))

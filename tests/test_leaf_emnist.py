@@ -277,6 +277,7 @@ def test_lstm_shape_parameters_and_auto_oracle():
     assert model.head_names == ("head.weight", "head.bias")
 
 
+@pytest.mark.slow
 def test_lstm_loop_and_vmap_gradients_agree_but_config_vmap_is_refused():
     model = build_model("lstm", (80,), 80, seed=1, hidden=12)
     layout = ParamLayout.from_module(model)
@@ -303,6 +304,7 @@ def test_femnist_cnn_layers():
     assert auto_oracle(model) == "stacked"
 
 
+@pytest.mark.slow
 def test_lstm_two_rounds_on_shakespeare_through_the_api(tmp_path):
     write_shakespeare(tmp_path, sizes=(9, 12, 10))
     result = gossipfl.run({

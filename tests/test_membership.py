@@ -127,6 +127,7 @@ def _config(membership, **extra):
     return cfg
 
 
+@pytest.mark.slow
 def test_held_out_samples_never_enter_training():
     """The run with held-out samples is the run on the trained samples alone, bit for bit;
     the attacked members are trained on, the non-members are the held-out ones."""
@@ -173,6 +174,7 @@ def test_lira_columns_come_from_shadows_that_replay_the_run():
     assert "mia_lira_auc" not in runner.rows[0]  # at the last round only
 
 
+@pytest.mark.slow
 def test_membership_metrics_and_epsilon_survive_resume_exactly():
     cfg = _config({"holdout": 0.3, "samples": 8, "shadows": 2},
                   privacy={"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-3})
@@ -186,6 +188,7 @@ def test_membership_metrics_and_epsilon_survive_resume_exactly():
         assert whole.rows[-1][key] == resumed.rows[-1][key], key
 
 
+@pytest.mark.slow
 def test_a_run_directory_interrupted_and_resumed_records_the_same_metrics(tmp_path):
     """Stopped by Ctrl-C after round 3 of 4 and resumed from its checkpoint: the metrics rows
     (the membership columns, LiRA's, ε) and the summary's final ε are the uninterrupted

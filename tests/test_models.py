@@ -26,6 +26,7 @@ def fc(n_in: int, n_out: int) -> int:
     return n_in * n_out + n_out
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("name", sorted(set(MODELS) - {"lstm"}))  # lstm: tokens, see test_leaf_emnist
 def test_output_shape_no_batchnorm_and_head(name, shape):
@@ -59,6 +60,7 @@ def test_vgg11_parameter_count_by_hand():
     assert n_params(plain) == convs + fc(512, 10)
 
 
+@pytest.mark.slow
 def test_resnet18_counts_and_options():
     cifar = build_model("resnet18", (3, 32, 32), 10)
     assert n_params(cifar) == 11_173_962  # DisPFL's customized ResNet-18 (the DFedMDC lineage)

@@ -86,6 +86,7 @@ def test_mask_selects_named_coordinates():
 # ---------------------------------------------------------------- oracles
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("name", list(CASES))
 def test_oracles_match_autograd_reference(name):
     """float64 so that ReLU kinks cannot amplify rounding: agreement to 1e-9; chunk sizes
@@ -105,6 +106,7 @@ def test_oracles_match_autograd_reference(name):
         assert_rel(grad, vmapped[0][1], 1e-12)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("name", ["logistic", "mlp", "cnn"])
 def test_fp32_vmap_and_loop_agree(name):
     model, loss, X, inputs, targets, mask = problem(name, seed=5)
@@ -151,6 +153,7 @@ def test_mask_none_means_all_samples():
     torch.testing.assert_close(a, b)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("oracle_cls", [VmapOracle, LoopOracle])
 def test_predict_own_and_shared_inputs(oracle_cls):
     model, loss, X, inputs, _, _ = problem("cnn")
@@ -211,6 +214,7 @@ def loop_scores(model, X, inputs, targets):
     return torch.stack(acc), torch.stack(loss)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("kind", ["vmap", "loop"])
 def test_evaluate_stack_equals_per_model_loop(kind):
     model, _, X, _, _, _ = problem("cnn")
@@ -253,6 +257,7 @@ def test_evaluate_mse_has_nan_accuracy_and_mean_squared_error():
     torch.testing.assert_close(loss, expect)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("kind", ["stacked", "vmap", "loop"])
 @pytest.mark.parametrize("name", ["mlp", "cnn"])
 def test_gradient_of_some_parameters_is_those_columns_of_the_full_gradient(kind, name):

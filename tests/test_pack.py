@@ -38,6 +38,7 @@ def _metrics(outcome) -> dict:
             for v in outcome.variants}
 
 
+@pytest.mark.slow
 def test_packed_runs_equal_the_runs_alone_bit_for_bit(tmp_path):
     parsed = load_study(_study(grid={**GRID, "train.lr": [0.1, 0.05]}, seeds=(0, 1)))
     alone = run_study(parsed, out=tmp_path / "alone", log=quiet, warn=pytest.fail)
@@ -57,6 +58,7 @@ def test_packed_runs_equal_the_runs_alone_bit_for_bit(tmp_path):
         assert a["bytes_total"] == b["bytes_total"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_packed_sweep_resumes_to_the_same_numbers(tmp_path, monkeypatch):
     parsed = load_study(_study(grid={"algorithm": ["dfedsam_mgs"], "train.lr": [0.1, 0.05]},
                                seeds=(0, 1)))
@@ -127,6 +129,7 @@ def test_pack_takes_no_jobs(tmp_path):
         run_study(load_study(_study()), out=tmp_path, log=quiet, jobs=2, pack=True)
 
 
+@pytest.mark.slow
 def test_a_model_whose_rows_are_not_64_byte_aligned_agrees_to_float_rounding(tmp_path):
     """P = 275: client rows sit at other alignments in the stack than alone, and the BLAS
     kernels round them differently (docs/guide/studies.md); the first run of a pack sits

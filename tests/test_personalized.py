@@ -266,6 +266,7 @@ def synthetic(algorithm, **eval_options):
             "eval": {"local_subset": 50, **eval_options}}
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("name", PERSONALIZED)
 def test_every_personalized_algorithm_runs_with_the_personalized_protocol(name):
     shorter = {"fedrep": {"head_epochs": 1}, "fedbabu": {"finetune_epochs": 1}}
@@ -328,6 +329,7 @@ def test_dfedsmdc_rejects_an_unknown_sam_place():
         gossipfl.run(synthetic({"name": "dfedsmdc", "sam": "tail"}))
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("name", ["dispfl", "fedrod", "ditto", "fedrep"])
 def test_resuming_from_a_checkpoint_repeats_the_run(name):
     config = synthetic({"name": name}, personalized=True)

@@ -13,6 +13,7 @@ from tests.pinned.make_pins import CASES, PATH, measure
 PINNED = json.loads(PATH.read_text())
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("oracle", ["stacked", "loop"])
 def test_metrics_match_pinned_values(name, oracle):

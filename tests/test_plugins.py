@@ -63,6 +63,7 @@ def plugin_dir(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_cli_run_with_plugin_in_config_records_absolute_path(plugin_dir, monkeypatch):
     monkeypatch.chdir(plugin_dir.parent)  # relative paths resolve against the config file
     assert main(["run", str(plugin_dir / "exp.yaml"), "--quiet", "--name", "cta"]) == 0
@@ -73,6 +74,7 @@ def test_cli_run_with_plugin_in_config_records_absolute_path(plugin_dir, monkeyp
     assert saved["model"]["name"] == "mlp_tanh" and saved["data"]["dataset"] == "npz_folder"
 
 
+@pytest.mark.slow
 def test_cli_plugin_flag_and_sweep(plugin_dir, monkeypatch):
     monkeypatch.chdir(plugin_dir)
     config = yaml.safe_load((plugin_dir / "exp.yaml").read_text())
@@ -86,6 +88,7 @@ def test_cli_plugin_flag_and_sweep(plugin_dir, monkeypatch):
     assert "dfedavg_cta" in table
 
 
+@pytest.mark.slow
 def test_run_directory_config_reloads_plugin_in_a_fresh_process(plugin_dir):
     """The recorded config is self-contained: a new interpreter runs it again."""
     assert main(["run", str(plugin_dir / "exp.yaml"), "--quiet", "--name", "a"]) == 0
@@ -141,6 +144,7 @@ def test_design_example_centralized_nesterov_server():
     assert_close(result.server_params, x)
 
 
+@pytest.mark.slow
 def test_design_example_personalized_keeps_the_head_home(tmp_path):
     config = {"plugins": [str(DESIGN)],
               "data": {"dataset": "synthetic", "clients": 6, "partition": "dirichlet",

@@ -34,6 +34,7 @@ def test_an_unknown_precision_is_one_sentence():
         load_config({"engine": {"precision": "fp16"}})
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
 def test_on_cpu_every_precision_is_float32_with_a_warning(precision):
     want = cases.measure_config(cnn_setup("cpu"))

@@ -63,6 +63,7 @@ def test_sweep_returns_the_study_with_its_runs_and_table(swept, capsys):
     assert capsys.readouterr() == ("", "")  # nothing printed unless asked
 
 
+@pytest.mark.slow
 def test_sweep_again_skips_finished_runs_and_logs_when_asked(swept):
     lines = []
     again = gossipfl.sweep(tiny_study(), out=swept.path.parent, log=lines.append)
@@ -226,6 +227,7 @@ def test_study_and_run_plots_are_figures(swept):
 # --------------------------------------------------------------------------------------------
 # report, stability, analyze, fetch
 # --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_report_writes_and_returns_the_report(swept, tmp_path, capsys):
     result = gossipfl.report([swept.path], targets=["30%", 0.4], out=tmp_path / "rep")
     assert result.targets == [0.3, 0.4]
@@ -248,6 +250,7 @@ def test_report_from_a_study_folder_uses_its_targets(swept, tmp_path):
         (swept.path / "table.csv").read_text()
 
 
+@pytest.mark.slow
 def test_stability_from_python(tmp_path, capsys):
     config = {**tiny_base(), "train": {**tiny_base()["train"], "rounds": 2}}
     outcome = gossipfl.stability(config, perturb="sample", out=tmp_path / "stab")
@@ -261,6 +264,7 @@ def test_stability_from_python(tmp_path, capsys):
         gossipfl.stability(config, perturb="everything", out=tmp_path / "s2")
 
 
+@pytest.mark.slow
 def test_analyze_from_python(swept):
     from gossipfl.analysis.analyze import analyze
 
@@ -349,6 +353,7 @@ def test_notebook_is_valid_json_and_plain_python():
         compile(source, str(NOTEBOOK), "exec")
 
 
+@pytest.mark.slow
 @pytest.mark.data
 @pytest.mark.skipif(not _fashion_mnist_available(), reason="Fashion-MNIST is not on this machine")
 def test_notebook_runs(tmp_path, monkeypatch):

@@ -158,6 +158,7 @@ def test_unwritable_plot_paths_fail_before_the_work(work, capsys, no_data):
 # --------------------------------------------------------------------------------------------
 # Disk full, umask, stale temporary files
 # --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_disk_full_at_a_checkpoint_fails_cleanly_and_resumes(work, capsys, monkeypatch):
     assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "reference", "--quiet")[0] == 0
     original = Runner.run_round
@@ -274,6 +275,7 @@ def signal_at_round(monkeypatch, t_signal: int, *signals: int) -> None:
     monkeypatch.setattr(Runner, "run_round", run_round)
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_stops_after_the_round_with_its_checkpoint(work, capsys, monkeypatch, sig):
     assert gossipfl(capsys, "run", "tiny.yaml", "--out", ".", "--name", "reference", "--quiet")[0] == 0
@@ -318,6 +320,7 @@ def test_ctrl_c_during_shutdown_leaves_a_whole_summary(work, capsys, monkeypatch
     assert summary["status"] == "interrupted" and summary["checkpoint_round"] == 4
 
 
+@pytest.mark.slow
 def test_sigterm_to_a_real_process(work):
     config = dict(TINY, train={**TINY["train"], "rounds": 4000},
                   eval={"every": 50, "local_models": False}, output={"checkpoint_every": 0})
@@ -366,6 +369,7 @@ def test_every_grid_point_is_validated_before_the_first_run(work, capsys, grid, 
     assert not (work / "runs").exists()
 
 
+@pytest.mark.slow
 def test_failed_runs_make_the_study_fail_then_are_retried(work, capsys, monkeypatch):
     write_study(work, **{"train.lr": [0.1, 0.05]})
     original = Runner.run_round
@@ -389,6 +393,7 @@ def test_failed_runs_make_the_study_fail_then_are_retried(work, capsys, monkeypa
     assert RunDirectory(work / "runs/st/lr_0.05-seed0").status() == "finished"
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_done(work, capsys):
     write_study(work, **{"train.lr": [0.1]})
     assert gossipfl(capsys, "sweep", "study.yaml", "--quiet")[0] == 0
@@ -504,6 +509,7 @@ def two_runs(work, capsys):
     return work / "runs"
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize(("damage", "why"), [
     (lambda p: p.unlink(), "is missing"),
     (lambda p: p.write_text(""), "is empty"),
@@ -585,6 +591,7 @@ def test_downloaded_files_follow_the_umask(tmp_path):
     assert stat.S_IMODE(dest.stat().st_mode) == 0o644
 
 
+@pytest.mark.slow
 def test_a_study_run_killed_before_writing_anything_starts_afresh(work, capsys):
     write_study(work, **{"train.lr": [0.1]})
     left = work / "runs" / "st" / "dfedavg-seed0"

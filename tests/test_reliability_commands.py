@@ -146,6 +146,7 @@ def test_malformed_device_is_one_sentence(analyzed, capsys):
     assert err == "error: --device: must be cpu, cuda, cuda:N or auto, got 'gpu'.\n"
 
 
+@pytest.mark.slow
 def test_analyze_an_lstm_run(tmp_path, capsys):
     """An LSTM has no forward-mode rule for its fused kernel: H·v falls back to a loop of
     reverse-over-reverse products, and the eigenvalue is the dense Hessian's."""
@@ -251,6 +252,7 @@ def test_report_forced_metric_says_when_a_row_lacks_it(tmp_path):
     assert "| metric |" not in single.markdown and "final test_acc (%)" in single.markdown
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize(("file", "content", "why"), [
     ("summary.json", "{not json", "summary.json is damaged (not JSON)"),
     ("summary.json", "[1, 2]", "summary.json is damaged (not a gossipfl summary)"),

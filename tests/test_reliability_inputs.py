@@ -381,6 +381,7 @@ def test_personalized_split_with_everything_personal(tmp_path, capsys, algorithm
             f"'{algorithm}' would share nothing (0 bytes sent)") in err
 
 
+@pytest.mark.slow
 def test_plugin_model_without_a_head(tmp_path, capsys):
     path = plugin(tmp_path, (
         "@register_model('convs')\n"

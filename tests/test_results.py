@@ -124,6 +124,7 @@ def _interrupted(tmp_path: Path, k: int, *overrides: str) -> Path:
     return tmp_path / "run"
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_resume_repeats_the_uninterrupted_run(tmp_path, k):
     reference = execute(prepare_fresh(tiny(), tmp_path / "ref"), warn=print)
@@ -334,6 +335,7 @@ def test_mean_curve_uses_rounds_common_to_all_seeds():
     assert np.allclose(mean, [0.3, 0.6]) and np.allclose(std, [0.1, 0.2])
 
 
+@pytest.mark.slow
 def test_report_on_run_directories(tmp_path):
     for seed in (0, 1):
         execute(prepare_fresh(tiny(f"seed={seed}"), tmp_path / "runs" / f"s{seed}"),
@@ -382,6 +384,7 @@ def test_curves_past_ten_colours_differ_in_line_style():
     assert drawn[21].get_marker() == "o" and drawn[21].get_linestyle() == "None"
 
 
+@pytest.mark.slow
 def test_a_long_legend_goes_below_the_axes_and_fits_the_figure():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 

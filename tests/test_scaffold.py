@@ -46,6 +46,7 @@ def generated(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_generated_tests_pass_unchanged_with_pytest(generated):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])}

@@ -86,6 +86,7 @@ def minibatch_config(order: str) -> dict:
             "eval": {"local_models": False}, "seed": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_waves_equal_one_client_at_a_time_with_minibatches(monkeypatch):
     """Unequal data sizes, minibatches, clipping, SAM: the batched waves give what the

@@ -135,6 +135,7 @@ def test_column_stochastic_custom_topology():
         build_topology("custom", 7, mixing="custom", array=bad)
 
 
+@pytest.mark.slow
 def test_sgp_resumes_from_a_checkpoint(tmp_path, monkeypatch):
     from tests.helpers import interrupted_and_resumed
 

@@ -28,6 +28,7 @@ from tests.lsq import Problem, assert_close
 CENTRAL = {"name": "fedavg", "participation": 0.5}
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("algorithm", [{"name": "dfedavg"}, CENTRAL])
 def test_identical_data_stay_identical_and_neighbours_drift(algorithm):
     config = {**TINY, "algorithm": algorithm}
@@ -152,6 +153,7 @@ def stability(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_cli_study_writes_csv_table_and_figures(tiny_files, capsys):
     code, out, _ = stability(capsys, "study.yaml", "--every", "2", "--quiet")
     assert code == 0

@@ -35,6 +35,7 @@ from tests.oracle_reference import (
 # ---------------------------------------------------------------- built-in models
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("name", list(BUILTIN))
 def test_builtin_models_match_reference_and_loop(name):
     """fp32 to 1e-5 (small models), fp64 to 1e-9 (vgg11, resnet18); empty rows exactly 0.
@@ -71,6 +72,7 @@ def test_predict_own_and_shared_inputs(name):
     assert_rel(shared, predictions(model, X, inputs[0], shared=True), 1e-5)
 
 
+@pytest.mark.slow
 def test_chunks_and_memory_budget_give_the_same_numbers(monkeypatch):
     """Explicit chunk sizes, and an activation budget so small that every block is one
     client and predict() splits the samples too: identical results up to rounding."""
@@ -151,6 +153,7 @@ class SharedResidual(nn.Module):
         return self.fc(x) + x[:, :3]
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("factory, shape", [(Mixed, (2, 4, 4)), (SharedResidual, (5,))])
 def test_layer_and_layout_paths_match_reference(factory, shape):
     torch.manual_seed(0)

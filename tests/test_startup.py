@@ -46,6 +46,7 @@ def loaded(modules: set[str], package: str) -> list[str]:
     return sorted(m for m in modules if m == package or m.startswith(package + "."))
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("argv, code, torch_free", [
     (["--help"], 0, True),
     (["run", "--help"], 0, True),
@@ -64,6 +65,7 @@ def test_quick_commands_import_little(argv, code, torch_free, tmp_path):
     assert not list(tmp_path.iterdir()), "nothing is written"
 
 
+@pytest.mark.slow
 def test_lazy_analysis_names_resolve():
     """gossipfl.analysis imports on first use; the function ``analyze`` stays the function
     even after its submodule ``gossipfl.analysis.analyze`` was imported directly."""

@@ -87,3 +87,13 @@ def test_the_check_sees_every_form_of_import():
     ]
     for source in allowed:
         assert not imported_test_modules(source), source
+
+
+def test_every_module_the_conftest_names_exists():
+    """The tiers are marked on the tests themselves; the one list left (the modules whose
+    every test starts processes) names only modules that exist."""
+    from tests import conftest
+
+    here = Path(__file__).parent
+    assert not hasattr(conftest, "SLOW") and not hasattr(conftest, "REPRESENTED")
+    assert all((here / name).is_file() for name in conftest.DISTRIBUTED)

@@ -142,6 +142,7 @@ def test_study_path(tmp_path):
 GRID = {"algorithm": [{"name": "dfedavg"}, {"name": "dpsgd"}]}
 
 
+@pytest.mark.slow
 def test_run_study_then_rerun_skips(tmp_path):
     parsed = load_study(study(grid=GRID, seeds=[0, 1], targets=[0.4]))
     first = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
@@ -160,6 +161,7 @@ def test_run_study_then_rerun_skips(tmp_path):
     assert second.report.markdown == first.report.markdown
 
 
+@pytest.mark.slow
 def test_run_study_resumes_interrupted_runs(tmp_path):
     parsed = load_study(study(grid=GRID))
     done = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
@@ -172,6 +174,7 @@ def test_run_study_resumes_interrupted_runs(tmp_path):
     assert without_timing(RunDirectory(path).read_metrics()) == reference
 
 
+@pytest.mark.slow
 def test_run_study_refuses_a_run_directory_with_another_config(tmp_path):
     parsed = load_study(study(grid=GRID))
     done = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
@@ -197,6 +200,7 @@ def test_a_bad_first_run_creates_nothing(tmp_path):
 EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("path", EXAMPLES, ids=[str(p.relative_to(ROOT)) for p in EXAMPLES])
 def test_every_example_parses(path):
     raw = yaml.safe_load(path.read_text())
@@ -222,6 +226,7 @@ def test_baseline_study_compares_the_four_baselines():
 # --------------------------------------------------------------------------------------------
 # Flatness columns (a study's `analysis` section)
 # --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_study_analysis_adds_flatness_columns(tmp_path):
     from gossipfl.analysis import analysis_columns, analyze
 
@@ -266,6 +271,7 @@ def test_a_study_analyzes_a_run_on_the_device_it_trained_on(tmp_path, monkeypatc
     assert analysis_device(tmp_path, sweep_device) == expected
 
 
+@pytest.mark.slow
 def test_study_without_analysis_has_no_flatness_columns(tmp_path):
     done = run_study(load_study(study(grid=GRID)), out=tmp_path, log=quiet, warn=pytest.fail)
     assert "eigenvalue" not in done.report.markdown

@@ -397,6 +397,7 @@ def test_mixer_float32_and_trailing_dims():
     torch.testing.assert_close(a.mean(dim=0), X.mean(dim=0), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_mixer_auto_sparse_and_errors():
     # the measured cost model (docs/benchmarks.md): sparse pays per step, dense W^Q does not
     ring = Mixer(build("ring", 1000))
@@ -430,6 +431,7 @@ def test_mixer_messages():
     assert Mixer(topo).messages(3) == int(topo.adjacency(3).sum())
 
 
+@pytest.mark.slow
 def test_authors_random_graph_is_the_codes_draw_literally():
     """Every node draws k − 1 of all M without replacement (self dropped), edge (i, j), i < j,
     iff i drew j, mirrored; uniform weights 1/|N_i ∪ {i}|; a new graph every round."""

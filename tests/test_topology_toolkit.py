@@ -71,6 +71,7 @@ def test_base_k_reaches_exact_consensus_for_every_m(k):
         assert np.abs(product(Ws) - J(m)).max() < 1e-12, (m, k)
 
 
+@pytest.mark.slow
 def test_base_k_lengths():
     """Hyper-hypercube when M's prime factors are ≤ k+1 (log_{k+1} M rounds for a power); a
     few more otherwise (6 = 4 + 2 in base 2: the composite 3-block + pair is used)."""
@@ -92,6 +93,7 @@ def test_base_k_topology_is_periodic_and_checked():
         build_topology("base_k", 22, k=22)
 
 
+@pytest.mark.slow
 def test_connectivity_is_checked_over_a_whole_period():
     topo = build_topology("base_k", 3000, k=1)  # period > 10
     assert topo.period > 10

@@ -184,6 +184,7 @@ def optimum(p: Problem) -> np.ndarray:
     return np.linalg.solve(H, r)
 
 
+@pytest.mark.slow
 def test_tracking_reaches_the_optimum_where_dpsgd_stalls():
     """Constant step, heterogeneous least squares: DSGT, K-GT and D² converge to the global
     optimum; D-PSGD stalls at a bias. W has dyadic weights (1/2 self, 1/4 each ring

@@ -81,6 +81,7 @@ class CountingOracle:
 ALGORITHMS = {"fedavg": {"name": "fedavg", "participation": 0.5}, "dfedavg": {"name": "dfedavg"}}
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("oracle", ORACLES)
 @pytest.mark.parametrize("balanced", [True, False])
 @pytest.mark.parametrize("algorithm", list(ALGORITHMS))
@@ -156,6 +157,7 @@ def test_personalized_metric_equals_one_model_at_a_time():
         float(torch.stack(accs).mean()), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_consensus_of_a_replicated_server_model_is_zero_without_work():
     from gossipfl.federation import Federation
     from gossipfl.runner import consensus_distance
