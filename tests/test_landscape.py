@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import numpy as np
+import pytest
 import torch
 
 from gossipfl.analysis import filter_normalized, interpolation, make_evaluator, surface
