@@ -76,7 +76,8 @@ def test_built_site_has_mathjax_and_every_algorithm():
              for name in _own_algorithms()}
     for name, html in pages.items():
         assert "tex-svg-full.js" in html and "mathjax-config.js" in html
-        assert f"<code>{name}</code>" in html
+        # long names may break after an underscore (<wbr>, docs/hooks/algorithms.py)
+        assert f"<code>{name}</code>" in html.replace("<wbr>", "")
     assert 'class="arithmatex"' in pages["oledfl"]
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gossipfl.errors import GossipflError
-from gossipfl.topology import Mixer, build_topology, check_connected, graphs
+from gossipfl.topology import Mixer, build_topology, builders, check_connected, graphs
 from gossipfl.topology.graphs import Topology
 from gossipfl.topology.mixing import mixing_edges, mixing_matrix, validate_mixing
 from gossipfl.topology.sparse import (
@@ -256,7 +256,7 @@ def test_erdos_renyi_as_edges_draws_g_m_p(monkeypatch):
     again = build_topology("erdos_renyi", m, seed=4, p=p).adjacency_edges(0)
     np.testing.assert_array_equal(again.keys(), A.keys())
     for size in (2, 3, 7, 1500):  # the linear index of the upper triangle, one to one
-        i, j = graphs.upper_pair(np.arange(size * (size - 1) // 2), size)
+        i, j = builders.upper_pair(np.arange(size * (size - 1) // 2), size)
         want = np.triu_indices(size, 1)
         np.testing.assert_array_equal(i, want[0])
         np.testing.assert_array_equal(j, want[1])

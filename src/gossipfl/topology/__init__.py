@@ -5,18 +5,19 @@ and validated float64 mixing matrix W); ``Mixer(topology, device, dtype)`` appli
 ``X ← W^Q X`` to the ``[M, P]`` stack of client models.
 """
 
+from gossipfl.topology import builders  # noqa: F401  (registers the built-in topologies)
+from gossipfl.topology.dynamic import random_k_neighbours
 from gossipfl.topology.graphs import (
     TOPOLOGIES,
     TOPOLOGY_KINDS,
     Topology,
     TopologyKind,
     build_topology,
-    load_matrix,
-    random_k_neighbours,
     register_topology,
     topology_kind,
     topology_names,
 )
+from gossipfl.topology.loaders import load_matrix
 from gossipfl.topology.mixer import Mixer
 from gossipfl.topology.mixing import (
     MIXING_RULE_KINDS,
