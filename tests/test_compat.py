@@ -16,7 +16,7 @@ from gossipfl.loading import load_config
 from gossipfl.runner import Runner
 from gossipfl.systems import systems_model
 from gossipfl.topology import build_topology
-from tests.helpers import one_sentence
+from tests.helpers import gossipfl
 
 M = 8
 BASE = {"data": {"dataset": "synthetic", "clients": M,
@@ -178,8 +178,9 @@ def test_the_dry_run_refuses_what_the_run_refuses_in_the_same_sentence(tmp_path,
     assert sentence in str(info.value)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    err = one_sentence(capsys, "run", str(path), "--dry-run")
-    assert err == f"error: {info.value}\n"
+    code, _, err = gossipfl(capsys, "run", str(path), "--dry-run")
+    errors = [line for line in err.splitlines() if not line.startswith("warning: ")]
+    assert code == 2 and errors == [f"error: {info.value}"], err  # warnings may precede it
 
 
 def test_the_dry_run_of_a_config_that_runs_prints_its_plan(tmp_path, capsys):
