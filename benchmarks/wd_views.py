@@ -22,7 +22,7 @@ def main(M: int = 100) -> None:
     sizes = [torch.Size(s).numel() for s in SHAPES]
     X = torch.randn(M, sum(sizes))
     bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
-    views = [X[:, a:b].view(M, *s) for a, b, s in zip(bounds, bounds[1:], SHAPES, strict=True)]
+    views = [X[:, a:b].view(M, *s) for a, b, s in zip(bounds[:-1], bounds[1:], SHAPES, strict=True)]
 
     def step(kind: str) -> float:
         grads = [torch.randn(M, *s) for s in SHAPES]  # fresh, as autograd's
