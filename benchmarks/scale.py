@@ -66,7 +66,7 @@ def planned_bytes(sets: list[str]) -> float:
     own: reading the dataset here would grow this process, and a child forked from it counts
     the parent's pages in its peak before it execs (the 10³-client points read 1.5 GB)."""
     code = ("import sys; from gossipfl.cli import QUICKSTART; "
-            "from gossipfl.config import load_config; from gossipfl.plan import estimate_bytes; "
+            "from gossipfl.loading import load_config; from gossipfl.plan import estimate_bytes; "
             "print(estimate_bytes(load_config(QUICKSTART, sys.argv[1:])))")
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code, *sets], env=env,
