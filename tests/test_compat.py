@@ -18,6 +18,11 @@ from gossipfl.systems import systems_model
 from gossipfl.topology import build_topology
 from tests.helpers import gossipfl
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 M = 8
 BASE = {"data": {"dataset": "synthetic", "clients": M,
                  "options": {"dim": 4, "train_size": 80, "test_size": 16, "num_classes": 2}},

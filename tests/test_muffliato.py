@@ -22,6 +22,11 @@ from gossipfl.topology import build_topology
 from tests.helpers import TINY, stopped_and_resumed, without_timing
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 M, ROUNDS, LR, DECAY, SEED = 5, 3, 0.05, 0.9, 3
 W = ring_mh(M)
 

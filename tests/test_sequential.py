@@ -26,6 +26,11 @@ from gossipfl.topology.waves import sweep_waves, wave_numbers
 from tests.lsq import Problem, assert_close, ring_mh
 from tests.sequential_cases import CASES, M, literal_loop, round_matrix, row_stochastic
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 
 def authors_graph(p: Problem) -> dict:
     return {"name": "authors_random", "k": 4, "mixing": "uniform"}

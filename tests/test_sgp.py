@@ -15,6 +15,11 @@ from gossipfl.testing import least_squares, run_round
 from gossipfl.topology import build_topology
 from tests.lsq import Problem, assert_close, push_matrix, ring_mh
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 
 def sgp_reference(p: Problem, P, rounds, lr, decay, wd=0.0):
     """(x, w) after ``rounds`` rounds of SGP in float64, from x^0 = p.x0 and w^0 = 1."""

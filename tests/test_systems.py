@@ -27,6 +27,11 @@ from gossipfl.topology import Topology
 from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 ROOT = Path(__file__).resolve().parents[1]
 LR, DECAY = 0.05, 0.9
 TIMING = ("seconds", "elapsed", "eval_seconds")

@@ -15,6 +15,11 @@ from gossipfl.topology import graphs
 from gossipfl.topology.sparse import Edges
 from tests.lsq import Problem, random_doubly_stochastic
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 M = 8
 
 

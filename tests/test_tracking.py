@@ -23,6 +23,11 @@ from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 from tests.tracking_cases import DECAY, LR, WD, eta, run_direct
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 
 # -- float64 re-derivations, written as the papers write them -----------------------------------
 def dsgt_reference(p: Problem, W, rounds, form="atc", lr=LR, decay=DECAY, wd=WD):

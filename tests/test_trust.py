@@ -33,6 +33,11 @@ from tests.trust_cases import (
     run,
 )
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 
 # -- float64 re-derivations, in the papers' notation ----------------------------------------------
 def rule_reference(rule, msgs, w, byz_weight):
