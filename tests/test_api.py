@@ -13,6 +13,11 @@ from gossipfl.algorithms import available_algorithms
 from gossipfl.errors import GossipflError
 from gossipfl.loading import load_config
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 TIMING = {"seconds", "eval_seconds", "elapsed"}
 
 

@@ -12,6 +12,12 @@ import pytest
 from tests import distributed_cases as cases
 from tests.distributed_cases import assert_same_run
 
+#: every algorithm runs under one shared config: the settings some do not read are warned
+#: (IgnoredSetting) and OledFL's β = 0.99 on a ring is warned unstable (StabilityWarning), as
+#: designed and tested elsewhere (test_reliability_*, test_algorithms_papers)
+pytestmark = [pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting"),
+              pytest.mark.filterwarnings("ignore::gossipfl.experiment.StabilityWarning")]
+
 
 def blocked(setup: dict, size: int) -> dict:
     setup = {**setup, "engine": {**setup.get("engine", {}), "block_clients": size}}

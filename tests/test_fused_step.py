@@ -20,6 +20,12 @@ from gossipfl.models import build_model
 from tests import distributed_cases as cases
 from tests.oracle_reference import BUILTIN, rows_and_batch
 
+#: every algorithm runs under one shared config: the settings some do not read are warned
+#: (IgnoredSetting) and OledFL's β = 0.99 on a ring is warned unstable (StabilityWarning), as
+#: designed and tested elsewhere (test_reliability_*, test_algorithms_papers)
+pytestmark = [pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting"),
+              pytest.mark.filterwarnings("ignore::gossipfl.experiment.StabilityWarning")]
+
 
 def sgd(lr):
     def update(grad, y):

@@ -13,6 +13,11 @@ from gossipfl.results.rundir import RunDirectory
 from gossipfl.sweep import load_study, run_study
 from tests.helpers import TINY, tiny, without_timing
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 #: A small MLP whose P = 336 is a multiple of 16: every client's row starts at the same
 #: 64-byte alignment in any stack, so the BLAS kernels round each row as they do alone.
 MLP = {**TINY,

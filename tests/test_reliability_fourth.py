@@ -522,6 +522,7 @@ def test_every_topology_warns_about_every_shared_parameter_it_does_not_read():
         assert {f"topology.{key}" for key in unread} <= set(_ignored(config)), name
 
 
+@pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")  # the warnings it reads
 @pytest.mark.slow
 def test_every_algorithm_reads_the_local_length_or_warns_that_it_does_not():
     """Each built algorithm's phases: when every phase sets its own length, a config setting

@@ -14,6 +14,11 @@ from gossipfl.runner import Runner
 from gossipfl.sweep import expand, load_study, run_study, set_key, study_path
 from tests.helpers import TINY, without_timing
 
+#: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
+#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
+pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
