@@ -443,6 +443,9 @@ def parse_block(block: Block, checkout: Path, monkeypatch) -> None:
                 check_command(words, block.id, monkeypatch)
 
 
+# a reference block lists every key of a section (topologies.md's topology: k, p, s, path
+# beside one name), which the config warns it does not read: expected there
+@pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 @pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
 def test_docs_block_parses(block, checkout, monkeypatch):
     parse_block(block, checkout, monkeypatch)
