@@ -22,7 +22,7 @@ from gossipfl.models.text import lstm
 from gossipfl.models.vgg import vgg11
 from gossipfl.plugins import Registry
 from gossipfl.rng import derive_seed
-from gossipfl.validation import choose, coerce
+from gossipfl.validation import coerce
 
 ModelBuilder = Callable[..., nn.Module]
 
@@ -59,8 +59,7 @@ def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
 
 def model_options(name: str) -> dict[str, object]:
     """The options a model accepts, with their defaults."""
-    choose("model.name", name, MODELS)
-    params = list(inspect.signature(MODELS[name]).parameters.values())[2:]
+    params = list(inspect.signature(MODELS.lookup(name)).parameters.values())[2:]
     return {p.name: p.default for p in params}
 
 

@@ -413,9 +413,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def topology_kind(name: str) -> TopologyKind:
     """The registration of topology ``name``; one sentence listing the names otherwise."""
-    if name not in TOPOLOGY_KINDS:
-        raise unknown_choice("topology.name", name, topology_names())
-    return TOPOLOGY_KINDS[name]
+    return TOPOLOGY_KINDS.lookup(name)
 
 
 def topology_names() -> tuple[str, ...]:
