@@ -34,9 +34,9 @@ from benchmarks.common import markdown_table, start_cpu_run
 from gossipfl.compression.gossip import Channels, build_choco
 from gossipfl.engine import ParamLayout
 from gossipfl.engine.groups import ParamGroups
-from gossipfl.federation import Federation
+from gossipfl.network.federation import Federation
+from gossipfl.network.wire import Pipeline
 from gossipfl.topology import Mixer, build_topology
-from gossipfl.wire import Pipeline
 
 CASES = [(100, 199_210), (1000, 50_890)]
 GRAPHS = {"ring": {}, "k_regular": {"k": 10}, "exponential": {}}

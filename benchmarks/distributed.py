@@ -27,10 +27,10 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import cifar_like, machine, markdown_table, median, spread
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.data import load_dataset
 from gossipfl.distributed.local import run_on_ranks
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
 
 RESULTS = Path(__file__).with_name("results") / "distributed.jsonl"
 MODELS_P = {"mlp": 199_210, "cnn": 573_578}  # mlp 784-200-200-10, cnn on 1×28×28 (10 classes)

@@ -27,8 +27,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 
 from benchmarks.common import bandwidth, interleaved_round_seconds, machine, start_cpu_run
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 
 PASSES = 7  # over S·B·P float32 per private step (module docstring)
 

@@ -29,8 +29,8 @@ import torch
 
 from benchmarks.common import machine, markdown_table
 from benchmarks.round_time import Case
-from gossipfl.clients import ClientEnv
-from gossipfl.runner import Runner
+from gossipfl.core.runner import Runner
+from gossipfl.network.clients import ClientEnv
 
 DECAY = {"weight_decay": 5e-4}
 CASES = {"mlp-dfedavg": Case("mlp DFedAvg", model="mlp"),

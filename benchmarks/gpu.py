@@ -54,10 +54,10 @@ from benchmarks.common import (
     sync,
 )
 from benchmarks.round_time import GossipflRound, ReferenceRound
+from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config
-from gossipfl.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.models import build_model
-from gossipfl.runner import Runner
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 

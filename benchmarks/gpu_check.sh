@@ -1,5 +1,5 @@
 #!/bin/sh
-# The GPU check of issue 38's refactor (config.py the schema, gossipfl.loading the checks;
+# The GPU check of issue 38's refactor (config.py the schema, gossipfl.assembly.loading the checks;
 # mixing rules registered): the CUDA tests that skip on a CPU machine, a Fashion-MNIST run on
 # cuda through the CLI, and the equation tests of the topologies and plugins on this machine.
 # Carry .gpu_data (Fashion-MNIST IDX) and .whl (dp-accounting, dm-tree; pytest in .whl/test).

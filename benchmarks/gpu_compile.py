@@ -37,9 +37,9 @@ from typing import Any
 import torch
 
 from benchmarks.common import bandwidth, cifar_like, flops_per_sample, matmul_peak, median
-from gossipfl.loading import load_config
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.models import build_model
-from gossipfl.runner import Runner
 
 VARIANTS = {"eager": (False, False), "graphs": (False, True), "compile": (True, False),
             "compile+graphs": (True, True)}

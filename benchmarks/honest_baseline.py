@@ -52,7 +52,7 @@ POLICIES = ("default", "PASSIVE")
 
 
 def case_config(case: str, clients: int):
-    from gossipfl.loading import load_config
+    from gossipfl.assembly.loading import load_config
 
     algorithm, wd = CASES[case]
     return load_config({
@@ -172,7 +172,7 @@ class CarefulLoop:
 def child(case: str, impl: str, rounds: int, clients: int) -> None:
     import torch
 
-    from gossipfl.runner import Runner, build_experiment
+    from gossipfl.core.runner import Runner, build_experiment
 
     config = case_config(case, clients)
     if impl == "gossipfl":

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gossipfl.sweep import load_study, run_study
+from gossipfl.studies.sweep import load_study, run_study
 
 MODES = ("packed", "alone", "jobs")
 

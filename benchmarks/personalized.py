@@ -12,7 +12,7 @@ bodies are gossiped with the round's W; the head is never sent.
 Two implementations of the same round, interleaved (gossipfl, reference, gossipfl, ...) in
 one process:
 
-- ``gossipfl``: :meth:`gossipfl.runner.Runner.run_round`, what ``gossipfl run`` does every
+- ``gossipfl``: :meth:`gossipfl.core.runner.Runner.run_round`, what ``gossipfl run`` does every
   round (all clients as rows of the ``[M, P]`` stack, local steps batched);
 - ``reference``: :class:`DecoupledReference`, research code's style: a list of M
   ``nn.Module`` copies; per client and phase, ``requires_grad`` switched to the phase's
@@ -48,9 +48,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.common import CLOCKS, load_average, markdown_table, median, spread, start_cpu_run
 from benchmarks.reference_sequential import SequentialReference
+from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config
-from gossipfl.loading import load_config
-from gossipfl.runner import Experiment, Runner
+from gossipfl.core.runner import Experiment, Runner
 
 IMPLEMENTATIONS = ("gossipfl", "reference")
 

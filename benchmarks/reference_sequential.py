@@ -6,7 +6,7 @@ per client every round; synchronous neighbour averaging over ``state_dict`` snap
 loops (FedAvg: the server model copied into each sampled client's module, and the trained
 modules' ``state_dict``s averaged with weights n_i / Σ n_j); the average (or server) model
 evaluated every round. Our own straightforward implementation, built
-from the same :class:`gossipfl.runner.Experiment` as gossipfl (same data, partition, initial
+from the same :class:`gossipfl.core.runner.Experiment` as gossipfl (same data, partition, initial
 model, mixing matrix W, FedAvg's sampled clients, learning rate, decay, weight decay, batch size,
 local epochs/steps), so that only the way of computing differs.
 
@@ -28,10 +28,10 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.common import Stopwatch, set_threads
+from gossipfl.assembly.loading import load_config
+from gossipfl.common.rng import derive_seed
 from gossipfl.config import Config
-from gossipfl.loading import load_config
-from gossipfl.rng import derive_seed
-from gossipfl.runner import Experiment, Runner, build_experiment
+from gossipfl.core.runner import Experiment, Runner, build_experiment
 
 ALGORITHMS = ("dfedavg", "dfedsam", "fedavg")
 

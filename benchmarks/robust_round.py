@@ -26,9 +26,9 @@ import time
 import torch
 
 from benchmarks.common import machine, sync
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import build_experiment
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.runner import build_experiment
 
 RULES = ({"rule": "mean"}, {"rule": "trimmed_mean", "b": 1}, {"rule": "median"},
          {"rule": "krum", "b": 1}, {"rule": "clipped_gossip", "tau": 1.0},

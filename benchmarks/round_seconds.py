@@ -21,8 +21,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 
 HEADLINE = {
     "data": {"dataset": "fashion_mnist", "clients": 100, "partition": "dirichlet", "alpha": 0.3},

@@ -50,11 +50,11 @@ from benchmarks.common import (
     spread,
 )
 from benchmarks.reference_sequential import SequentialReference
+from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config
+from gossipfl.core.runner import Runner, build_experiment
 from gossipfl.engine import keep_freed_memory
-from gossipfl.loading import load_config
 from gossipfl.models import build_model
-from gossipfl.runner import Runner, build_experiment
 
 IMPLEMENTATIONS = ("stacked", "vmap", "loop", "reference")
 SECTIONS = ("local", "gossip", "eval", "data")

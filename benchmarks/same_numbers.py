@@ -30,7 +30,7 @@ VOLATILE = ("seconds", "elapsed", "eval_seconds")
 
 
 def points(rounds: int, clients: int | None, per_study: int | None = None) -> dict[str, object]:
-    from gossipfl.sweep import expand, load_study
+    from gossipfl.studies.sweep import expand, load_study
 
     configs = {}
     for path in sorted((ROOT / "examples" / "studies").glob("*.yaml")):
@@ -38,7 +38,7 @@ def points(rounds: int, clients: int | None, per_study: int | None = None) -> di
         study.seeds = study.seeds[:1]
         overrides = [f"train.rounds={rounds}", "eval.every=1", "output.checkpoint_every=0"]
         for variant in expand(study)[:per_study]:
-            from gossipfl.loading import load_config
+            from gossipfl.assembly.loading import load_config
 
             sized = variant.config.topology.name != "custom"  # a custom W fixes M
             more = [f"data.clients={clients}"] if clients is not None and sized else []
@@ -48,8 +48,8 @@ def points(rounds: int, clients: int | None, per_study: int | None = None) -> di
 
 
 def measure(config) -> dict:
+    from gossipfl.core.runner import Runner
     from gossipfl.errors import Diverged
-    from gossipfl.runner import Runner
 
     try:
         result = Runner(config).run()

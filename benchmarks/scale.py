@@ -4,7 +4,7 @@ Each point is one whole ``gossipfl run`` process (Fashion-MNIST, logistic regres
 local step of batch 1, dfedavg, ``--rounds`` rounds, evaluated at the last one only; the local
 models on the default sample of clients). Its peak resident memory comes from ``wait4``, its
 seconds per round from metrics.csv (the median of the rounds after the first), and the
-estimate from ``gossipfl.plan`` (what ``gossipfl run --dry-run`` prints). The runs set
+estimate from ``gossipfl.assembly.plan`` (what ``gossipfl run --dry-run`` prints). The runs set
 ``engine.keep_freed_memory: false`` unless ``--keep-freed-memory``: with it glibc keeps every
 freed block in its heaps, and the peak then depends on how they fragment (measured up to
 40 % above the plan at 10⁴ clients, and at the plan at 2·10⁴). "set-up + teardown" is the
@@ -66,7 +66,7 @@ def planned_bytes(sets: list[str]) -> float:
     own: reading the dataset here would grow this process, and a child forked from it counts
     the parent's pages in its peak before it execs (the 10³-client points read 1.5 GB)."""
     code = ("import sys; from gossipfl.cli import QUICKSTART; "
-            "from gossipfl.loading import load_config; from gossipfl.plan import estimate_bytes; "
+            "from gossipfl.assembly.loading import load_config; from gossipfl.assembly.plan import estimate_bytes; "
             "print(estimate_bytes(load_config(QUICKSTART, sys.argv[1:])))")
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code, *sets], env=env,
@@ -142,7 +142,7 @@ def main() -> int:
                              "glibc keeps freed blocks, and the peak depends on the heap's "
                              "fragmentation (up to ~40 %% above the plan at 10⁴ clients)")
     args = parser.parse_args()
-    from gossipfl.plan import PROCESS_BYTES
+    from gossipfl.assembly.plan import PROCESS_BYTES
 
     points = []
     for topology in args.topologies:

@@ -23,8 +23,8 @@ import torch
 
 from benchmarks.common import CLOCKS, load_average, markdown_table, median, spread, start_cpu_run
 from gossipfl.algorithms import Context
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.schedules.sequential import Sequential, one_by_one
 from gossipfl.topology.waves import sweep_waves
 

@@ -27,8 +27,8 @@ import numpy as np
 
 from benchmarks.common import interleaved_round_seconds
 from benchmarks.round_seconds import HEADLINE
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.topology import build_topology
 
 ALGORITHMS = ("dfedavg", "dpsgd", "dsgt", "kgt", "d2", "qgm", "sgp")

@@ -32,9 +32,9 @@ import torch
 
 from benchmarks.common import CLOCKS, load_average, markdown_table, median, spread, start_cpu_run
 from benchmarks.reference_sequential import SequentialReference
+from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner, build_experiment
+from gossipfl.core.runner import Runner, build_experiment
 
 PARTITIONS = {"equal": True, "natural": False}  # data.balanced
 

@@ -33,8 +33,8 @@ def child(weight_decay: float, rounds: int) -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
 
-    from gossipfl.loading import load_config
-    from gossipfl.runner import Runner
+    from gossipfl.assembly.loading import load_config
+    from gossipfl.core.runner import Runner
 
     runner = Runner(load_config({
         "data": {"dataset": "fashion_mnist", "clients": 100, "partition": "iid"},

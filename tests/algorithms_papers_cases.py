@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gossipfl.rng import numpy_generator
+from gossipfl.common.rng import numpy_generator
 from tests.lsq import Problem
 
 LR, DECAY = 0.05, 0.9

@@ -17,9 +17,9 @@ import torch
 
 import gossipfl
 from gossipfl.algorithms import available_algorithms
+from gossipfl.assembly.loading import load_config
 from gossipfl.distributed.local import run_on_ranks
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 from tests.pinned.make_pins import config as pinned_config
 
 KEYS = ("train_loss", "test_acc", "test_loss", "consensus", "local_acc_mean", "local_acc_std",
@@ -116,7 +116,7 @@ def run_cases(folder: Path) -> dict:
 def gossip_variants(folder: Path) -> dict:
     """Group, masked and Q-step gossip of fixed rows, through the Federation of each rank
     (every client's rows gathered), plus the bytes accounted."""
-    from gossipfl.runner import build_experiment
+    from gossipfl.core.runner import build_experiment
 
     out = {}
     for topology in TOPOLOGIES:
@@ -179,7 +179,7 @@ def resumed_run(folder: Path) -> dict:
 
 def mismatched_configs(folder: Path) -> dict:
     """Rank r asks for learning rate 0.1 + r / 100: every rank must refuse to start."""
-    from gossipfl.runner import Runner
+    from gossipfl.core.runner import Runner
 
     rank = int(os.environ["RANK"])
     setup = config("dfedavg", backend="distributed")
@@ -193,7 +193,7 @@ def mismatched_configs(folder: Path) -> dict:
 
 def sequential_refused(folder: Path) -> dict:
     """The sequential order on ranks: every rank must refuse it with one sentence."""
-    from gossipfl.runner import Runner
+    from gossipfl.core.runner import Runner
 
     setup = config("dfedavg", backend="distributed")
     setup["topology"]["order"] = "sequential"
@@ -207,7 +207,7 @@ def sequential_refused(folder: Path) -> dict:
 def stalled_rank(folder: Path) -> dict:
     """Rank 1 stalls 8 s in round 2 while engine.timeout is 2 s: rank 0 must give up."""
     import tests.distributed_kill  # noqa: F401 - registers test_killed_dfedavg
-    from gossipfl.runner import Runner
+    from gossipfl.core.runner import Runner
 
     os.environ.update(GOSSIPFL_TEST_KILL_RANK="1", GOSSIPFL_TEST_KILL_ROUND="1",
                       GOSSIPFL_TEST_STALL_SECONDS="8")
@@ -228,7 +228,7 @@ EDGE_TOPOLOGIES = ("ring", "epidemic", "random_matching")
 
 
 def edge_runs(folder: Path, backend: str = "distributed") -> dict:
-    from gossipfl.runner import build_experiment
+    from gossipfl.core.runner import build_experiment
 
     sparse = all(build_experiment(load_config(config("dfedavg", t, backend))).topology.sparse
                  for t in EDGE_TOPOLOGIES)

@@ -14,10 +14,10 @@ import yaml
 
 from gossipfl import cli
 from gossipfl import io as gossipfl_io
-from gossipfl.loading import load_config
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
 from gossipfl.results.rundir import TIMING_COLUMNS
-from gossipfl.runner import Runner
 
 #: A run that takes a fraction of a second: 4 clients, logistic regression on Gaussian blobs.
 TINY: dict = {

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 
+from gossipfl.assembly.loading import load_config
+from gossipfl.common.rng import numpy_generator
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError, IgnoredSetting
-from gossipfl.loading import load_config
-from gossipfl.rng import numpy_generator
-from gossipfl.runner import Runner
 from gossipfl.schedules.asynchronous import waves
 from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 
@@ -251,7 +251,7 @@ def test_centralized_algorithms_are_refused_by_the_order():
 
 def test_the_distributed_backend_is_refused():
     from gossipfl.algorithms.decentralized.adpsgd import ADPSGD
-    from gossipfl.compat import features, schedule_refusal
+    from gossipfl.assembly.compat import features, schedule_refusal
 
     cfg = load_config({"algorithm": {"name": "adpsgd"}, "topology": {"order": "asynchronous"}})
     message = schedule_refusal(features(cfg, ADPSGD(None, None, None), world=2))

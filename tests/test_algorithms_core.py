@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gossipfl.rng import numpy_generator
+from gossipfl.common.rng import numpy_generator
 from tests.algorithms_core_cases import dfedavg_reference, dpsgd_reference, lr_at
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 

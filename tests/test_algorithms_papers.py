@@ -63,7 +63,7 @@ def test_oledfl_ole_anchor_is_own_last_local_model(problem, lam):
 
 
 def test_oledfl_round_zero_has_no_extrapolation(problem):
-    from gossipfl.experiment import StabilityWarning
+    from gossipfl.assembly.experiment import StabilityWarning
 
     W = ring_mh(5)
     with pytest.warns(StabilityWarning, match="algorithm.beta: 0.9 makes the ole extrapolation"):

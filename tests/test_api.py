@@ -10,11 +10,11 @@ import torch
 
 import gossipfl
 from gossipfl.algorithms import available_algorithms
+from gossipfl.assembly.loading import load_config
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 

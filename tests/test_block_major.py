@@ -16,7 +16,7 @@ from tests.distributed_cases import assert_same_run
 #: (IgnoredSetting) and OledFL's β = 0.99 on a ring is warned unstable (StabilityWarning), as
 #: designed and tested elsewhere (test_reliability_*, test_algorithms_papers)
 pytestmark = [pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting"),
-              pytest.mark.filterwarnings("ignore::gossipfl.experiment.StabilityWarning")]
+              pytest.mark.filterwarnings("ignore::gossipfl.assembly.experiment.StabilityWarning")]
 
 
 def blocked(setup: dict, size: int) -> dict:
@@ -73,8 +73,8 @@ def test_augmented_images_give_the_step_major_numbers():
 
 
 def test_block_clients_must_be_a_positive_count():
+    from gossipfl.assembly.loading import load_config
     from gossipfl.errors import GossipflError
-    from gossipfl.loading import load_config
 
     with pytest.raises(GossipflError, match=r"engine\.block_clients: .*got 0"):
         load_config({"engine": {"block_clients": 0}})

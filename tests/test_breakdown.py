@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gossipfl.assembly.loading import load_config
 from gossipfl.cli import format_summary
-from gossipfl.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.results.rundir import run_summary
-from gossipfl.runner import Runner
 from gossipfl.trust.breakdown import breakdown_quantities
 from tests.helpers import TINY
 from tests.lsq import random_doubly_stochastic, ring_mh

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from gossipfl import cli
-from gossipfl.loading import load_config
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.results.rundir import RunDirectory, metrics_from_csv
-from gossipfl.runner import Runner
 from tests.helpers import TINY, assert_png, gossipfl, one_sentence, with_figures, without_timing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def run_dirs(root: Path) -> list[Path]:
 @pytest.mark.slow
 @with_figures
 def test_run_prints_summary_and_writes_run_directory(work, capsys, monkeypatch):
-    monkeypatch.setattr("gossipfl.progress.DELAY", 0)  # the bar even for a run this short
+    monkeypatch.setattr("gossipfl.output.progress.DELAY", 0)  # the bar even for a run this short
     code, out, err = gossipfl(capsys, "run", "tiny.yaml", "--set", "train.lr=0.05")
     assert code == 0, err
     (path,) = run_dirs(work)

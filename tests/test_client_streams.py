@@ -14,8 +14,8 @@ import gossipfl
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Work
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg
+from gossipfl.common.rng import client_keys, counter_bits
 from gossipfl.data import ClientSampler, from_tensors
-from gossipfl.rng import client_keys, counter_bits
 
 
 def unbalanced_sampler(batch_size=4):
@@ -67,7 +67,7 @@ def test_client_keys_depend_on_own_id_only():
 
 @pytest.mark.parametrize("counters", [None, [0, 5, 5, 2]])
 def test_vectorized_keys_depend_on_own_id_only_and_hash_once(monkeypatch, counters):
-    from gossipfl import rng
+    from gossipfl.common import rng
 
     calls = []
     real = rng.derive_seed

@@ -1,4 +1,4 @@
-"""Which features combine (gossipfl.compat): every pair of features walked through the one
+"""Which features combine (gossipfl.assembly.compat): every pair of features walked through the one
 module, the refusals it derives from the declarations, and ``gossipfl run --dry-run`` giving
 the sentence the run gives."""
 
@@ -10,16 +10,16 @@ import pytest
 import yaml
 
 from gossipfl.algorithms import get_algorithm
-from gossipfl.compat import features, refusals
+from gossipfl.assembly.compat import features, refusals
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
 from gossipfl.systems import systems_model
 from gossipfl.topology import build_topology
 from tests.helpers import gossipfl
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 
@@ -123,7 +123,7 @@ def config_of(*fragments: dict) -> dict:
 
 
 def verdict(names) -> list[str]:
-    """Every refusal gossipfl.compat derives for the features ``names`` together."""
+    """Every refusal gossipfl.assembly.compat derives for the features ``names`` together."""
     config = load_config(config_of(*(FEATURES[name][1] for name in names)))
     algorithm = get_algorithm(config.algorithm.name)(config.algorithm.params, None, None)
     topo = config.topology

@@ -13,12 +13,12 @@ import torch.nn.functional as F
 from torch import nn
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
 from gossipfl.data import from_tensors
 from gossipfl.engine.compiled import GraphedBlocks, resolve_compile, resolve_switch
 from gossipfl.engine.stacked import StackedOracle
 from gossipfl.engine.stacked_layers import conv2d_gemm, per_client_gemm
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 from gossipfl.models import build_model
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -19,20 +19,20 @@ from gossipfl.algorithms.decentralized.choco import CHOCO
 from gossipfl.algorithms.decentralized.compressed import CompressedParams
 from gossipfl.algorithms.decentralized.deepsqueeze import DeepSqueeze
 from gossipfl.algorithms.decentralized.dsgt import DSGT, DSGTParams
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError, IgnoredSetting
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
 from tests.distributed_cases import config as case_config
 from tests.helpers import stopped_and_resumed, without_timing
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 from tests.tracking_cases import DECAY, LR, WD, eta, run_direct
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = [pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting"),
               # every algorithm's default: OledFL's β = 0.99 is warned unstable on a ring
-              pytest.mark.filterwarnings("ignore::gossipfl.experiment.StabilityWarning")]
+              pytest.mark.filterwarnings("ignore::gossipfl.assembly.experiment.StabilityWarning")]
 
 K = 3  # top-k of d = 8 coordinates
 
@@ -210,7 +210,7 @@ def _pipeline(channels=("x",)):
     from gossipfl.compression.gossip import Channels, build_choco
     from gossipfl.engine import ParamLayout
     from gossipfl.engine.groups import ParamGroups
-    from gossipfl.federation import Federation
+    from gossipfl.network.federation import Federation
     from gossipfl.topology import Mixer, build_topology
 
     topology = build_topology("ring", 5, mixing="metropolis_hastings", seed=0)

@@ -7,6 +7,7 @@ import struct
 import pytest
 import torch
 
+from gossipfl.common.rng import client_keys
 from gossipfl.compression import (
     COMPRESSORS,
     QSGD,
@@ -19,7 +20,6 @@ from gossipfl.compression import (
     unpack_bits,
 )
 from gossipfl.errors import GossipflError
-from gossipfl.rng import client_keys
 
 ALL = [Identity(), TopK(k=3), TopK(fraction=0.3), RandK(k=3), RandK(fraction=0.5, scaled=False),
        QSGD(), QSGD(levels=1), QSGD(levels=7), Sign()]

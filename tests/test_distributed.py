@@ -19,10 +19,10 @@ import torch
 import yaml
 
 from gossipfl import cli
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import build_experiment
 from gossipfl.distributed.local import free_port
-from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
-from gossipfl.runner import build_experiment
 from tests import distributed_cases as cases
 from tests.distributed_cases import assert_same_run
 

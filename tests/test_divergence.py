@@ -9,11 +9,11 @@ import torch
 import yaml
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
 from gossipfl.errors import Diverged
-from gossipfl.loading import load_config
 from gossipfl.results.lifecycle import execute, prepare_fresh
 from gossipfl.results.rundir import RunDirectory
-from gossipfl.sweep import load_study, run_study
+from gossipfl.studies.sweep import load_study, run_study
 from tests.helpers import TINY
 from tests.helpers import gossipfl as command
 from tests.lsq import Problem, ring_mh
@@ -88,7 +88,7 @@ def test_sweep_records_a_diverged_run_and_goes_on(tmp_path):
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), None])
 def test_nonfinite_parameters_are_found_by_the_sum(bad):
-    from gossipfl.runner import has_nonfinite
+    from gossipfl.core.runner import has_nonfinite
     x = torch.randn(7, 50)
     assert not has_nonfinite(x)
     if bad is None:  # +inf and -inf together: the sum is NaN

@@ -14,7 +14,7 @@ happens to it:
     Executed with ``exec`` in the folder, as a script.
 ``yaml``
     A config (no ``grid``/``base``/``seeds`` key) is written to ``examples/`` and run with
-    ``gossipfl run``; a study is loaded with ``gossipfl.sweep.load_study``, which validates
+    ``gossipfl run``; a study is loaded with ``gossipfl.studies.sweep.load_study``, which validates
     every grid point (and run with ``gossipfl sweep`` when marked ``run``).
 ``text`` (or ``console``, ``csv``, ``json``, ...)
     Output, listings, diagrams: not run. A fence without a language is an error (say
@@ -382,7 +382,7 @@ def run_yaml(block: Block, checkout: Path) -> None:
     if not study:
         run_command(["gossipfl", "run", rel, "--quiet"], block)
         return
-    from gossipfl.sweep import load_study
+    from gossipfl.studies.sweep import load_study
 
     load_study(path, block.directives["args"][1::2])
     if block.directives.get("run"):
@@ -426,8 +426,8 @@ def parse_block(block: Block, checkout: Path, monkeypatch) -> None:
         study = isinstance(data, dict) and any(k in data for k in ("grid", "base", "seeds"))
         path = checkout / "examples" / f"docs_{Path(block.file).stem}_{block.line}.yaml"
         path.write_text(block.code, encoding="utf-8")
-        from gossipfl.loading import load_config
-        from gossipfl.sweep import load_study
+        from gossipfl.assembly.loading import load_config
+        from gossipfl.studies.sweep import load_study
 
         (load_study if study else load_config)(path, block.directives["args"][1::2])
     else:

@@ -15,7 +15,7 @@ import gossipfl.algorithms
 from gossipfl.engine.groups import ParamGroups, group_from_mask
 from gossipfl.engine.params import ParamLayout
 from gossipfl.errors import GossipflError
-from gossipfl.federation import Federation
+from gossipfl.network.federation import Federation
 from gossipfl.topology import Mixer, build_topology
 from tests.lsq import random_doubly_stochastic
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gossipfl.clients import ClientEnv
 from gossipfl.engine import LoopOracle, StackedOracle
 from gossipfl.engine import oracle as oracle_module
 from gossipfl.models import build_model
+from gossipfl.network.clients import ClientEnv
 from tests import distributed_cases as cases
 from tests.oracle_reference import BUILTIN, rows_and_batch
 
@@ -24,7 +24,7 @@ from tests.oracle_reference import BUILTIN, rows_and_batch
 #: (IgnoredSetting) and OledFL's β = 0.99 on a ring is warned unstable (StabilityWarning), as
 #: designed and tested elsewhere (test_reliability_*, test_algorithms_papers)
 pytestmark = [pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting"),
-              pytest.mark.filterwarnings("ignore::gossipfl.experiment.StabilityWarning")]
+              pytest.mark.filterwarnings("ignore::gossipfl.assembly.experiment.StabilityWarning")]
 
 
 def sgd(lr):

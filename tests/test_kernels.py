@@ -14,7 +14,7 @@ from gossipfl.compression.sampling import RUN, sampling
 from gossipfl.engine import ParamLayout
 from gossipfl.engine import threads as threads_module
 from gossipfl.engine.groups import ParamGroups
-from gossipfl.federation import Federation
+from gossipfl.network.federation import Federation
 from gossipfl.topology import Mixer, build_topology
 
 numba = pytest.importorskip("numba")

@@ -16,14 +16,14 @@ import pytest
 import torch
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import build_data
 from gossipfl.data import emnist, formats, load_dataset, natural_split
 from gossipfl.data.leaf import ALL_LETTERS
 from gossipfl.engine import VmapOracle, auto_oracle, make_oracle
 from gossipfl.engine.params import ParamLayout
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 from gossipfl.models import build_model
-from gossipfl.runner import build_data
 from tests.dataset_files import (
     EMNIST_STEMS,
     SPEECH,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from gossipfl import cli
+from gossipfl.assembly.loading import load_config
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.sweep import expand, load_study
+from gossipfl.studies.sweep import expand, load_study
 
 
 def test_command_line_epochs_replace_the_quickstarts_steps():

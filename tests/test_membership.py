@@ -15,9 +15,9 @@ import pytest
 import torch
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
 from gossipfl.trust import membership as mia
 from tests.helpers import TINY, interrupted_and_resumed, stopped_and_resumed
 

@@ -14,16 +14,16 @@ import pytest
 import torch
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
+from gossipfl.common.rng import client_keys, counter_bits, counter_normal
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.rng import client_keys, counter_bits, counter_normal
-from gossipfl.runner import Runner
 from gossipfl.topology import build_topology
 from tests.helpers import TINY, stopped_and_resumed, without_timing
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 

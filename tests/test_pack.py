@@ -8,13 +8,13 @@ import signal
 import pytest
 
 from gossipfl.errors import GossipflError
-from gossipfl.packing import Pack, refusal
 from gossipfl.results.rundir import RunDirectory
-from gossipfl.sweep import load_study, run_study
+from gossipfl.studies.packing import Pack, refusal
+from gossipfl.studies.sweep import load_study, run_study
 from tests.helpers import TINY, tiny, without_timing
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import gossipfl
-from gossipfl.loading import load_config
-from gossipfl.rng import numpy_generator
-from gossipfl.runner import Runner
+from gossipfl.assembly.loading import load_config
+from gossipfl.common.rng import numpy_generator
+from gossipfl.core.runner import Runner
 from tests.helpers import stopped_and_resumed
 from tests.lsq import random_doubly_stochastic
 from tests.personalized_cases import dfedmdc_reference, lr_at

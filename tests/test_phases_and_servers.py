@@ -11,11 +11,11 @@ import pytest
 import gossipfl
 from gossipfl.algorithms import ALGORITHMS, Phase
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
-from gossipfl.rng import numpy_generator
+from gossipfl.common.rng import numpy_generator
 from tests.lsq import Problem, assert_close, random_doubly_stochastic
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 

@@ -14,9 +14,9 @@ import torch
 import yaml
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
 from gossipfl.cli import main
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 from gossipfl.plugins import load, resolve
 from tests.lsq import Problem, assert_close, random_doubly_stochastic
 
@@ -295,7 +295,7 @@ def test_plugin_topology_with_its_own_parameter(capsys):
     sets beside the section's keys: validated through the registry (good and bad values, a
     parameter the topology does not take), built with it (hops 2^(t mod period)), set by
     --set and a study's grid, shown by `gossipfl list`, and mixed with in a run."""
-    from gossipfl.sweep import expand, load_study
+    from gossipfl.studies.sweep import expand, load_study
     from gossipfl.topology import build_topology, topology_kind
     from tests.helpers import TINY
 
@@ -398,7 +398,7 @@ def test_a_plugin_topology_reads_only_what_it_declares():
     """A shared key (k) a plugin's topology does not declare is warned about, as for
     gossipfl's own; one it declares reaches its builder with the config's default; a
     parameter without a default must be given."""
-    from gossipfl.loading import ignored_settings
+    from gossipfl.assembly.loading import ignored_settings
     from gossipfl.topology import build_topology, register_topology, topology_kind
     from gossipfl.topology.graphs import TOPOLOGY_KINDS
     from gossipfl.validation import COUNT
@@ -460,7 +460,7 @@ def test_plugin_partitioner_skews_sizes_not_labels():
     result = gossipfl.run(config)
     sizes = result.info["partition"].samples
     assert sizes.sum() == 600 and sizes.min() >= 20 and sizes.max() > 2 * sizes.min()
-    from gossipfl.experiment import build_data
+    from gossipfl.assembly.experiment import build_data
 
     _, parts = build_data(load_config(config))
     assert [len(part) for part in parts] == list(sizes)
@@ -527,16 +527,16 @@ def test_plugin_compressor_with_its_own_parameter(capsys):
 
 
 def test_the_topology_section_keys_are_the_config_s():
-    """gossipfl.sections (what the topology registry checks against) and TopologyConfig (what
+    """gossipfl.common.sections (what the topology registry checks against) and TopologyConfig (what
     a config holds) name the same keys and the same shared defaults."""
     import dataclasses
 
-    from gossipfl.config import TopologyConfig
-    from gossipfl.sections import (
+    from gossipfl.common.sections import (
         SHARED_TOPOLOGY_DEFAULTS,
         SHARED_TOPOLOGY_PARAMS,
         TOPOLOGY_SECTION_KEYS,
     )
+    from gossipfl.config import TopologyConfig
 
     fields = [f.name for f in dataclasses.fields(TopologyConfig) if f.name != "options"]
     assert tuple(fields) == TOPOLOGY_SECTION_KEYS

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gossipfl.assembly.loading import load_config
 from gossipfl.data import from_tensors
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 from tests import distributed_cases as cases
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -15,12 +15,12 @@ import pytest
 import torch
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
+from gossipfl.common.rng import client_keys, counter_bits, counter_normal, derive_seed
+from gossipfl.core.runner import Runner
 from gossipfl.data import ClientSampler
 from gossipfl.engine import make_oracle
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.rng import client_keys, counter_bits, counter_normal, derive_seed
-from gossipfl.runner import Runner
 from gossipfl.trust.dpsgd import PrivateGradient
 from tests.helpers import TINY, stopped_and_resumed
 from tests.lsq import Problem, assert_close, ring_mh

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import gossipfl
-from gossipfl import progress
+from gossipfl.output import progress
 from tests.helpers import TINY
 from tests.helpers import gossipfl as command
 

@@ -314,10 +314,10 @@ def test_cli_verbs_call_the_python_functions(swept, tmp_path, monkeypatch, capsy
 # The package namespace and the example notebook
 # --------------------------------------------------------------------------------------------
 def test_importing_the_sweep_module_keeps_the_function():
-    import gossipfl.sweep  # a submodule named like the function
+    import gossipfl.studies.sweep  # a submodule named like the function
 
     assert callable(gossipfl.sweep) and gossipfl.sweep.__module__ == "gossipfl.api"
-    from gossipfl.sweep import run_study
+    from gossipfl.studies.sweep import run_study
 
     assert callable(run_study)
 

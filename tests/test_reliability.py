@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
 from gossipfl.io import FolderInUse, FolderLock
-from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
-from gossipfl.runner import Runner
 from tests.helpers import (
     SRC_ENV,
     TINY,
@@ -112,7 +112,7 @@ def test_model_options_of_the_wrong_type(model, option, message):
 
 def test_dataset_option_messages_name_the_full_key():
     with pytest.raises(GossipflError, match=r"^data.options.dim: must be an integer >= 1"):
-        from gossipfl.runner import build_data
+        from gossipfl.core.runner import build_data
 
         build_data(load_config(TINY, ["data.options.dim=0"]))
 
@@ -126,7 +126,7 @@ def no_data(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the data were loaded before the output path was checked")
 
-    monkeypatch.setattr("gossipfl.runner.build_data", refuse)
+    monkeypatch.setattr("gossipfl.core.runner.build_data", refuse)
 
 
 def test_output_under_a_file_fails_before_loading_data(work, capsys, no_data):
@@ -561,7 +561,7 @@ def test_edges_that_cannot_fit_are_refused(capsys):
 
 def test_parameter_stacks_that_cannot_fit_are_refused(work, capsys, monkeypatch):
     monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 200)
-    monkeypatch.setattr("gossipfl.experiment.check_synthetic_size", lambda options: None)
+    monkeypatch.setattr("gossipfl.assembly.experiment.check_synthetic_size", lambda options: None)
     err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "big")
     assert err == ("error: data.clients: holding the [M, P] = [4, 21] parameter stacks (X and X^0) "
                    "needs at least 672 B, but only 200 B of memory is available on cpu.\n")

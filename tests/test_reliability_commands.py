@@ -17,7 +17,7 @@ from gossipfl import cli
 from gossipfl.analysis import analyze
 from gossipfl.errors import GossipflError
 from gossipfl.results.reporting import Run, report
-from gossipfl.sweep import load_study
+from gossipfl.studies.sweep import load_study
 from tests.helpers import TINY, make_run
 
 ROOT = os.geteuid() == 0  # root writes and reads every folder, whatever its mode
@@ -301,7 +301,7 @@ def test_stability_on_cuda_without_cuda_is_refused_before_the_data(tmp_path, cap
     def no_data(*args, **kwargs):
         raise AssertionError("the data were loaded before the device was checked")
 
-    monkeypatch.setattr("gossipfl.runner.build_data", no_data)
+    monkeypatch.setattr("gossipfl.core.runner.build_data", no_data)
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     err = one_sentence(capsys, "stability", tmp_path / "tiny.yaml", "--device", "cuda",
                        "--out", tmp_path / "out", "--quiet")

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from gossipfl import io as gossipfl_io
+from gossipfl.assembly.loading import load_config
 from gossipfl.engine import memory
 from gossipfl.errors import GossipflError
 from gossipfl.io import FolderLock, WriteError
-from gossipfl.loading import load_config
 from gossipfl.topology import Mixer, build_topology
 from tests.helpers import SRC_ENV, one_sentence
 
@@ -199,8 +199,8 @@ def test_sizes_that_cannot_fit_are_one_sentence_before_allocation(work, capsys, 
     ("resnet18", {}, (3, 32, 32)), ("lstm", {}, (80,)),
 ])
 def test_the_parameter_count_comes_without_allocation(name, options, shape):
+    from gossipfl.assembly.experiment import count_parameters
     from gossipfl.data import from_tensors
-    from gossipfl.experiment import count_parameters
     from gossipfl.models import build_model
 
     x = torch.zeros((4, *shape)) if name != "lstm" else torch.zeros((4, *shape), dtype=torch.long)

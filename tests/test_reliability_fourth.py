@@ -14,12 +14,12 @@ import pytest
 import torch
 import yaml
 
-from gossipfl import plan
+from gossipfl.assembly import plan
+from gossipfl.assembly.loading import load_config
 from gossipfl.config import Replace
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError, IgnoredSetting
-from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
-from gossipfl.runner import Runner
 from tests.helpers import TINY, disk_full_on, gossipfl, no_temp_files, one_sentence
 
 GB = 10 ** 9
@@ -402,7 +402,7 @@ def test_switching_a_rule_drops_the_old_rules_parameters_with_a_note(override):
 ])
 def test_switching_any_piece_drops_the_previous_pieces_parameters(base, override, dropped,
                                                                   kept):
-    from gossipfl.loading import apply_override
+    from gossipfl.assembly.loading import apply_override
 
     layered = yaml.safe_load(yaml.safe_dump({**TINY, **base}))
     with pytest.warns(IgnoredSetting, match=rf"^{dropped}\b.*: dropped, because "):
@@ -419,7 +419,7 @@ def test_switching_any_piece_drops_the_previous_pieces_parameters(base, override
 def test_a_study_grid_switches_the_rule_of_its_base(work):
     """A base ``{rule: trimmed_mean, b: 1}`` with a grid point ``{rule: median}`` was refused
     ("b: unknown parameter of rule 'median'") although --set ran it."""
-    from gossipfl.sweep import expand, load_study
+    from gossipfl.studies.sweep import expand, load_study
 
     study = load_study({"base": ROBUST_BASE, "grid": {
         "topology.robust": [{"rule": "median"}, {"rule": "trimmed_mean"},
@@ -434,7 +434,7 @@ def test_a_study_file_with_replace_and_default_is_read_and_written_back(work, ca
     (work / "study.yaml").write_text(
         "name: st\nbase: tiny.yaml\ngrid:\n  train: [!replace {rounds: 2, local_steps: 1}]\n"
         "  eval.every:\n    - !default\n")
-    from gossipfl.sweep import expand, load_study
+    from gossipfl.studies.sweep import expand, load_study
 
     variants = expand(load_study(work / "study.yaml"))
     assert variants[0].config.train.batch_size == 32 and variants[0].config.train.rounds == 2
@@ -447,7 +447,7 @@ def test_a_study_file_with_replace_and_default_is_read_and_written_back(work, ca
 # 4. Every setting read or warned
 # --------------------------------------------------------------------------------------------
 def _ignored(config) -> list[str]:
-    from gossipfl.loading import ignored_settings
+    from gossipfl.assembly.loading import ignored_settings
 
     return [key for keys, _ in ignored_settings(config) for key in keys]
 
@@ -509,7 +509,7 @@ class _no_warning:
 
 
 def test_every_topology_warns_about_every_shared_parameter_it_does_not_read():
-    from gossipfl.sections import SHARED_TOPOLOGY_PARAMS
+    from gossipfl.common.sections import SHARED_TOPOLOGY_PARAMS
     from gossipfl.topology.graphs import TOPOLOGY_KINDS
 
     given = {"k": 2, "p": 0.9, "s": 2, "path": "g.csv"}
@@ -528,7 +528,7 @@ def test_every_algorithm_reads_the_local_length_or_warns_that_it_does_not():
     """Each built algorithm's phases: when every phase sets its own length, a config setting
     train.local_steps or train.local_epochs is warned, and only then."""
     from gossipfl.algorithms import available_algorithms
-    from gossipfl.experiment import build_experiment
+    from gossipfl.assembly.experiment import build_experiment
 
     fixed_ones = []
     for name, cls in sorted(available_algorithms().items()):
@@ -598,7 +598,7 @@ def test_a_run_diverged_before_its_first_evaluation_keeps_its_row(work, capsys):
     table = (work / "runs" / "st" / "table.md").read_text()
     assert "| lr=1e+30 | 0 (diverged at round 1) | — |" in table, table
     assert "| lr=0.1 | 1 |" in table
-    from gossipfl.frames import load_study
+    from gossipfl.studies.frames import load_study
 
     rows = load_study(work / "runs" / "st").table
     assert list(rows["configuration"]) == ["lr=0.1", "lr=1e+30"]
@@ -606,7 +606,7 @@ def test_a_run_diverged_before_its_first_evaluation_keeps_its_row(work, capsys):
 
 
 def test_load_study_lists_the_rows_in_the_grids_order(work, capsys):
-    from gossipfl.frames import load_study
+    from gossipfl.studies.frames import load_study
 
     _sweep(work, capsys, {"algorithm": [{"name": "dsgt"}, {"name": "dfedavg"}],
                           "train.lr": [0.1, 0.05], "train.rounds": [1]})

@@ -13,10 +13,10 @@ import torch
 import yaml
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
 from gossipfl.data import Dataset, from_tensors, load_dataset
 from gossipfl.data.datasets import USER_DATASETS
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 from gossipfl.models import MODELS, build_model
 from tests.dataset_files import (
     WNIDS,

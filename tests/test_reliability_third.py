@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gossipfl.assembly.loading import load_config
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 from gossipfl.results.inputs import INPUTS_FILE
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
 from tests.helpers import TINY, Interrupt, gossipfl, one_sentence, without_timing
@@ -126,7 +126,7 @@ def test_resume_refuses_a_changed_plugin(tmp_path, monkeypatch, capsys):
 
 
 def test_a_study_with_relative_input_paths_resumes_its_runs(inputs_dir):
-    from gossipfl.sweep import load_study, run_study
+    from gossipfl.studies.sweep import load_study, run_study
 
     study = {"name": "inputs", "out": str(inputs_dir / "studies"), "base": with_inputs(),
              "grid": {"train.lr": [0.1]}, "seeds": [0]}
@@ -269,7 +269,7 @@ def test_a_signal_before_the_first_round_ends_stops_at_once(tmp_path, monkeypatc
     import signal
     import time
 
-    from gossipfl.runner import Runner
+    from gossipfl.core.runner import Runner
 
     def long_round(self, t):
         os.kill(os.getpid(), getattr(signal, signum))
@@ -307,7 +307,7 @@ def test_after_a_round_the_first_signal_still_waits_for_the_round_end(tmp_path):
 def test_a_local_test_size_too_large_for_memory_is_refused_before_allocation(work, capsys,
                                                                             monkeypatch):
     monkeypatch.setattr("gossipfl.engine.memory.available_memory", lambda device="cpu": 2000)
-    monkeypatch.setattr("gossipfl.experiment.check_synthetic_size", lambda options: None)
+    monkeypatch.setattr("gossipfl.assembly.experiment.check_synthetic_size", lambda options: None)
     err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "big", "--set",
                        "data.local_test_size=40", "--set", "eval.personalized=true")
     assert err.startswith("error: data.local_test_size: local test splits of 40 "
@@ -402,7 +402,7 @@ def test_switching_the_model_drops_the_options_of_the_other_one_with_a_note():
 
 
 def test_a_study_grid_over_models_drops_the_base_models_options():
-    from gossipfl.sweep import expand, load_study
+    from gossipfl.studies.sweep import expand, load_study
 
     base = {**TINY, "model": {"name": "mlp", "options": {"hidden": [5]}}}
     study = load_study({"name": "models", "base": base, "grid": {"model.name": ["mlp", "logistic"]}})
@@ -526,7 +526,7 @@ def test_sweep_jobs_below_one_is_one_sentence(tmp_path, capsys):
 
 
 def test_a_bad_speeds_file_of_a_later_grid_point_stops_the_study_before_any_run(tmp_path):
-    from gossipfl.sweep import load_study, run_study
+    from gossipfl.studies.sweep import load_study, run_study
 
     (tmp_path / "four.txt").write_text("0.1 0.1 0.1 0.1\n")
     (tmp_path / "three.txt").write_text("0.1 0.1 0.1\n")

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.plots import (
+from gossipfl.output.plots import (
     Curve,
     line_figure,
     partition_figure,
@@ -41,7 +42,6 @@ from gossipfl.results.rundir import (
     metrics_from_csv,
     metrics_to_csv,
 )
-from gossipfl.runner import Runner
 from tests.helpers import (
     Interrupt,
     assert_png,
@@ -373,7 +373,7 @@ def test_figures_are_png(tmp_path):
 def test_curves_past_ten_colours_differ_in_line_style():
     """tab10 has ten colours: curve 10 shares curve 0's colour, so it is drawn dashed (and
     curve 20 dotted); a style a curve asks for is kept."""
-    from gossipfl.plots import lines
+    from gossipfl.output.plots import lines
 
     x = np.arange(3)
     curves = [Curve(str(i), x, x + i) for i in range(21)] + [Curve("own", x, x, style="o")]
@@ -388,7 +388,7 @@ def test_curves_past_ten_colours_differ_in_line_style():
 def test_a_long_legend_goes_below_the_axes_and_fits_the_figure():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from gossipfl.plots import lines
+    from gossipfl.output.plots import lines
 
     x = np.arange(3)
     few = lines([Curve("a", x, x), Curve("b", x, x + 1)], xlabel="x", ylabel="y")

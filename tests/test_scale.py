@@ -9,11 +9,11 @@ import torch
 import yaml
 
 from gossipfl import cli
+from gossipfl.assembly.experiment import LOCAL_CLIENTS_AUTO, evaluated_clients, label_counts
+from gossipfl.assembly.loading import load_config
+from gossipfl.assembly.plan import estimate_bytes, format_plan, memory_plan
+from gossipfl.core.runner import Runner
 from gossipfl.data import Dataset
-from gossipfl.experiment import LOCAL_CLIENTS_AUTO, evaluated_clients, label_counts
-from gossipfl.loading import load_config
-from gossipfl.plan import estimate_bytes, format_plan, memory_plan
-from gossipfl.runner import Runner
 from tests.helpers import TINY
 
 SYNTHETIC = {"dataset": "synthetic",
@@ -106,7 +106,7 @@ def test_the_memory_plan_of_many_clients_counts_edges_not_a_matrix(topology):
 
 @pytest.mark.parametrize("shape", [(1, 5), (7, 3), (300, 4001), (5, 2, 3)])
 def test_squared_distances_are_the_rows_float64_norms_however_chunked(shape):
-    from gossipfl.evaluation import squared_distances
+    from gossipfl.core.evaluation import squared_distances
 
     x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
     center = x.mean(dim=0)

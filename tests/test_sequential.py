@@ -18,8 +18,8 @@ from gossipfl.algorithms.stability import (
     simulated_growth,
     stability_warning,
 )
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.runner import Runner
 from gossipfl.schedules.sequential import one_by_one
 from gossipfl.topology import build_topology
 from gossipfl.topology.waves import sweep_waves, wave_numbers
@@ -27,7 +27,7 @@ from tests.lsq import Problem, assert_close, ring_mh
 from tests.sequential_cases import CASES, M, literal_loop, round_matrix, row_stochastic
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 
@@ -114,12 +114,12 @@ def test_orders_that_are_not_defined_are_refused(algorithm, words):
     p = Problem(clients=4)
     topology = {"name": "ring", "order": "sequential"}
     with pytest.raises(GossipflError, match=f"topology.order: sequential.*{words}"):
-        Runner(gossipfl.loading.load_config(p.config(algorithm, topology=topology)))
+        Runner(gossipfl.assembly.loading.load_config(p.config(algorithm, topology=topology)))
 
 
 def test_unknown_order():
     with pytest.raises(GossipflError, match="topology.order: unknown value 'gauss'"):
-        gossipfl.loading.load_config({"topology": {"order": "gauss"}})
+        gossipfl.assembly.loading.load_config({"topology": {"order": "gauss"}})
 
 
 # -- the stability guard knows the order -------------------------------------------------------

@@ -17,11 +17,11 @@ import yaml
 
 import gossipfl
 from gossipfl import cli
+from gossipfl.assembly.loading import load_config
+from gossipfl.common.rng import numpy_generator
+from gossipfl.core.runner import build_data
 from gossipfl.data import make_synthetic
-from gossipfl.loading import load_config
-from gossipfl.rng import numpy_generator
-from gossipfl.runner import build_data
-from gossipfl.stability_study import Neighbour, run_pair
+from gossipfl.studies.stability import Neighbour, run_pair
 from tests.helpers import TINY, assert_png
 from tests.lsq import Problem, assert_close
 

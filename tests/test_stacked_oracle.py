@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gossipfl.assembly.loading import load_config
 from gossipfl.engine import (
     LoopOracle,
     StackedOracle,
@@ -19,7 +20,6 @@ from gossipfl.engine import (
 )
 from gossipfl.engine import stacked as stacked_module
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 from gossipfl.models import build_model
 from tests.oracle_reference import (
     BUILTIN,

@@ -28,7 +28,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 
 #: Never needed by these commands: plotting, the analysis code (only the parser of
 #: ``gossipfl analyze`` is), graph building.
-HEAVY = ("matplotlib", "networkx", "gossipfl.plots", "gossipfl.results.reporting")
+HEAVY = ("matplotlib", "networkx", "gossipfl.output.plots", "gossipfl.results.reporting")
 ANALYSIS_ALLOWED = {"gossipfl.analysis", "gossipfl.analysis.command"}
 
 

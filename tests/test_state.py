@@ -1,4 +1,4 @@
-"""One owner for state (gossipfl.state): the run's state is one RunState, a namespace per
+"""One owner for state (gossipfl.common.state): the run's state is one RunState, a namespace per
 owner; a checkpoint is that state, restored in place; no component keeps a checkpoint of its
 own. (That a run with every owner resumes bit for bit:
 tests/test_compressed_gossip.py::test_resuming_repeats_the_run_exactly.)"""
@@ -13,12 +13,12 @@ import pytest
 import torch
 
 from gossipfl.algorithms.base import Algorithm
+from gossipfl.assembly.loading import load_config
+from gossipfl.common.state import RunState
 from gossipfl.compression.gossip import Channels
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.federation import Federation
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
-from gossipfl.state import RunState
+from gossipfl.network.federation import Federation
 from gossipfl.systems import Systems
 from gossipfl.systems.clock import Clock
 from gossipfl.trust.dpsgd import PrivateGradient

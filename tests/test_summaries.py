@@ -10,10 +10,10 @@ import json
 import pytest
 import yaml
 
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.engine import evaluate_stack
-from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
-from gossipfl.runner import Runner
 from tests.helpers import TINY, gossipfl
 
 HONEST = [0, 2, 3]

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
 from gossipfl.results.rundir import RunDirectory
-from gossipfl.runner import Runner
-from gossipfl.sweep import expand, load_study, run_study, set_key, study_path
+from gossipfl.studies.sweep import expand, load_study, run_study, set_key, study_path
 from tests.helpers import TINY, without_timing
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 
@@ -269,7 +269,7 @@ def test_a_study_analyzes_a_run_on_the_device_it_trained_on(tmp_path, monkeypatc
                                                            sweep_device, cuda, expected):
     import torch
 
-    from gossipfl.sweep import analysis_device
+    from gossipfl.studies.sweep import analysis_device
 
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"device": trained_on}))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)

@@ -16,11 +16,11 @@ import torch
 import gossipfl
 from gossipfl.algorithms import get_algorithm
 from gossipfl.algorithms.base import Context
+from gossipfl.assembly.loading import load_config
+from gossipfl.common.rng import numpy_generator
 from gossipfl.config import SystemsConfig
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.rng import numpy_generator
-from gossipfl.runner import Runner
 from gossipfl.systems import FailingTopology, SystemsModel, renormalize
 from gossipfl.testing import least_squares, run_round
 from gossipfl.topology import Topology
@@ -28,7 +28,7 @@ from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 

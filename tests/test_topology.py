@@ -435,7 +435,7 @@ def test_mixer_messages():
 def test_authors_random_graph_is_the_codes_draw_literally():
     """Every node draws k − 1 of all M without replacement (self dropped), edge (i, j), i < j,
     iff i drew j, mirrored; uniform weights 1/|N_i ∪ {i}|; a new graph every round."""
-    from gossipfl.rng import numpy_generator
+    from gossipfl.common.rng import numpy_generator
 
     m, k = 30, 10
     topo = build_topology("authors_random", m, mixing="uniform", seed=7, k=k)

@@ -184,8 +184,8 @@ def test_cli_topology_prints_the_new_graphs(capsys, tmp_path):
 def test_a_checkpoint_from_before_topology_s_still_resumes():
     """A run directory written before ``topology.s`` existed has no such key; at its default
     the config is the same one, set to anything else it is not."""
+    from gossipfl.assembly.loading import load_config
     from gossipfl.errors import IgnoredSetting
-    from gossipfl.loading import load_config
     from gossipfl.results.lifecycle import same_config
     from gossipfl.results.rundir import comparable_config
 

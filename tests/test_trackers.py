@@ -1,4 +1,4 @@
-"""Experiment trackers (gossipfl.trackers): W&B beside TensorBoard, offline, and a
+"""Experiment trackers (gossipfl.output.trackers): W&B beside TensorBoard, offline, and a
 tracker that is missing or fails never loses or stops a run (one warning)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import types
 
 import pytest
 
+from gossipfl.assembly.loading import load_config
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
+from gossipfl.output.trackers import wandb_mode
 from gossipfl.results.lifecycle import execute, prepare_fresh, prepare_resume
 from gossipfl.results.rundir import RunDirectory
-from gossipfl.trackers import wandb_mode
 from tests.helpers import TINY as RESULTS_TINY
 
 TINY: dict = {**RESULTS_TINY, "train": {**RESULTS_TINY["train"], "rounds": 4},

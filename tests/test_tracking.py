@@ -16,15 +16,15 @@ from gossipfl.algorithms.decentralized.dpsgd import DPSGD, DPSGDParams
 from gossipfl.algorithms.decentralized.dsgt import DSGT, DSGTParams
 from gossipfl.algorithms.decentralized.kgt import KGT, KGTParams
 from gossipfl.algorithms.decentralized.qgm import QGM, QGMParams
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
 from tests.helpers import stopped_and_resumed
 from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 from tests.tracking_cases import DECAY, LR, WD, eta, run_direct
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 

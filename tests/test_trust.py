@@ -12,11 +12,11 @@ import pytest
 import torch
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
+from gossipfl.common.rng import numpy_generator, torch_generator
+from gossipfl.core.runner import Runner
 from gossipfl.engine import evaluate_stack
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.rng import numpy_generator, torch_generator
-from gossipfl.runner import Runner
 from gossipfl.trust.attacks import alie_z
 from tests.helpers import TINY, stopped_and_resumed
 from tests.lsq import Problem, assert_close, ring_mh
@@ -34,7 +34,7 @@ from tests.trust_cases import (
 )
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 
@@ -484,7 +484,7 @@ def test_a_study_refuses_an_undefined_robust_point_before_any_run_trains(tmp_pat
     ring; the ring cut by its Byzantine clients, seed by seed) stops the sweep before the
     first run trains, in one sentence naming the point and the seed, exit status 2."""
     from gossipfl.cli import main
-    from gossipfl.sweep import expand, load_study
+    from gossipfl.studies.sweep import expand, load_study
 
     base = {"data": {"dataset": "synthetic", "clients": 10,
                      "options": {"dim": 8, "train_size": 200, "test_size": 50,

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import gossipfl
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
 from gossipfl.topology import graphs
 from gossipfl.topology.sparse import Edges
 from gossipfl.trust.neighbourhoods import buckets, degrees

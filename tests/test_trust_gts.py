@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.loading import load_config
-from gossipfl.runner import Runner
 from tests.lsq import Problem, assert_close, ring_mh
 from tests.trust_cases import (
     BYZANTINE,
@@ -27,7 +27,7 @@ from tests.trust_cases import (
 )
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
-#: graph) are warned as ignored by those that do not read them (gossipfl.loading.
+#: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from gossipfl.algorithms.base import Work
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
 from gossipfl.data import from_tensors
 from gossipfl.engine import evaluate_per_client, make_oracle
-from gossipfl.loading import load_config
 from gossipfl.models import build_model
-from gossipfl.runner import Runner
 from tests.oracle_reference import gen
 
 ORACLES = ("stacked", "vmap", "loop")
@@ -159,8 +159,8 @@ def test_personalized_metric_equals_one_model_at_a_time():
 
 @pytest.mark.slow
 def test_consensus_of_a_replicated_server_model_is_zero_without_work():
-    from gossipfl.federation import Federation
-    from gossipfl.runner import consensus_distance
+    from gossipfl.core.runner import consensus_distance
+    from gossipfl.network.federation import Federation
 
     class Never(Federation):
         def mean(self, _):

@@ -6,9 +6,6 @@ lines of tensor algebra over that stack. Entry points (:mod:`gossipfl.api`): :fu
 results as DataFrames, :func:`load_run` and :func:`load_study`.
 """
 
-import sys
-import types
-
 from gossipfl.errors import GossipflError
 
 __version__ = "0.1.0"
@@ -29,15 +26,3 @@ def __getattr__(name: str):
         return getattr(api, name)
     raise AttributeError(name)
 
-
-class _Package(types.ModuleType):
-    """Importing the submodule ``gossipfl.sweep`` must not hide the function ``sweep``
-    (Python sets a package's attribute to each submodule it imports)."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _API and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -5,12 +5,12 @@ command line, calls the function and prints what it returns):
 - ``gossipfl.sweep(study) -> StudyResults`` (``gossipfl sweep``);
 - ``gossipfl.report(paths) -> Report`` (``gossipfl report``);
 - ``gossipfl.stability(config_or_study) -> StabilityOutcome`` (``gossipfl stability``, see
-  :mod:`gossipfl.stability_study`);
+  :mod:`gossipfl.studies.stability`);
 - ``gossipfl.analyze(run_dir) -> dict`` (``gossipfl analyze``, see
   :mod:`gossipfl.analysis.analyze`);
 - ``gossipfl.fetch(dataset) -> Dataset`` (``gossipfl fetch``);
 - ``gossipfl.load_run(path)``, ``gossipfl.load_study(path)``: results as DataFrames
-  (:mod:`gossipfl.frames`; pandas is the optional extra ``gossipfl[pandas]``);
+  (:mod:`gossipfl.studies.frames`; pandas is the optional extra ``gossipfl[pandas]``);
 - ``gossipfl.partition_summary(config)``.
 
 Every mistake raises :class:`~gossipfl.errors.GossipflError` (one sentence); nothing is
@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from gossipfl.analysis.analyze import analyze
+from gossipfl.assembly.experiment import build_data
+from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config, as_list
+from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
-from gossipfl.experiment import build_data
-from gossipfl.frames import StudyResults, load_run, load_study
-from gossipfl.loading import load_config
-from gossipfl.result import Result
+from gossipfl.output.result import Result
 from gossipfl.results.reporting import Report
-from gossipfl.runner import Runner
-from gossipfl.stability_study import stability
+from gossipfl.studies.frames import StudyResults, load_run, load_study
+from gossipfl.studies.stability import stability
 
 __all__ = ["Report", "Result", "StudyResults", "analyze", "fetch", "load_run", "load_study",
            "partition_summary", "report", "run", "stability", "sweep"]
@@ -46,11 +46,11 @@ def run(config: Config | dict | str | Path | None = None, *,
     ``config``: a dict, a YAML path or a :class:`~gossipfl.config.Config`; ``overrides``:
     ``"key.path=value"`` strings; ``callbacks``: callables ``(runner, t, row_or_None)``
     called after every round; ``quiet``: no progress bar (by default one over the rounds,
-    on stderr, once the run takes over a second: :mod:`gossipfl.progress`). It writes no
+    on stderr, once the run takes over a second: :mod:`gossipfl.output.progress`). It writes no
     run directory, so the ``output`` settings that write one (``output.tensorboard``,
     ``output.wandb``) are ignored, with a warning.
     """
-    from gossipfl.progress import RoundBar
+    from gossipfl.output.progress import RoundBar
     from gossipfl.results.rundir import primary_metric
 
     resolved = load_config(config, overrides)
@@ -110,7 +110,7 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     ``out``: the parent folder of the study folder (default: the study's ``out``, else the
     base ``output.dir``); ``log``: called with a line per run (default: nothing is
     printed); ``warn``: each warning (default: ``warnings.warn``). Returns
-    :class:`~gossipfl.frames.StudyResults` (``.runs``, ``.metrics``, ``.table`` DataFrames,
+    :class:`~gossipfl.studies.frames.StudyResults` (``.runs``, ``.metrics``, ``.table`` DataFrames,
     ``.plot()``, ``.failed``); a failed run does not raise (it is in ``.failed``).
     ``allow_changed_inputs``: resume a run whose input files (a matrix, a speeds file, a
     plugin) changed since it started, with a warning, instead of refusing it. ``jobs``: run
@@ -118,15 +118,15 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     run, the others go on); ``only``: just the runs whose directory name matches one of
     these patterns (``fnmatch``: ``"dfedavg-seed*"``); ``pack``: runs that differ in seed and
     learning rate computed as one stack of clients, each run's numbers those it has alone
-    (:mod:`gossipfl.packing`). Progress on stderr (:mod:`gossipfl.progress`): a bar over
+    (:mod:`gossipfl.studies.packing`). Progress on stderr (:mod:`gossipfl.output.progress`): a bar over
     each run's rounds (``progress``: a function ``(prepared_run, name)`` making your own
     callback instead), with ``jobs`` a bar over the runs naming the running ones with their
     round; ``quiet``: none.
     """
-    from gossipfl.progress import round_bars
+    from gossipfl.output.progress import round_bars
     from gossipfl.results.rundir import primary_metric
-    from gossipfl.sweep import load_study as parse_study
-    from gossipfl.sweep import run_study
+    from gossipfl.studies.sweep import load_study as parse_study
+    from gossipfl.studies.sweep import run_study
 
     sets = as_list(overrides, "overrides", "'key.path=value' strings")
     progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)

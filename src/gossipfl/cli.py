@@ -143,9 +143,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0
         prepared = prepare_resume(args.resume, args.device, args.allow_changed_inputs)
     elif getattr(args, "dry_run", False):
-        from gossipfl.compat import preflight
-        from gossipfl.loading import load_config
-        from gossipfl.plan import format_fit, format_plan, memory_budget, memory_plan
+        from gossipfl.assembly.compat import preflight
+        from gossipfl.assembly.loading import load_config
+        from gossipfl.assembly.plan import format_fit, format_plan, memory_budget, memory_plan
 
         config = load_config(args.config if args.config else QUICKSTART, list(args.set))
         preflight(config)  # every refusal the run gives before training that needs no data
@@ -165,7 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _prepare_new(args: argparse.Namespace):
-    from gossipfl.loading import load_config
+    from gossipfl.assembly.loading import load_config
 
     overrides = list(args.set)
     if args.device:
@@ -244,7 +244,7 @@ def _execute(prepared: Any, args: argparse.Namespace) -> int:
 
     run_dir = prepared.run_dir.path
     reports = prepared.run_dir.writes  # under torchrun, rank 0 reports for the job
-    from gossipfl.progress import RoundBar
+    from gossipfl.output.progress import RoundBar
     from gossipfl.results.rundir import primary_metric
 
     bar = RoundBar(prepared.runner, run_dir.name, disable=args.quiet or not reports,
@@ -362,7 +362,7 @@ def _print_report(result: Any, out: Path) -> None:
 # gossipfl stability
 # --------------------------------------------------------------------------------------------
 def cmd_stability(args: argparse.Namespace) -> int:
-    from gossipfl.stability_study import stability
+    from gossipfl.studies.stability import stability
 
     try:
         outcome = stability(args.source, overrides=args.set, perturb=args.perturb,
@@ -535,7 +535,7 @@ def _topology_option(item: str) -> tuple[str, Any]:
 
 
 def _draw_topology(topology: Any, path: str, round: int) -> None:
-    from gossipfl.plots import topology_figure
+    from gossipfl.output.plots import topology_figure
     from gossipfl.topology import spectral_gap
 
     grid = (topology.params["rows"], topology.params["cols"]) if topology.name == "grid" \
@@ -549,9 +549,9 @@ def _draw_topology(topology: Any, path: str, round: int) -> None:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
+    from gossipfl.assembly.loading import load_config
+    from gossipfl.core.runner import build_data
     from gossipfl.data import summarize_partition
-    from gossipfl.loading import load_config
-    from gossipfl.runner import build_data
 
     data: dict[str, Any] = {"dataset": args.dataset, "partition": args.partition,
                             "clients": args.clients, "download": not args.no_download}
@@ -568,7 +568,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     summary = summarize_partition(parts, dataset.train_y.numpy(), dataset.num_classes)
     print(summary.table(max_rows=args.rows))
     if args.plot:
-        from gossipfl.plots import partition_figure
+        from gossipfl.output.plots import partition_figure
 
         what = args.partition + (f", alpha {config.data.alpha:g}"
                                   if args.partition == "dirichlet" else "")

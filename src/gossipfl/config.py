@@ -8,7 +8,7 @@ mapping (an unknown key or a value of the wrong type is one
 :class:`~gossipfl.errors.GossipflError` sentence naming the dotted key and the value).
 
 This module imports no component: every component may read its section's type from here.
-:func:`gossipfl.loading.load_config`, above the components, layers the levels (a file,
+:func:`gossipfl.assembly.loading.load_config`, above the components, layers the levels (a file,
 ``--set``) and checks each section against the registries of its pieces.
 
 Values that only the Python API can carry (tensors, an ``nn.Module`` factory, a mixing
@@ -28,9 +28,9 @@ from typing import Any
 import yaml
 
 from gossipfl import plugins
+from gossipfl.common.sections import SHARED_TOPOLOGY_DEFAULTS, SHARED_TOPOLOGY_PARAMS
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import read_text
-from gossipfl.sections import SHARED_TOPOLOGY_DEFAULTS, SHARED_TOPOLOGY_PARAMS
 from gossipfl.validation import check_finite, coerce
 
 
@@ -104,7 +104,7 @@ class TopologyConfig:
     def parse(cls, raw: Any, prefix: str = "topology.") -> TopologyConfig:
         """The section from its flat mapping: the keys above are typed as fields, every other
         key is one of the topology's own parameters (checked against the topology's
-        registration by :mod:`gossipfl.loading`)."""
+        registration by :mod:`gossipfl.assembly.loading`)."""
         section = prefix.rstrip(".")
         if raw is None:
             raw = {}
@@ -290,7 +290,7 @@ class PrivacyConfig:
 @dataclass
 class AlgorithmConfig:
     """Algorithm name plus its own hyperparameters: after :func:`parse_config` a mapping, after
-    :func:`gossipfl.loading.load_config` the algorithm's ``Params`` dataclass (typed and
+    :func:`gossipfl.assembly.loading.load_config` the algorithm's ``Params`` dataclass (typed and
     checked through the algorithm registry)."""
 
     name: str = "dfedavg"
@@ -469,7 +469,7 @@ def check_exclusive(raw: dict, where: str = "", typed: bool = False) -> None:
 def parse_config(raw: dict) -> Config:
     """The typed sections of a raw config (one sentence for an unknown key or a value of the
     wrong type), with the plugins it names loaded. The algorithm's hyperparameters stay a
-    mapping: the algorithm registry types them (:func:`gossipfl.loading.check_config`)."""
+    mapping: the algorithm registry types them (:func:`gossipfl.assembly.loading.check_config`)."""
     raw = dict(raw)
     raw["plugins"] = plugins.resolve([*plugins.resolve(raw.get("plugins")),
                                       *plugins.session_plugins()])

@@ -24,7 +24,7 @@ a round is deterministic:
 
 with η_{t,p} = (phase.lr or η) γ^t, μ_p the phase's momentum (or ``momentum``), K_p its
 steps or epochs (or K; one epoch is one full-batch step) and ``phase.begin`` before its first
-step: the local loop is the :class:`~gossipfl.training.LocalTrainer` of a run, with a
+step: the local loop is the :class:`~gossipfl.schedules.training.LocalTrainer` of a run, with a
 full-batch sampler. A schedule (:mod:`gossipfl.schedules`) runs on the same pieces:
 ``Sequential(algo, bed.trainer, bed.fed).run_round(bed.context(t), state)``.
 """
@@ -39,15 +39,15 @@ import numpy as np
 import torch
 
 from gossipfl.algorithms.base import Algorithm, Context, State, Work
-from gossipfl.clients import ClientEnv, LocalTraining
 from gossipfl.config import TrainConfig
 from gossipfl.data import ClientSampler, from_tensors
 from gossipfl.engine import ParamLayout, make_oracle
 from gossipfl.engine.groups import ParamGroups
-from gossipfl.federation import Federation
 from gossipfl.models import build_model, head_names
+from gossipfl.network.clients import ClientEnv, LocalTraining
+from gossipfl.network.federation import Federation
+from gossipfl.schedules.training import LocalTrainer
 from gossipfl.topology import Mixer, Topology, build_topology
-from gossipfl.training import LocalTrainer
 
 
 @dataclass

@@ -8,14 +8,14 @@ every hook of a round receives it. The state is a dict of tensors of two declare
 - **global** state (``global_state``: the server model, a control variate, optimizer moments),
 
 and whatever a round needs only within itself is **scratch**, carried by the :class:`Work`.
-The runner holds the state (the algorithm's namespace of :class:`gossipfl.state.RunState`,
+The runner holds the state (the algorithm's namespace of :class:`gossipfl.common.state.RunState`,
 checkpointed from these declarations); a :mod:`schedule <gossipfl.schedules>` is handed it
 and decides who trains and mixes when: it calls ``begin_round(ctx, state)`` for the working
 rows (all clients, the sampled ones, or one wave of the sequential order, whose state rows
 it hands over), runs the local
 :class:`Phase` s on them, and calls ``keep`` / ``end_round`` to communicate through the
-:class:`~gossipfl.federation.Federation` (which counts the bytes). The algorithm sees what a
-client has through its :class:`~gossipfl.clients.ClientEnv`.
+:class:`~gossipfl.network.federation.Federation` (which counts the bytes). The algorithm sees what a
+client has through its :class:`~gossipfl.network.clients.ClientEnv`.
 
 A phase carries its own direction (a :func:`~gossipfl.algorithms.terms.chain` of local
 terms: gradient or SAM, weight decay, proximal pull, correction, ...) and its own step (the
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from gossipfl.clients import Batch, ClientEnv
+from gossipfl.network.clients import Batch, ClientEnv
 from gossipfl.validation import (  # noqa: F401  (the vocabulary algorithms import from here)
     AT_LEAST_ONE,
     BOOLEAN,
@@ -43,7 +43,7 @@ from gossipfl.validation import (  # noqa: F401  (the vocabulary algorithms impo
 )
 
 if TYPE_CHECKING:  # annotations only
-    from gossipfl.federation import Federation
+    from gossipfl.network.federation import Federation
 
 #: An algorithm's state: per-client ``[M, ...]`` and global tensors, by name.
 State = dict[str, torch.Tensor]
@@ -216,7 +216,7 @@ class Algorithm:
 
     Declarations read by the schedule and the runner: ``centralized`` (a server model
     instead of a topology), ``client_state`` / ``global_state`` (what a checkpoint keeps:
-    per-client rows and the rest, :mod:`gossipfl.state`),
+    per-client rows and the rest, :mod:`gossipfl.common.state`),
     ``evaluations`` (which models the evaluation protocols measure: ``average``, ``local``;
     ``personalized``: the algorithm trains personal models, measured on each client's local
     test split by default and reported first in tables), ``orders`` (the gossip orders

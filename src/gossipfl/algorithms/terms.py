@@ -96,7 +96,7 @@ def _fusable(ctx: Context) -> bool:
 
 def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
     """The step of a :func:`_fusable` phase with the update fused into the (last) gradient
-    (:meth:`~gossipfl.clients.ClientEnv.fused_step`): d = g + wd y, then the local
+    (:meth:`~gossipfl.network.clients.ClientEnv.fused_step`): d = g + wd y, then the local
     optimizer's update of y (and v), parameter by parameter; the same numbers, no gradient
     stack. On the CPU a decayed or momentum update is one pass
     (:func:`gossipfl.engine.fused_update.sgd_update`, the same bits as the torch ops)."""

@@ -43,12 +43,12 @@ from gossipfl.analysis.models import (
     load_run_models,
 )
 from gossipfl.analysis.options import check_device, check_options
+from gossipfl.common.rng import torch_generator
 from gossipfl.engine import ParamLayout, make_oracle
 from gossipfl.engine.hvp import HessianOperator
 from gossipfl.errors import GossipflError
 from gossipfl.io import check_writable
-from gossipfl.progress import CountedProducts, WorkBar
-from gossipfl.rng import torch_generator
+from gossipfl.output.progress import CountedProducts, WorkBar
 
 #: A file to write once everything is computed: returns its path.
 Pending = Callable[[], Path]
@@ -217,7 +217,7 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
     computed. ``grid`` points per axis: 2-D coordinates span [−span, span]; the 1-D α runs
     over [−span/2, 1 + span/2]. ``samples=None`` uses the whole split. ``mode`` is the HVP
     batching: "auto", "batched" (vmap over models) or "loop". Progress on stderr (the
-    Hessian-vector products, the landscape's batches of points: :mod:`gossipfl.progress`)
+    Hessian-vector products, the landscape's batches of points: :mod:`gossipfl.output.progress`)
     unless ``quiet``.
 
     Every option, the device, the run directory, the output folder's writability and

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from gossipfl.analysis.write import ANALYSIS_DIR
-from gossipfl.rng import numpy_generator
+from gossipfl.common.rng import numpy_generator
 
 #: The study-table columns :func:`analysis_columns` may return, with their descriptions.
 COLUMNS = {

@@ -1,7 +1,7 @@
 """The models a run saved, and the samples an analysis evaluates them on.
 
 A run directory holds ``config.yaml`` (the resolved config) and ``checkpoint.pt``; the model
-is rebuilt from the config (:func:`gossipfl.runner.build_model_for`, architecture only: the
+is rebuilt from the config (:func:`gossipfl.core.runner.build_model_for`, architecture only: the
 weights come from the checkpoint). :func:`checkpoint_models` is the one place that knows the
 checkpoint's layout.
 """
@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from gossipfl.common.rng import numpy_generator
 from gossipfl.errors import GossipflError
-from gossipfl.rng import numpy_generator
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -80,8 +80,8 @@ def load_run_models(run_dir: str | Path, round: int | None = None) -> RunModels:
 
     Runs keep one checkpoint (the latest); ``round`` must be the round it was written at.
     """
-    from gossipfl.experiment import build_data, build_model_for
-    from gossipfl.loading import load_config
+    from gossipfl.assembly.experiment import build_data, build_model_for
+    from gossipfl.assembly.loading import load_config
 
     path = Path(run_dir)
     if not path.is_dir():

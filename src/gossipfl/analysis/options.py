@@ -99,10 +99,10 @@ def check_study_analysis(value: Any) -> dict | None:
 def check_device(device: Any, key: str = "--device") -> Any:
     """The torch device ``device`` names (cpu, cuda, cuda:N or auto), refused in one
     sentence when it is malformed or not on this machine (as ``gossipfl run`` does,
-    :func:`gossipfl.runner.resolve_device`)."""
+    :func:`gossipfl.core.runner.resolve_device`)."""
     import torch
 
-    from gossipfl.experiment import resolve_device
+    from gossipfl.assembly.experiment import resolve_device
 
     if not isinstance(device, str) or not (
             device in ("cpu", "auto", "cuda") or (device.startswith("cuda:")

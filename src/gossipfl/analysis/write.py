@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from gossipfl.io import atomic_write_text
-from gossipfl.plots import save
+from gossipfl.output.plots import save
 
 ANALYSIS_DIR = "analysis"
 

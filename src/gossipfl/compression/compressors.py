@@ -15,7 +15,7 @@ bitwise, and ``encode(x, keys).shape[1] == width(P)``. A row's result depends on
 own values and its own key, never on the other rows. Wire conventions: values are float32
 (4 bytes) and indices int32, both little-endian (the byte order of the platforms PyTorch
 runs on); bits are packed 8 per byte, the first bit in a byte's least significant bit
-(:func:`pack_bits`). Randomness comes from :func:`gossipfl.rng.counter_bits` on the row's
+(:func:`pack_bits`). Randomness comes from :func:`gossipfl.common.rng.counter_bits` on the row's
 key, so a receiver holding the key regenerates it (rand_k's indices are never sent).
 """
 
@@ -29,10 +29,10 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from gossipfl.common.rng import counter_bits
 from gossipfl.compression import kernels
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.plugins import Registry
-from gossipfl.rng import counter_bits
 from gossipfl.validation import BOOLEAN, COUNT, Rule, check_all, check_piece_params
 
 _COUNT = dataclasses.replace(COUNT, quoted=True)

@@ -24,13 +24,13 @@ measure against): each client sends C(z_i) itself and x_i = z_i + γ (Σ_j w_ij 
 no public copies, and the compression error is never corrected.
 
 **Where it applies.** ``topology.compression: {compressor: top_k, fraction: 0.01, gamma:
-0.2}`` replaces every :meth:`~gossipfl.federation.Federation.gossip` of a decentralized
+0.2}`` replaces every :meth:`~gossipfl.network.federation.Federation.gossip` of a decentralized
 algorithm (DFedAvg, DFedSAM, OledFL, DFedCata, the tracking methods, the personalized ones on
 their shared group) by this step. Each channel has its own public copies: a channel is the
 variable the algorithm gossips (its ``gossip_channels``:
 DSGT's ``x`` and ``tracker`` are two channels, Q gossip steps share one). Algorithms that
 gossip otherwise (push-sum's ``sgp``, DisPFL's masked gossip), the sequential order and
-centralized algorithms refuse it (:mod:`gossipfl.compat`, from this stage's
+centralized algorithms refuse it (:mod:`gossipfl.assembly.compat`, from this stage's
 :class:`~gossipfl.topology.stages.Needs`); ``choco``, ``deepsqueeze`` and ``beer`` compress
 their own messages (``algorithm.compressor``).
 """
@@ -43,9 +43,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gossipfl.common.state import Namespace, gossip_namespace
 from gossipfl.compression.compressors import Compressor, build_compressor
 from gossipfl.errors import GossipflError
-from gossipfl.state import Namespace, gossip_namespace
 from gossipfl.topology.stages import Channel, Needs, Stage
 from gossipfl.validation import BOOLEAN, FRACTION
 
@@ -65,7 +65,7 @@ class ChocoGossip:
     def step(self, wire, z: Tensor, hat: Tensor, mixed: Tensor, t: int, key: tuple
              ) -> tuple[Tensor, Tensor, Tensor]:
         """(x, x̂, s) after one step on ``z`` (``hat`` = x̂, ``mixed`` = s, updated in place)
-        over ``wire`` (:class:`gossipfl.wire.Wire`: the compressed sends and their bytes);
+        over ``wire`` (:class:`gossipfl.network.wire.Wire`: the compressed sends and their bytes);
         ``key`` names the channel for the compressor's randomness."""
         if not self.error_feedback:
             q, mixed_q = wire.send_compressed(z, t, self.compressor, key)
@@ -93,7 +93,7 @@ class Channels(Stage):
     """The compression stage of the gossip pipeline (``topology.compression``): each channel
     of the algorithm (:class:`~gossipfl.topology.stages.Channel`, the variable it gossips)
     has its own public copies (x̂, s). The copies live in the run's gossip namespace
-    ``state`` (:func:`gossipfl.state.gossip_namespace`; a fresh one when none is given):
+    ``state`` (:func:`gossipfl.common.state.gossip_namespace`; a fresh one when none is given):
     ``"k.hat"`` / ``"k.mixed"`` for the channel declared k-th, this process's rows
     ``[M, n]``, made at the channel's first use. The compressor's streams are keyed by
     (k, round, step)."""

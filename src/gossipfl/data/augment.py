@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from gossipfl.rng import counter_bits
+from gossipfl.common.rng import counter_bits
 
 
 def crop_flip_params(num: int, generator: torch.Generator, padding: int = 4,
@@ -66,7 +66,7 @@ def random_crop_flip(x: Tensor, generator: torch.Generator, padding: int = 4,
 def hashed_crop_flip_params(keys: Tensor, counters: Tensor, padding: int = 4
                             ) -> tuple[Tensor, Tensor, Tensor]:
     """``(dy, dx, flip)`` for image n of client stream k from a hash of (keys[k], counters[n])
-    (:func:`gossipfl.rng.counter_bits`): offsets uniform in ``0..2p``, flips with p = 0.5.
+    (:func:`gossipfl.common.rng.counter_bits`): offsets uniform in ``0..2p``, flips with p = 0.5.
 
     ``keys [S]`` and ``counters [S, B]`` int64 give ``[S * B]`` parameters, so each client's
     augmentation depends only on its own key, whatever clients are drawn with it."""

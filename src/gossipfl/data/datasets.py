@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gossipfl.common.rng import numpy_generator
 from gossipfl.data import formats, tiny_imagenet
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.plugins import Registry
-from gossipfl.rng import numpy_generator
 
 DATASETS: tuple[str, ...] = ("fashion_mnist", "mnist", "cifar10", "cifar100", "tiny_imagenet",
                              "synthetic", "emnist_l", "femnist", "shakespeare")

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gossipfl.common.rng import client_keys, counter_bits, vectorized_keys
 from gossipfl.errors import GossipflError
-from gossipfl.rng import client_keys, counter_bits, vectorized_keys
 
 IndexBatch = tuple[Tensor, Tensor]  # (idx [M, B], mask [M, B])
 
@@ -47,7 +47,7 @@ class ClientSampler:
             raise GossipflError("data.clients: the sampler needs at least one client, got 0.")
         self.device = torch.device(device)
         self.seed = int(seed)
-        # how client keys are derived (gossipfl.rng.vectorized_keys): fixed for the run
+        # how client keys are derived (gossipfl.common.rng.vectorized_keys): fixed for the run
         self.vectorized = (vectorized_keys(len(client_indices)) if vectorized is None
                            else bool(vectorized))
         sizes = [len(ix) for ix in client_indices]
@@ -136,7 +136,7 @@ class ClientSampler:
         return _cut(idx, mask, num_steps, self.batch_size)
 
     def _keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
-        """The clients' stream keys for ``keys`` (the run's way: gossipfl.rng.client_keys)."""
+        """The clients' stream keys for ``keys`` (the run's way: gossipfl.common.rng.client_keys)."""
         return client_keys(self.seed, ids, *keys, counters=counters,
                            vectorized=self.vectorized, device=self.device)
 

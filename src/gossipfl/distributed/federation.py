@@ -34,9 +34,9 @@ from torch import Tensor
 
 from gossipfl.distributed.launch import Processes
 from gossipfl.errors import GossipflError
-from gossipfl.federation import Federation, Traffic
+from gossipfl.network.federation import Federation, Traffic
+from gossipfl.network.wire import Wire, message_bytes
 from gossipfl.topology.sparse import Edges, unique_sorted
-from gossipfl.wire import Wire, message_bytes
 
 FAILURE_KEY = "gossipfl/failed"
 

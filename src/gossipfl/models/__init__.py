@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from gossipfl.common.rng import derive_seed
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.models.cnn import cnn, femnist_cnn
 from gossipfl.models.mlp import linear, logistic, mlp
@@ -21,7 +22,6 @@ from gossipfl.models.resnet import resnet18
 from gossipfl.models.text import lstm
 from gossipfl.models.vgg import vgg11
 from gossipfl.plugins import Registry
-from gossipfl.rng import derive_seed
 from gossipfl.validation import coerce
 
 ModelBuilder = Callable[..., nn.Module]

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config
 from gossipfl.errors import Diverged, GossipflError
 from gossipfl.io import FolderLock, WriteError, check_writable, remove_stale_temps
-from gossipfl.loading import load_config
+from gossipfl.output.trackers import Tracking
 from gossipfl.results import inputs as run_inputs
 from gossipfl.results.interrupts import StopAtRoundEnd, StopRequest
 from gossipfl.results.ranks import report_failure, shared_run_directory
@@ -25,7 +26,6 @@ from gossipfl.results.rundir import (
     check_free,
     comparable_config,
 )
-from gossipfl.trackers import Tracking
 
 
 @dataclass
@@ -65,7 +65,7 @@ def prepare_fresh(config: Config, path: str | Path, key: str = "output.dir",
     The files the run reads are named by absolute path in its config.yaml and recorded with
     their SHA-256 in inputs.json (:mod:`gossipfl.results.inputs`).
     """
-    from gossipfl.runner import Runner
+    from gossipfl.core.runner import Runner
 
     path = Path(path)
     if unique:
@@ -116,7 +116,7 @@ def prepare_resume(path: str | Path, device: str | None = None,
 
 
 def _rebuild(run_dir: RunDirectory, device: str | None) -> PreparedRun:
-    from gossipfl.runner import Runner
+    from gossipfl.core.runner import Runner
 
     overrides = [f"device={device}"] if device else []
     config = load_config(run_dir.file(CONFIG_FILE), overrides)

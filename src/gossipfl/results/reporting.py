@@ -21,9 +21,9 @@ import numpy as np
 import yaml
 
 from gossipfl.analysis.columns import analysis_columns
+from gossipfl.assembly.plan import format_bytes
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.io import atomic_write_text
-from gossipfl.plan import format_bytes
 from gossipfl.results.rundir import (
     ACCURACY_METRICS,
     CONFIG_FILE,
@@ -776,7 +776,7 @@ def write_figures(groups: dict[str, list[Run]], out_dir: str | Path,
     """accuracy.png (vs round), accuracy_vs_bytes.png, consensus.png: one curve per group
     (each in its own accuracy when ``metric`` maps labels to metrics; the curve's label
     then names it)."""
-    from gossipfl import plots
+    from gossipfl.output import plots
 
     out = Path(out_dir)
     files = []
@@ -801,7 +801,7 @@ def curves_figure(groups: dict[str, list[Run]], y_key: str | dict[str, str],
     std over its runs, on the rounds they all hold), or None when no run holds both.
     ``metric`` is the groups' accuracy (a single run's figure then adds its local models'
     curve); ``log_y`` defaults to a log scale for the consensus distance."""
-    from gossipfl import plots
+    from gossipfl.output import plots
 
     metric = y_key if metric is None else metric
     seeds = max(len(runs) for runs in groups.values())
@@ -825,7 +825,7 @@ def curves_figure(groups: dict[str, list[Run]], y_key: str | dict[str, str],
 
 def _curves(groups: dict[str, list[Run]], x_key: str, y_key: str | dict[str, str],
             mixed: bool = False) -> list:
-    from gossipfl.plots import Curve
+    from gossipfl.output.plots import Curve
 
     curves = []
     for label, runs in groups.items():
@@ -838,7 +838,7 @@ def _curves(groups: dict[str, list[Run]], x_key: str, y_key: str | dict[str, str
 
 def _local_curve(run: Run, x_key: str) -> list:
     """The local models' mean ± std over clients, for a single-run figure."""
-    from gossipfl.plots import Curve
+    from gossipfl.output.plots import Curve
 
     mean = honest_key("local_acc_mean", run.metrics)  # with Byzantine clients: the honest
     rows = [r for r in run.metrics if mean in r and r.get(x_key) is not None]

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 import yaml
 
+from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config
 from gossipfl.errors import GossipflError
 from gossipfl.io import (
@@ -46,8 +47,7 @@ from gossipfl.io import (
     atomic_write_text,
     check_writable,
 )
-from gossipfl.loading import load_config
-from gossipfl.result import METRIC_COLUMNS, Result
+from gossipfl.output.result import METRIC_COLUMNS, Result
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.csv"

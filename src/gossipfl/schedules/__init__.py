@@ -3,7 +3,7 @@ they mix (``topology.order`` names one).
 
 A :class:`Schedule` owns nothing but the order of events: each round it asks the algorithm
 for the working rows of the clients it picks (``begin_round(ctx, state)``), has the
-:class:`~gossipfl.training.LocalTrainer` run the algorithm's phases on them, and lets the
+:class:`~gossipfl.schedules.training.LocalTrainer` run the algorithm's phases on them, and lets the
 algorithm communicate (``keep`` / ``end_round``). It hands the algorithm the state rows it
 works on and never swaps the algorithm's state (the algorithm holds none).
 
@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from gossipfl.algorithms.base import Algorithm, Context, State
+from gossipfl.common.state import Namespace
 from gossipfl.plugins import Registry
-from gossipfl.state import Namespace
 
 if TYPE_CHECKING:  # annotations only: naming the schedules needs neither
-    from gossipfl.federation import Federation
-    from gossipfl.training import LocalTrainer
+    from gossipfl.network.federation import Federation
+    from gossipfl.schedules.training import LocalTrainer
 
 
 @dataclass
@@ -58,12 +58,12 @@ class Schedule:
 
     name: str = ""
     #: why it cannot split the ``[M, P]`` stack over processes (None: it can); the words
-    #: after "topology.order: <name>" in the refusal (gossipfl.compat)
+    #: after "topology.order: <name>" in the refusal (gossipfl.assembly.compat)
     one_process: ClassVar[str | None] = None
     #: why it cannot run with offline clients or failed links (None: it can)
     no_failures: ClassVar[str | None] = None
     #: the per-client rows it keeps from round to round (its namespace of the run's state,
-    #: gossipfl.state.RunState.schedule, checkpointed; made by :meth:`initial_state`)
+    #: gossipfl.common.state.RunState.schedule, checkpointed; made by :meth:`initial_state`)
     client_state: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, algorithm: Algorithm, trainer: LocalTrainer, fed: Federation,
@@ -94,7 +94,7 @@ class Schedule:
     def refusal(cls, algorithm: Algorithm, distributed_world: int | None) -> str | None:
         """Why this schedule cannot run ``algorithm`` (None: it can); ``distributed_world``:
         the number of processes when the rows are split over several (``one_process`` is
-        checked before, by :mod:`gossipfl.compat`). The built-in orders ask the algorithm
+        checked before, by :mod:`gossipfl.assembly.compat`). The built-in orders ask the algorithm
         (:meth:`~gossipfl.algorithms.base.Algorithm.order_error`); by default every algorithm
         runs."""
         return None
@@ -103,7 +103,7 @@ class Schedule:
     def systems_refusal(cls, model) -> str | None:
         """Why this schedule cannot run with the values of the ``systems`` draws ``model``
         (a :class:`gossipfl.systems.SystemsModel`; None: it can; ``no_failures`` is checked
-        by :mod:`gossipfl.compat`)."""
+        by :mod:`gossipfl.assembly.compat`)."""
         return None
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:

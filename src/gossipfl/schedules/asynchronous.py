@@ -46,8 +46,8 @@ import numpy as np
 import torch
 
 from gossipfl.algorithms.base import Context, RoundPlan, State
+from gossipfl.common.rng import numpy_generator
 from gossipfl.errors import GossipflError
-from gossipfl.rng import numpy_generator
 from gossipfl.schedules import RoundOutcome, Schedule, register_schedule
 from gossipfl.topology.sparse import Edges, first_asymmetry
 

@@ -14,7 +14,7 @@ and failed links.
 for the round's plan (:meth:`Systems.plan`: who is offline, who may report, the speeds and
 clocks) and passes it to the schedule in ``ctx.plan``; after it, it advances the clocks
 (:meth:`Systems.advance`, with the plan and the schedule's own clocks if it kept event time).
-The clocks live in the run's systems namespace (:mod:`gossipfl.state`), which the runner
+The clocks live in the run's systems namespace (:mod:`gossipfl.common.state`), which the runner
 checkpoints. Without a ``systems`` section none of this exists and nothing changes.
 """
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gossipfl.algorithms.base import RoundPlan
-from gossipfl.federation import message_bytes
+from gossipfl.network.federation import message_bytes
 from gossipfl.systems.clock import Clock, message_seconds, planned_steps
 from gossipfl.systems.failures import FailingTopology, renormalize, renormalize_edges
 from gossipfl.systems.model import SystemsModel
@@ -33,9 +33,9 @@ from gossipfl.systems.rounds import idle_outcome, offline_rows_kept
 
 if TYPE_CHECKING:  # annotations only
     from gossipfl.algorithms.base import Algorithm
+    from gossipfl.common.state import Namespace
     from gossipfl.config import Config
-    from gossipfl.federation import Federation
-    from gossipfl.state import Namespace
+    from gossipfl.network.federation import Federation
     from gossipfl.topology import Topology
 
 
@@ -114,7 +114,7 @@ class Systems:
 
 def systems_model(config: Config, num_clients: int) -> SystemsModel | None:
     """The run's draws (None without a ``systems`` section; one process:
-    :mod:`gossipfl.compat` refuses several)."""
+    :mod:`gossipfl.assembly.compat` refuses several)."""
     if config.systems is None:
         return None
     return SystemsModel(config.systems, num_clients, config.seed)
@@ -132,7 +132,7 @@ def build_systems(config: Config, model: SystemsModel | None, fed: Federation,
                   algorithm: Algorithm, num_params: int,
                   state: Namespace | None = None) -> Systems | None:
     """The run's :class:`Systems` (None without a ``systems`` section), once
-    :mod:`gossipfl.compat` has let its combination with the rest through; ``state``: the
+    :mod:`gossipfl.assembly.compat` has let its combination with the rest through; ``state``: the
     run's systems namespace, where its clocks live."""
     if model is None:
         return None

@@ -12,7 +12,7 @@ never for the whole network:
 
 - K_i: the local steps the round's phases run for client i (:func:`planned_steps`: a phase's
   ``steps``, or its epochs × ⌈n_i / B⌉, one step per epoch with full batches; 0 without data),
-  which is what :class:`~gossipfl.training.LocalTrainer` runs;
+  which is what :class:`~gossipfl.schedules.training.LocalTrainer` runs;
 - b_j^t: the bytes client j sent in round t (the Federation's count: compression shortens
   them) divided by its out-degree in W'_t: all of a round's messages to one neighbour (every
   gossip step and every gossiped vector) travel as one transfer, and the transfers to
@@ -23,7 +23,7 @@ never for the whole network:
 
 Round t of a centralized algorithm: the server sends its model to each sampled online client
 that meets the deadline, each computes and uploads; every transfer is one model
-(4P bytes, :func:`~gossipfl.federation.message_bytes`) over the client's link:
+(4P bytes, :func:`~gossipfl.network.federation.message_bytes`) over the client's link:
 
     τ_i = (ℓ_i + 4P/β_i) + K_i c_i^t + (ℓ_i + 4P/β_i)        (download, compute, upload)
 
@@ -42,7 +42,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gossipfl.algorithms.base import Phase
-from gossipfl.state import Namespace, systems_namespace
+from gossipfl.common.state import Namespace, systems_namespace
 from gossipfl.topology.sparse import Edges
 
 
@@ -75,7 +75,7 @@ def message_seconds(sent: np.ndarray, degree: np.ndarray, latency: np.ndarray,
 
 class Clock:
     """The M clients' clocks T_i (float64 seconds), kept in the run's systems namespace
-    ``state`` (``"clocks"``, :func:`gossipfl.state.systems_namespace`; a fresh one when none
+    ``state`` (``"clocks"``, :func:`gossipfl.common.state.systems_namespace`; a fresh one when none
     is given)."""
 
     def __init__(self, num_clients: int, state: Namespace | None = None):

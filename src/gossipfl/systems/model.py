@@ -1,6 +1,6 @@
 """The systems model: what each client's hardware and network do in each round.
 
-Every draw is counter-based (:mod:`gossipfl.rng`): a per-round quantity of round t is element
+Every draw is counter-based (:mod:`gossipfl.common.rng`): a per-round quantity of round t is element
 i (client i) of the vector drawn from the stream (seed, "systems", what, t); a quantity drawn
 once per client comes from (seed, "systems", what). So the draws of a round never depend on
 the rounds before it (except the Markov chain, recomputed from its start when asked out of
@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from gossipfl.common.rng import counter_bits, derive_seed, numpy_generator
 from gossipfl.errors import GossipflError, did_you_mean
-from gossipfl.rng import counter_bits, derive_seed, numpy_generator
 from gossipfl.validation import (
     BOOLEAN,
     FRACTION,

@@ -14,7 +14,7 @@ made by :meth:`gossipfl.systems.Systems.plan` before the round and passed as an 
 
 Any schedule runs under a plan: nothing is set on it or cleared around its call.
 :func:`run_round` is the one round driver, used by the runner and by a packed study's joint
-round (gossipfl.packing): round t of a schedule on the algorithm's state, under the plan of
+round (gossipfl.studies.packing): round t of a schedule on the algorithm's state, under the plan of
 ``ctx`` (idle, or with the offline clients' rows kept).
 """
 

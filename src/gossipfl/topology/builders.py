@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gossipfl.common.rng import derive_seed, numpy_generator
 from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError
-from gossipfl.rng import derive_seed, numpy_generator
 from gossipfl.topology import dynamic
 from gossipfl.topology.dynamic import random_k_neighbours
 from gossipfl.topology.mixing import (

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gossipfl.rng import numpy_generator
+from gossipfl.common.rng import numpy_generator
 
 if TYPE_CHECKING:  # annotations only
     from gossipfl.topology.sparse import Edges

@@ -72,14 +72,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gossipfl.engine.memory import require_memory
-from gossipfl.errors import GossipflError, unknown_choice
-from gossipfl.plugins import Registry
-from gossipfl.sections import (
+from gossipfl.common.sections import (
     SHARED_TOPOLOGY_DEFAULTS,
     SHARED_TOPOLOGY_PARAMS,
     TOPOLOGY_SECTION_KEYS,
 )
+from gossipfl.engine.memory import require_memory
+from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.plugins import Registry
 from gossipfl.topology.mixing import (
     ROW_SUM_TOL,
     check_connected,
@@ -317,8 +317,8 @@ class TopologyKind:
     parameters of ``rules``, each the value given or its default. ``rules``: what each must be
     (:class:`gossipfl.validation.Rule`, checked before training); ``defaults``: the value of
     each one a config leaves out (one without a default must be given). A shared parameter
-    (k, p, s, path, matrix: :data:`gossipfl.sections.SHARED_TOPOLOGY_PARAMS`) has
-    the shared default (:data:`gossipfl.sections.SHARED_TOPOLOGY_DEFAULTS`) for every topology that reads it."""
+    (k, p, s, path, matrix: :data:`gossipfl.common.sections.SHARED_TOPOLOGY_PARAMS`) has
+    the shared default (:data:`gossipfl.common.sections.SHARED_TOPOLOGY_DEFAULTS`) for every topology that reads it."""
 
     name: str
     build: Callable[[int, str, int, dict], Topology]
@@ -475,7 +475,7 @@ def topology_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_W
     """What building topology ``name`` on ``m`` clients needs, and whether it is built as
     edges: :func:`edge_bytes` above DENSE_MAX_CLIENTS for a topology built as edges (a
     custom edge file too), else float64 [M, M] twice (the adjacency and the mixing matrix).
-    :func:`build_topology` checks it, the memory plan (gossipfl.plan) counts it."""
+    :func:`build_topology` checks it, the memory plan (gossipfl.assembly.plan) counts it."""
     if m > DENSE_MAX_CLIENTS and (name in SPARSE_TOPOLOGIES or (
             name == "custom" and is_edge_file(params.get("path")))):
         return edge_bytes(name, m, params, window), True

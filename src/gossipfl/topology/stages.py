@@ -1,17 +1,17 @@
 """The stages of the gossip pipeline: what wraps the Mixer between senders and receivers.
 
 A gossip step of an algorithm, x = W_t z on the gossiped columns, passes through a pipeline
-built once by the composition root (:func:`gossipfl.experiment.build_experiment`)::
+built once by the composition root (:func:`gossipfl.assembly.experiment.build_experiment`)::
 
     z ──► stage 1 ──► stage 2 ──► … ──► the wire: W_t (failures included: W'_t) ──► x
           (compression with error feedback, robust aggregation under attack, …)
 
 Each stage has one method over the messages, :meth:`Stage.mix` ``(z, t, steps, channel,
 link)``, and a declaration of what it needs (:class:`Needs`), from which
-:mod:`gossipfl.compat` derives every refusal of a combination of features. ``link`` is the
+:mod:`gossipfl.assembly.compat` derives every refusal of a combination of features. ``link`` is the
 rest of the pipeline: ``link.mix(...)`` the next stage (at the end: W_t^Q z, its bytes
 charged) and ``link.wire`` the transport itself (W_t's edges and products, compressed sends,
-the byte count; :class:`gossipfl.wire.Wire`). A stage that takes over the messages (the
+the byte count; :class:`gossipfl.network.wire.Wire`). A stage that takes over the messages (the
 compressor sends C(z − x̂), a robust rule reads every neighbour's message) uses the wire and
 does not call ``link.mix``.
 

@@ -39,9 +39,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gossipfl.common.rng import torch_generator
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.plugins import Registry
-from gossipfl.rng import torch_generator
 from gossipfl.validation import Rule, check_piece_params, one_of
 
 _NUMBER = Rule(lambda v: not isinstance(v, (bool, str)) and float(v) == v, "a number", quoted=True)

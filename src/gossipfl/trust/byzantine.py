@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from gossipfl.common.rng import numpy_generator
 from gossipfl.errors import GossipflError
-from gossipfl.rng import numpy_generator
 from gossipfl.topology.sparse import components
 
 WINDOW = 10  # rounds of a time-varying topology whose union must keep the honest connected

@@ -23,7 +23,7 @@ row's gradient in one call, in blocks of clients whose per-sample gradients fit
 runs the materialized path; models that mix the samples of a batch (BatchNorm) have no
 per-sample gradient and are refused before training.
 
-**Noise** comes from counter-based streams (:func:`gossipfl.rng.counter_normal`): the noise
+**Noise** comes from counter-based streams (:func:`gossipfl.common.rng.counter_normal`): the noise
 of client i's k-th private gradient evaluation is a function of (seed, i, k) alone, and k is
 the evaluation count the accountant keeps (:attr:`PrivateGradient.steps`, in the run's
 privacy namespace, so in checkpoints), so a resumed run draws what the uninterrupted one drew, whatever the order,
@@ -38,8 +38,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from gossipfl.rng import client_keys, counter_bits, counter_normal, vectorized_keys
-from gossipfl.state import Namespace, privacy_namespace
+from gossipfl.common.rng import client_keys, counter_bits, counter_normal, vectorized_keys
+from gossipfl.common.state import Namespace, privacy_namespace
 from gossipfl.trust import ghost
 
 
@@ -48,7 +48,7 @@ class PrivateGradient:
     ``batch_sizes`` ``[M]`` the nominal B_i, ``seed`` the run's seed, ``budget`` the bytes
     of per-sample gradients one block may hold. ``steps`` ``[M]`` int64 counts each client's
     private gradient evaluations (the accountant's state and the noise counter), kept in the
-    run's privacy namespace ``state`` (:func:`gossipfl.state.privacy_namespace`; a fresh one
+    run's privacy namespace ``state`` (:func:`gossipfl.common.state.privacy_namespace`; a fresh one
     when none is given)."""
 
     def __init__(self, clip: float, sigma: float, batch_sizes: Tensor, seed: int,

@@ -2,7 +2,7 @@
 
 With ``topology.robust`` or a ``byzantine`` section, the gossip pipeline holds the stage
 :class:`RobustGossip` (:mod:`gossipfl.topology.stages`, built by the composition root) and
-every :meth:`~gossipfl.federation.Federation.gossip` of a decentralized algorithm becomes, per gossip step on the gossiped columns z:
+every :meth:`~gossipfl.network.federation.Federation.gossip` of a decentralized algorithm becomes, per gossip step on the gossiped columns z:
 
     m_{j→i} = attack's message   (j ∈ B, i honest)      m_{j→i} = z_j   (otherwise)
     x_i     = rule(z_i, {m_{j→i} : j ∈ N_i}, w_i·)
@@ -17,7 +17,7 @@ gossip: every client, Byzantine or not, sends one dense message per out-neighbou
 synchronous order; refused (one sentence, before training) for centralized algorithms,
 push-sum (``sgp``), masked gossip (``dispfl``), pairwise averaging (``adpsgd``), compressed
 gossip (``topology.compression``, ``choco``, ``deepsqueeze``, ``beer``), the sequential
-order and several processes (:mod:`gossipfl.compat`, from the stage's ``needs``), and where
+order and several processes (:mod:`gossipfl.assembly.compat`, from the stage's ``needs``), and where
 the rule's b is too large for a receiver's degree.
 A topology built as edges (above ``DENSE_MAX_CLIENTS`` clients) gossips robustly as any
 other: the neighbourhoods are read from its edges; only an attack that reads the whole W
@@ -164,7 +164,7 @@ def byzantine_of(config) -> np.ndarray:
 
 def build_trust(config, topology) -> Trust | None:
     """The run's :class:`Trust` (None when neither setting is given), once
-    :mod:`gossipfl.compat` has let the combination of features through; refuses in one
+    :mod:`gossipfl.assembly.compat` has let the combination of features through; refuses in one
     sentence a graph it cannot run on (the honest clients disconnected, a receiver's degree
     too low for the rule, an attack that reads the dense W of a topology built as edges)."""
     spec = config.byzantine

@@ -55,9 +55,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gossipfl.common.rng import numpy_generator
 from gossipfl.engine.oracle import per_sample_loss
 from gossipfl.errors import GossipflError
-from gossipfl.rng import numpy_generator
 
 PAIRS = 1 << 24  # member × non-member comparisons per block of clients
 #: the false positive rates of the TPR columns, and their column suffixes

@@ -4,7 +4,7 @@ private run holds (:class:`Privacy`: the DP-SGD mechanism and its accountant).
 What it means is in :mod:`gossipfl.trust.dpsgd` (the gradient) and
 :mod:`gossipfl.trust.accountant` (ε). Refused, in one sentence each: several processes
 (``engine.backend: distributed``) and algorithms that read their clients' data other than
-through gradients (their label counts: ``fedrod``), both by :mod:`gossipfl.compat`; here
+through gradients (their label counts: ``fedrod``), both by :mod:`gossipfl.assembly.compat`; here
 models with BatchNorm (no per-sample gradient), δ ≥ 1/n for the smallest client, and ``train.local_steps`` with a batch larger than a client's
 data (its minibatches would repeat samples, q = B/n > 1).
 """
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from gossipfl.common.state import Namespace
 from gossipfl.errors import GossipflError
-from gossipfl.state import Namespace
 from gossipfl.trust.accountant import Accountant
 from gossipfl.trust.dpsgd import PrivateGradient
 from gossipfl.validation import NON_NEGATIVE, POSITIVE, Rule, check_all

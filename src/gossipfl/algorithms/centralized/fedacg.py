@@ -26,7 +26,7 @@ from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL, Phase, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
 from gossipfl.algorithms.server import server_optimizer
 from gossipfl.algorithms.terms import prox, sgd
-from gossipfl.federation import Weighting
+from gossipfl.network.federation import Weighting
 
 
 @dataclass

@@ -26,7 +26,7 @@ from gossipfl.algorithms.base import (
     Work,
 )
 from gossipfl.algorithms.server import ServerOptimizer
-from gossipfl.federation import Weighting
+from gossipfl.network.federation import Weighting
 
 
 @dataclass

@@ -31,7 +31,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import BOOLEAN, POSITIVE, Phase
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm, ServerParams
 from gossipfl.algorithms.terms import prox, sgd, shift
-from gossipfl.federation import Weighting
+from gossipfl.network.federation import Weighting
 
 
 @dataclass

@@ -25,7 +25,7 @@ import torch
 from gossipfl.algorithms.base import Phase, Work
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
 from gossipfl.algorithms.terms import Direction, sgd
-from gossipfl.federation import Weighting
+from gossipfl.network.federation import Weighting
 
 
 class OwnMomentum(ServerAlgorithm):

@@ -28,7 +28,7 @@ from gossipfl.algorithms.base import Phase
 from gossipfl.algorithms.centralized.fedavg import MomentumParams
 from gossipfl.algorithms.centralized.global_momentum import GlobalMomentum
 from gossipfl.algorithms.terms import phase_direction
-from gossipfl.federation import Weighting
+from gossipfl.network.federation import Weighting
 
 
 @register

@@ -17,7 +17,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Phase
 from gossipfl.algorithms.centralized.fedavg import ServerAlgorithm
 from gossipfl.algorithms.terms import sgd, shift
-from gossipfl.federation import Weighting
+from gossipfl.network.federation import Weighting
 
 
 @register

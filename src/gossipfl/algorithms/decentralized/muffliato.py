@@ -28,7 +28,7 @@ of a client's local data: Δ_g = 2C), the clipping of each client's minibatch gr
 paper assumes bounded gradients), one local step per round (``train.local_steps`` and
 ``local_epochs`` are not read, as for ``dpsgd``), and the noise added once per round before
 the K gossip steps. The noise of client i in round t is a function of (seed, i, t) alone
-(:func:`gossipfl.rng.counter_normal`), so a resumed run draws what the uninterrupted one drew.
+(:func:`gossipfl.common.rng.counter_normal`), so a resumed run draws what the uninterrupted one drew.
 
 **Reductions**: with σ = 0 and ``clip: null`` the round is DFedAvg's with one local step and
 Q = K gossip steps, the same computation bit for bit; ``chebyshev: false`` and K = 1: W y^0.
@@ -46,8 +46,8 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import BOOLEAN, NON_NEGATIVE, POSITIVE, Phase, Rule
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.algorithms.terms import chain, gradient, weight_decay
+from gossipfl.common.rng import client_keys, counter_bits, counter_normal, vectorized_keys
 from gossipfl.errors import GossipflError
-from gossipfl.rng import client_keys, counter_bits, counter_normal, vectorized_keys
 from gossipfl.trust import muffliato as pndp
 
 

@@ -37,7 +37,7 @@ import torch
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import FRACTION, NON_NEGATIVE, Algorithm, Hyperparams, Phase, Work
 from gossipfl.algorithms.terms import masked, sgd
-from gossipfl.rng import numpy_generator
+from gossipfl.common.rng import numpy_generator
 
 
 @dataclass

@@ -16,8 +16,9 @@ import numpy as np
 import torch
 
 from gossipfl.algorithms import Algorithm, get_algorithm
-from gossipfl.clients import ClientEnv, LocalTraining
-from gossipfl.compat import check, features
+from gossipfl.assembly.compat import check, features
+from gossipfl.common.rng import derive_seed, numpy_generator
+from gossipfl.common.state import RunState
 from gossipfl.compression.gossip import Channels, build_choco
 from gossipfl.config import Config
 from gossipfl.data import (
@@ -38,11 +39,10 @@ from gossipfl.engine.compiled import resolve_compile, resolve_switch
 from gossipfl.engine.groups import ParamGroups
 from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError
-from gossipfl.federation import Federation
 from gossipfl.models import build_model, check_model_fits, head_names
-from gossipfl.rng import derive_seed, numpy_generator
+from gossipfl.network.clients import ClientEnv, LocalTraining
+from gossipfl.network.federation import Federation
 from gossipfl.schedules import get_schedule
-from gossipfl.state import RunState
 from gossipfl.systems import Systems, build_systems, mixing_topology, systems_model
 from gossipfl.topology import Mixer, Topology, build_topology
 from gossipfl.trust.attacks import ATTACKS
@@ -82,7 +82,7 @@ class Experiment:
     members: Any = None
     privacy: Privacy | None = None  # DP-SGD and its accountant (privacy section)
     info: dict = field(default_factory=dict)
-    #: the run's state, one namespace per owner (gossipfl.state); the runner holds it
+    #: the run's state, one namespace per owner (gossipfl.common.state); the runner holds it
     state: RunState = field(default_factory=RunState)
 
 
@@ -270,7 +270,7 @@ def initial_stack(config: Config, layout: ParamLayout, model: torch.nn.Module,
 
 
 #: A change of the training data before anything is derived from it: ``(dataset, parts) ->
-#: dataset`` with the same sample count (gossipfl.stability_study's neighbouring datasets).
+#: dataset`` with the same sample count (gossipfl.studies.stability's neighbouring datasets).
 Perturbation = Callable[[Dataset, list[np.ndarray]], Dataset]
 
 
@@ -323,7 +323,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     personal = config.model.personal
     groups = ParamGroups.build(layout, head_names(model) if personal is None else personal)
     # which features combine, from the declarations of the algorithm's class, the schedule,
-    # the stages asked for, the backend and the systems draws (gossipfl.compat)
+    # the stages asked for, the backend and the systems draws (gossipfl.assembly.compat)
     check(features(config, algo_cls, topology, world, draws))
     # the robust rule and the attack (byzantine, topology.robust): the honest graph, degrees
     trust = build_trust(config, topology)
@@ -440,7 +440,7 @@ def membership_inputs(config: Config, spec, dataset, trained, held, processes, P
                        f"client's data at a time)", f"{key}.shadows")
     found = candidates(trained, held, spec, config.seed)
     if spec.shadows:  # the first shadow federation built now, so that it refuses before training
-        from gossipfl.loading import load_config
+        from gossipfl.assembly.loading import load_config
         from gossipfl.trust.membership import shadow_config, shadow_halves
 
         half = shadow_halves(found, config.seed)[0]

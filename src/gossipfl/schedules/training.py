@@ -19,10 +19,10 @@ import torch
 from gossipfl.algorithms.base import NO_PLAN, Batch, Context, Phase, RoundPlan, Work
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.algorithms.terms import local_step
-from gossipfl.clients import ClientEnv
+from gossipfl.common.rng import client_keys, vectorized_keys
 from gossipfl.data import ClientSampler, Dataset, apply_crop_flip, hashed_crop_flip_params
-from gossipfl.federation import Federation
-from gossipfl.rng import client_keys, vectorized_keys
+from gossipfl.network.clients import ClientEnv
+from gossipfl.network.federation import Federation
 
 
 class LocalTrainer:
@@ -76,7 +76,7 @@ class LocalTrainer:
     def local_optimizer(self, phase: Phase, t: int, lr: float, momentum: float,
                         inner: Work) -> LocalOptimizer:
         """The optimizer of round t's ``phase`` on the rows ``inner`` (a packed study's
-        trainer gives each run's rows its own learning rate, gossipfl.packing)."""
+        trainer gives each run's rows its own learning rate, gossipfl.studies.packing)."""
         return LocalOptimizer(self.env.groups[phase.group], lr, momentum, len(inner), inner.y)
 
     def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from gossipfl import plugins
+from gossipfl.common.sections import SHARED_TOPOLOGY_PARAMS
 from gossipfl.config import (
     DEFAULT,
     EXCLUSIVE,
@@ -48,7 +49,6 @@ from gossipfl.config import (
     read_yaml,
 )
 from gossipfl.errors import GossipflError, IgnoredSetting
-from gossipfl.sections import SHARED_TOPOLOGY_PARAMS
 from gossipfl.validation import (
     COUNT,
     FRACTION,
@@ -293,7 +293,7 @@ def check_config(config: Config) -> None:
     """Type the algorithm's hyperparameters (a mapping from the parse) through the algorithm
     registry, then check every section; one sentence on the first mistake. ``config`` is
     changed in place: its algorithm's and model's and dataset's options typed."""
-    from gossipfl.compat import check_config as check_combination
+    from gossipfl.assembly.compat import check_config as check_combination
     from gossipfl.data.datasets import check_dataset_options
     from gossipfl.models import check_options
 
@@ -405,7 +405,7 @@ def _check_engine(engine: EngineConfig) -> None:
 
 
 def _check_output(output: OutputConfig) -> None:
-    from gossipfl.trackers import check_wandb
+    from gossipfl.output.trackers import check_wandb
 
     _check_section("output", output, {"checkpoint_every": NON_NEGATIVE})
     check_wandb(output.wandb)

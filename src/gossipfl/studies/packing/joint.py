@@ -7,15 +7,15 @@ run's rows then step with their own rate (:class:`RunRates`).
 
 What is joined, and how each run keeps its own numbers:
 
-- the local training: one :class:`~gossipfl.training.LocalTrainer` over all rows, so every
+- the local training: one :class:`~gossipfl.schedules.training.LocalTrainer` over all rows, so every
   local step is one batched product for all runs; its minibatches come from each run's own
   sampler (:class:`PackedSampler`: run r's rows draw with run r's seed and their run-local
   client ids), its augmentation likewise, and the loss is summed per run in each run's own
   order (:class:`LossTally`);
 - the gossip: :class:`PackedFederation` mixes each run's block with that run's own mixer
   (its topology and W), and counts each run's bytes in its own rows of the traffic;
-- everything else stays each run's own: its :class:`~gossipfl.runner.Runner` evaluates its
-  block, checks it for divergence, records and checkpoints it (gossipfl.packing.execute).
+- everything else stays each run's own: its :class:`~gossipfl.core.runner.Runner` evaluates its
+  block, checks it for divergence, records and checkpoints it (gossipfl.studies.packing.execute).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from torch import Tensor
 
 from gossipfl.algorithms.base import NO_PLAN, Context, Work
 from gossipfl.algorithms.local import LocalOptimizer
-from gossipfl.clients import ClientEnv
-from gossipfl.federation import Federation
+from gossipfl.common.state import Namespace, RunState
+from gossipfl.network.clients import ClientEnv
+from gossipfl.network.federation import Federation
+from gossipfl.network.wire import Wire
 from gossipfl.schedules import RoundOutcome, get_schedule
-from gossipfl.state import Namespace, RunState
+from gossipfl.schedules.training import LocalTrainer
 from gossipfl.systems.rounds import run_round
-from gossipfl.training import LocalTrainer
-from gossipfl.wire import Wire
 
 
 class PackedWire(Wire):
@@ -267,7 +267,7 @@ class Pack:
 
     Each round :meth:`round` trains and gossips the joint stack, hands every runner its own
     block of the state (a copy, at the alignment a run alone has) and returns each runner's
-    round measurements for :meth:`~gossipfl.runner.Runner.step`."""
+    round measurements for :meth:`~gossipfl.core.runner.Runner.step`."""
 
     def __init__(self, runners: Sequence[Any]):
         self.runners = list(runners)

@@ -5,12 +5,12 @@ anonymous ICLR submission) measures how far two trainings drift apart when their
 in one client: ‖x_t − x′_t‖ against rounds t for every algorithm (its Fig. 2; Table 1 bounds
 it), and the empirical generalization gap over rounds (its Fig. 3). Here, for one config or
 for each grid point and seed of a study file (expanded and labelled as ``gossipfl sweep``
-does, :func:`gossipfl.sweep.expand`):
+does, :func:`gossipfl.studies.sweep.expand`):
 
 - two runs are built from the same config (same seed, hence the same initial model, the same
   partition, the same sampled clients every round and the same per-client minibatch
   streams); the second run's training data is the **neighbouring dataset**;
-- both advance in lockstep, one round at a time (:meth:`gossipfl.runner.Runner.step`), and
+- both advance in lockstep, one round at a time (:meth:`gossipfl.core.runner.Runner.step`), and
   after every ``every``-th round (and the last) the distance ``‖x_t − x′_t‖₂`` between the
   two runs' global models is recorded, in float64: the server model of a centralized
   algorithm, the average of the client models of a decentralized one (what
@@ -58,10 +58,10 @@ from typing import Any
 
 import numpy as np
 
+from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config, read_yaml
 from gossipfl.errors import Diverged, GossipflError, unknown_choice
 from gossipfl.io import atomic_write_text, check_writable
-from gossipfl.loading import load_config
 
 PERTURBATIONS = ("client", "sample", "none")
 DEFAULT_GAP_SAMPLES = 10_000
@@ -97,8 +97,8 @@ def stand_ins(labels: np.ndarray, test_labels: np.ndarray, regression: bool,
 
 @dataclass(frozen=True)
 class Neighbour:
-    """The perturbation of :mod:`gossipfl.stability_study`'s docstring, as a
-    ``(dataset, parts) -> dataset`` hook of :class:`gossipfl.runner.Runner`."""
+    """The perturbation of :mod:`gossipfl.studies.stability`'s docstring, as a
+    ``(dataset, parts) -> dataset`` hook of :class:`gossipfl.core.runner.Runner`."""
 
     perturb: str
     client: int
@@ -161,8 +161,8 @@ def check_request(perturb: str, client: int | None = None, every: int | None = N
 def check_config(config: Config, client: int | None, where: str = "") -> None:
     """What refuses a config before its data are loaded: the distributed backend (both runs
     live in one process), a device this machine lacks and a ``client`` out of range."""
-    from gossipfl.compat import stability_refusal
-    from gossipfl.runner import resolve_device
+    from gossipfl.assembly.compat import stability_refusal
+    from gossipfl.core.runner import resolve_device
 
     resolve_device(config.device)
     refusal = stability_refusal(config, where)
@@ -180,7 +180,7 @@ def run_pair(config: Config | dict | str | Path, *, perturb: str = "client",
     """Two runs of ``config`` on neighbouring datasets (``perturb``, ``client``: see the
     module docstring), advanced in lockstep; the distance and the gap of the first every
     ``every`` rounds (default ``eval.every``) and at the last round."""
-    from gossipfl.runner import Runner
+    from gossipfl.core.runner import Runner
 
     check_request(perturb, client, every)
     config = load_config(config)
@@ -242,7 +242,7 @@ class StabilityOutcome:
     def frame(self) -> Any:
         """stability.csv as a pandas DataFrame (one row per label, seed and recorded
         round)."""
-        from gossipfl.frames import pandas
+        from gossipfl.studies.frames import pandas
 
         pd = pandas("gossipfl.stability(...).frame")
         rows = [row for pair in self.pairs for row in pair.rows]
@@ -255,7 +255,7 @@ def load_pairs(source: Config | dict | str | Path, overrides: Sequence[str] = ()
     point and seed of a study file (``base``/``grid`` at the top) — and the default output
     folder: ``<output.dir>/<name>-stability`` (for a study: next to its sweep folder)."""
     from gossipfl.results.rundir import slug
-    from gossipfl.sweep import expand, load_study, study_path
+    from gossipfl.studies.sweep import expand, load_study, study_path
 
     raw = read_yaml(Path(source)) if isinstance(source, (str, Path)) else source
     if isinstance(raw, dict) and ("grid" in raw or "base" in raw):
@@ -281,9 +281,9 @@ def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = 
     before the first run starts. ``log`` gets a line per run (default: nothing), ``warn``
     each warning (default: ``warnings.warn``); a progress bar over each pair's rounds on
     stderr (``progress``: your own, as for :func:`gossipfl.sweep`) unless ``quiet``."""
-    from gossipfl.progress import round_bars
+    from gossipfl.output.progress import round_bars
     from gossipfl.results.rundir import primary_metric
-    from gossipfl.sweep import _silent, _warning
+    from gossipfl.studies.sweep import _silent, _warning
 
     progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     log = log or _silent
@@ -313,7 +313,7 @@ def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = 
 # --------------------------------------------------------------------------------------------
 def write_outputs(pairs: Sequence[PairResult], path: Path, perturb: str) -> list[Path]:
     """``stability.csv``, ``stability.md`` and the two figures in ``path``."""
-    from gossipfl.plots import line_figure
+    from gossipfl.output.plots import line_figure
 
     rows = [row for pair in pairs for row in pair.rows]
     buffer = io.StringIO()
@@ -340,9 +340,9 @@ def write_outputs(pairs: Sequence[PairResult], path: Path, perturb: str) -> list
 
 
 def curves(pairs: Sequence[PairResult], key: str, absolute: bool = False) -> list:
-    """One :class:`gossipfl.plots.Curve` per label: ``key`` over the rounds every seed
+    """One :class:`gossipfl.output.plots.Curve` per label: ``key`` over the rounds every seed
     recorded, mean ± std over the seeds."""
-    from gossipfl.plots import Curve
+    from gossipfl.output.plots import Curve
     from gossipfl.results.reporting import mean_over_rounds
 
     out = []

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gossipfl.errors import GossipflError
-from gossipfl.result import EXTRA, MissingExtra, metrics_frame, pandas  # noqa: F401 (re-exported)
+from gossipfl.output.result import EXTRA, MissingExtra, metrics_frame, pandas  # noqa: F401 (re-exported)
 from gossipfl.results.reporting import (
     Report,
     Run,
@@ -36,7 +36,7 @@ from gossipfl.results.rundir import (
 
 def _figure(groups: dict[str, list[Run]], y: str | dict[str, str], x: str,
             metric: str | dict[str, str]) -> Any:
-    from gossipfl.plots import displayable
+    from gossipfl.output.plots import displayable
 
     fig = curves_figure(groups, y, x, metric)
     if fig is None:

@@ -46,14 +46,18 @@ def memory_plan(config, dataset=None, P: int | None = None) -> tuple[list[Line],
     config; reads the dataset and builds one model (no [M, P] stack, no topology) unless
     ``dataset`` and ``P`` are given (the run's own, :func:`check_plan`)."""
     from gossipfl.algorithms import get_algorithm
+    from gossipfl.assembly.experiment import (
+        KEEP_FREED_MAX_BYTES,
+        LOCAL_CLIENTS_AUTO,
+        build_model_for,
+    )
     from gossipfl.engine import ParamLayout
-    from gossipfl.experiment import KEEP_FREED_MAX_BYTES, LOCAL_CLIENTS_AUTO, build_model_for
     from gossipfl.topology.graphs import topology_bytes
 
     data = config.data
     m = int(data.clients)
     if dataset is None:
-        from gossipfl.experiment import build_data
+        from gossipfl.assembly.experiment import build_data
 
         dataset = build_data(config)[0]  # its size checks, then the data
     if P is None:

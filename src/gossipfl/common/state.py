@@ -4,7 +4,7 @@ Everything a run changes from round to round and must carry over a checkpoint li
 nowhere else: the algorithm's state (the models, trackers, public copies of the algorithms
 that compress their own messages, server models and optimizer moments), the public copies of
 compressed gossip (``topology.compression``), the clients' clocks (``systems``) and the
-private-gradient counts (``privacy``). :func:`~gossipfl.experiment.build_experiment` makes the
+private-gradient counts (``privacy``). :func:`~gossipfl.assembly.experiment.build_experiment` makes the
 RunState before the components and hands each stateful component its own namespace in its
 constructor; the component keeps its mutable state there and has no checkpoint of its own.
 The runner holds the RunState, and a checkpoint *is* it: :meth:`RunState.checkpoint` writes
@@ -47,7 +47,7 @@ class Namespace(dict):
     - ``rows``: the entries that are per-client rows held in blocks: this process's rows
       ``[M_block, ...]``, gathered to the process that writes the run in a checkpoint (all M
       rows there, whatever the number of processes) and split again on restoring
-      (:meth:`~gossipfl.federation.Federation.gather_to_writer`, ``block``); :data:`EVERY`:
+      (:meth:`~gossipfl.network.federation.Federation.gather_to_writer`, ``block``); :data:`EVERY`:
       all of them. Per-client entries that every process holds whole are not ``rows``;
     - ``kept``: the entries a checkpoint holds, each one required on restoring (the others
       are rebuilt); :data:`EVERY`: whatever entries there are (created as they are used),

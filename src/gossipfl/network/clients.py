@@ -3,8 +3,8 @@
 :class:`ClientEnv` holds the model as the gradient oracle sees it (``oracle``, ``layout``),
 the parameter groups, the local-training settings of the ``train`` section, what each client
 knows of its own data (n_i, its label counts) and the run's seed (per-client random streams
-are hashed from it with the client id, :mod:`gossipfl.rng`). It never mixes, samples or
-reduces across clients: that is the :class:`~gossipfl.federation.Federation`'s job, and an
+are hashed from it with the client id, :mod:`gossipfl.common.rng`). It never mixes, samples or
+reduces across clients: that is the :class:`~gossipfl.network.federation.Federation`'s job, and an
 algorithm receives both, typed.
 """
 

@@ -30,8 +30,8 @@ skips finished (and diverged) runs, retries failed and interrupted ones (from th
 when they have one), and refuses a run directory whose config no longer matches. At the end
 ``table.md``, ``table.csv`` and the figures are written into the study folder; the outcome
 lists the runs that failed, with why. ``jobs`` > 1 runs that many at a time on worker
-processes (:mod:`gossipfl.jobs`), into the same directories; ``pack`` computes runs that differ
-in seed and learning rate as one stack of clients (:mod:`gossipfl.packing`), into the same directories.
+processes (:mod:`gossipfl.studies.jobs`), into the same directories; ``pack`` computes runs that differ
+in seed and learning rate as one stack of clients (:mod:`gossipfl.studies.packing`), into the same directories.
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ from typing import Any
 import yaml
 
 from gossipfl import plugins
-from gossipfl.compat import preflight
+from gossipfl.assembly.compat import preflight
+from gossipfl.assembly.loading import apply_override, layer, load_config, plain
 from gossipfl.config import Config, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
-from gossipfl.loading import apply_override, layer, load_config, plain
 from gossipfl.results.inputs import compute_path, with_absolute_paths
 from gossipfl.results.lifecycle import (
     PreparedRun,
@@ -306,7 +306,7 @@ def check_trust(config: Config) -> None:
     """Byzantine clients and the robust rule, as the run would draw them (its seed): the honest
     clients connected without the Byzantine ones, every receiver's degree enough for the
     rule's b, the algorithm able to gossip robustly — refused before any run of a study
-    trains (without the data: the topology alone; :func:`gossipfl.compat.preflight`)."""
+    trains (without the data: the topology alone; :func:`gossipfl.assembly.compat.preflight`)."""
     if config.byzantine is None and config.topology.robust is None:
         return
     preflight(config)
@@ -317,7 +317,7 @@ def check_buildable(config: Config) -> None:
     for the algorithm and its parameters, the compute-speeds file (one number per client),
     and the algorithm's topology for the client count (a graph that cannot be built, or is
     too large for memory, is refused here)."""
-    from gossipfl.compat import declared_features, schedule_refusal
+    from gossipfl.assembly.compat import declared_features, schedule_refusal
     from gossipfl.topology import build_topology
 
     f = declared_features(config)
@@ -341,7 +341,7 @@ def check_analysis_fits(analysis: dict, variants: list[Variant]) -> None:
     models exist (not a centralized algorithm's) and ``top_k`` ≤ P (the model's parameters,
     counted on the meta device from the data's shapes; each dataset is loaded once)."""
     from gossipfl.algorithms import get_algorithm
-    from gossipfl.experiment import build_data, count_parameters
+    from gossipfl.assembly.experiment import build_data, count_parameters
 
     top_k, shapes = analysis.get("top_k"), {}
     for variant in variants:
@@ -453,12 +453,12 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
               only: Sequence[str] = (), pack: bool = False, quiet: bool = True) -> StudyOutcome:
     """Run every variant not yet done, then write the table and figures. ``log`` gets a
     line per run (default: nothing), ``warn`` each warning (default: ``warnings.warn``).
-    ``jobs`` > 1: the runs on that many worker processes (:mod:`gossipfl.jobs`); ``only``:
+    ``jobs`` > 1: the runs on that many worker processes (:mod:`gossipfl.studies.jobs`); ``only``:
     the runs whose directory name matches one of these ``fnmatch`` patterns (the table
     still shows every run of the study that is there); ``pack``: runs that differ in seed
-    and learning rate computed as one stack, each into its own run directory (:mod:`gossipfl.packing`;
+    and learning rate computed as one stack, each into its own run directory (:mod:`gossipfl.studies.packing`;
     not with ``jobs`` > 1); ``quiet`` False: with ``jobs`` > 1, a bar over the runs on stderr
-    (:class:`gossipfl.progress.StudyBar`; ``progress`` makes each run's own bar otherwise)."""
+    (:class:`gossipfl.output.progress.StudyBar`; ``progress`` makes each run's own bar otherwise)."""
     log = log or _silent
     warn = warn or _warning
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -545,7 +545,7 @@ def select(variants: list[Variant], only: Sequence[str]) -> list[Variant]:
 
 def run_task(task: Any, report: Callable[[int], None] | None = None
              ) -> tuple[str, str | None, str | None]:
-    """One run of a ``--jobs`` sweep, in its worker process (:mod:`gossipfl.jobs`): its config
+    """One run of a ``--jobs`` sweep, in its worker process (:mod:`gossipfl.studies.jobs`): its config
     rebuilt from YAML, run (or resumed) into its directory, analyzed when the study says so;
     ``(what, status, error)``. ``report(n)``: called after each round, n the rounds done."""
     import torch
@@ -594,12 +594,12 @@ def _run_on_workers(study: Study, variants: list[Variant], chosen: list[Variant]
                     result: StudyOutcome, device: str | None, log: Callable[[str], None],
                     warn: Callable[[str], None], allow_changed_inputs: bool,
                     jobs: int, quiet: bool = True) -> StudyOutcome:
-    """:func:`run_study` with ``jobs`` worker processes (gossipfl.jobs); unless ``quiet``, a
-    bar over the runs (:class:`~gossipfl.progress.StudyBar`)."""
+    """:func:`run_study` with ``jobs`` worker processes (gossipfl.studies.jobs); unless ``quiet``, a
+    bar over the runs (:class:`~gossipfl.output.progress.StudyBar`)."""
     import os
 
-    from gossipfl.jobs import Task, portable, run_parallel
-    from gossipfl.progress import StudyBar
+    from gossipfl.output.progress import StudyBar
+    from gossipfl.studies.jobs import Task, portable, run_parallel
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
     tasks = []
@@ -667,7 +667,7 @@ def report_study(study: Study, variants: list[Variant], path: Path,
 
 # --------------------------------------------------------------------------------------------
 # Packed studies (``gossipfl sweep STUDY --pack``): the runs not yet done, packed where they
-# differ only in seed and learning rate (gossipfl.packing.fits.pack_groups), the others one
+# differ only in seed and learning rate (gossipfl.studies.packing.fits.pack_groups), the others one
 # at a time as above, each into its own run directory
 # --------------------------------------------------------------------------------------------
 def run_packed(study: Any, chosen: list, path: Path, result: StudyOutcome,
@@ -675,7 +675,7 @@ def run_packed(study: Any, chosen: list, path: Path, result: StudyOutcome,
                warn: Callable[[str], None], allow_changed_inputs: bool) -> None:
     """Every run of ``chosen`` into ``result``: skipped when done, else packed with the runs
     it packs with, else alone (the sweep's output says why)."""
-    from gossipfl.packing.fits import pack_groups
+    from gossipfl.studies.packing.fits import pack_groups
     todo = []
     for variant in chosen:
         if plan(variant, path / variant.dirname) == "skip":
@@ -707,7 +707,7 @@ def _run_group(members: list, path: Path, result: StudyOutcome, device: str | No
                allow_changed_inputs: bool) -> None:
     """The runs of one pack group: each prepared (fresh or resumed), then those at the same
     round, on the same data, packed."""
-    from gossipfl.packing.execute import execute_packed
+    from gossipfl.studies.packing.execute import execute_packed
     prepared = []
     for variant in members:
         run_path = path / variant.dirname

@@ -16,8 +16,8 @@ from gossipfl.algorithms.base import Algorithm, State, Work
 from gossipfl.config import Config
 from gossipfl.data import Dataset
 from gossipfl.engine import evaluate_per_client, evaluate_stack
-from gossipfl.federation import Federation
-from gossipfl.training import LocalTrainer
+from gossipfl.network.federation import Federation
+from gossipfl.schedules.training import LocalTrainer
 
 
 class Evaluator:

@@ -5,14 +5,14 @@ interaction between clients goes through these methods, which also count the byt
 are really sent:
 
 - :meth:`Federation.gossip` — X ← W^Q Z with round t's mixing matrix through the gossip
-  pipeline (:class:`~gossipfl.wire.Pipeline`: the stages the composition root built around
+  pipeline (:class:`~gossipfl.network.wire.Pipeline`: the stages the composition root built around
   W_t, e.g. CHOCO-Gossip's compression or robust aggregation), optionally only on a
   parameter group, or weighted coordinate-wise by per-client masks (the DisPFL rule
   x_i = Σ_j w_ij m_j ⊙ z_j / Σ_j w_ij m_j, own value where no neighbour holds the coordinate);
 - :meth:`Federation.push_sum` — (W x, W w): push-sum's message, a model and its scalar
   weight, over a column-stochastic (or doubly stochastic) W;
 - :meth:`Federation.send_compressed` — (C(v), W C(v)): every client sends its row compressed
-  (gossipfl.compression), the receivers mix what they decode (the :class:`~gossipfl.wire.Wire`
+  (gossipfl.compression), the receivers mix what they decode (the :class:`~gossipfl.network.wire.Wire`
   sends it: the products of W_t and the bytes live there);
 - :meth:`Federation.sample`, :meth:`Federation.broadcast`, :meth:`Federation.aggregate` —
   a server's client sampling, download and (n_i-weighted, uniform or summed) upload;
@@ -24,7 +24,7 @@ are really sent:
   ``gather``, ``total``, ``share``): one process holds every row here.
 
 What a client has on its own (the oracle, the parameter groups, the local-training
-settings, its n_i and label counts) is its :class:`~gossipfl.clients.ClientEnv`, not this.
+settings, its n_i and label counts) is its :class:`~gossipfl.network.clients.ClientEnv`, not this.
 
 Bytes: a dense message of a group of n parameters costs 4n bytes (fp32). A masked message
 costs its values plus the cheaper of int32 indices or a bitmap: 4·nnz + min(4·nnz, ⌈n/8⌉).
@@ -44,11 +44,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gossipfl.common.rng import numpy_generator
 from gossipfl.engine.groups import ParamGroup, ParamGroups
 from gossipfl.errors import unknown_choice
-from gossipfl.rng import numpy_generator
+from gossipfl.network.wire import Pipeline, Wire, message_bytes
 from gossipfl.topology.stages import Stage
-from gossipfl.wire import Pipeline, Wire, message_bytes
 
 if TYPE_CHECKING:  # annotations only
     from gossipfl.topology.sparse import Edges

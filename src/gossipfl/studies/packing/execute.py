@@ -2,7 +2,7 @@
 :func:`gossipfl.results.lifecycle.execute` records a run alone: config.yaml, metrics.csv at
 every evaluation, checkpoints, summary.json, the figures.
 
-The runs step in lockstep: round t of all of them (:class:`~gossipfl.packing.joint.Pack`),
+The runs step in lockstep: round t of all of them (:class:`~gossipfl.studies.packing.joint.Pack`),
 then each run evaluates, checks and records its round. A run that diverges or fails ends
 alone (its directory says so) and the others go on (its rows are still computed, never
 read). Ctrl-C or SIGTERM stops every run after the current round, each with a checkpoint of
@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from gossipfl.errors import Diverged
-from gossipfl.packing.joint import Pack
 from gossipfl.results.interrupts import StopAtRoundEnd, StopRequest
 from gossipfl.results.lifecycle import (
     PreparedRun,
@@ -27,6 +26,7 @@ from gossipfl.results.lifecycle import (
     open_records,
 )
 from gossipfl.results.rundir import Callback
+from gossipfl.studies.packing.joint import Pack
 
 
 def execute_packed(prepared: Sequence[PreparedRun], warn: Callable[[str], None] = print,

@@ -3,10 +3,10 @@
 :class:`Wire` is what crosses the links of round t's mixing matrix W_t: the Mixer's products
 (link failures included: with a ``systems`` section its topology is W'_t), messages sent
 whole or compressed, and the bytes each sender pays, recorded in the Federation's
-:class:`~gossipfl.federation.Traffic`. One process holds every row here; the distributed
+:class:`~gossipfl.network.federation.Traffic`. One process holds every row here; the distributed
 backend's wire exchanges the rows between processes
 (:class:`gossipfl.distributed.federation.DistributedWire`), the packed runs' mixes each run's
-block with its own mixer (:class:`gossipfl.packing.joint.PackedWire`).
+block with its own mixer (:class:`gossipfl.studies.packing.joint.PackedWire`).
 
 :class:`Pipeline` is the Federation's gossip: the stages (:mod:`gossipfl.topology.stages`)
 built by the composition root, outermost first, around the exact step x = W_t^Q z::
@@ -31,9 +31,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gossipfl.common.rng import client_keys, vectorized_keys
 from gossipfl.compression import kernels
 from gossipfl.errors import GossipflError
-from gossipfl.rng import client_keys, vectorized_keys
 from gossipfl.topology.stages import Channel, Stage
 
 if TYPE_CHECKING:  # annotations only

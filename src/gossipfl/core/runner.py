@@ -1,10 +1,10 @@
 """The round loop: step rounds, stop on divergence, checkpoint.
 
 The runner owns no algorithm logic and no order of events: it builds the experiment
-(:mod:`gossipfl.experiment`), holds the run's state (:class:`~gossipfl.state.RunState`: the
+(:mod:`gossipfl.assembly.experiment`), holds the run's state (:class:`~gossipfl.common.state.RunState`: the
 algorithm's, and the namespaces of the compressed gossip, the clocks and the privacy counts,
 whose owners write them), asks the schedule (:mod:`gossipfl.schedules`, ``topology.order``)
-to run each round, and has the :class:`~gossipfl.evaluation.Evaluator` measure the models when
+to run each round, and has the :class:`~gossipfl.core.evaluation.Evaluator` measure the models when
 due. A checkpoint is that state (:meth:`Runner.state_dict`).
 """
 
@@ -18,12 +18,7 @@ import torch
 
 from gossipfl.algorithms.base import NO_PLAN, Context, State
 from gossipfl.algorithms.terms import local_step
-from gossipfl.config import Config
-from gossipfl.distributed.launch import current as current_processes
-from gossipfl.engine.precision import apply_precision
-from gossipfl.errors import Diverged
-from gossipfl.evaluation import Evaluator, consensus_distance
-from gossipfl.experiment import (  # noqa: F401  (the builders, importable from here too)
+from gossipfl.assembly.experiment import (  # noqa: F401  (the builders, importable from here too)
     Experiment,
     Perturbation,
     StabilityWarning,
@@ -32,12 +27,17 @@ from gossipfl.experiment import (  # noqa: F401  (the builders, importable from 
     build_model_for,
     resolve_device,
 )
-from gossipfl.plan import check_plan
-from gossipfl.result import Result
+from gossipfl.assembly.plan import check_plan
+from gossipfl.common.state import RunState
+from gossipfl.config import Config
+from gossipfl.core.evaluation import Evaluator, consensus_distance
+from gossipfl.distributed.launch import current as current_processes
+from gossipfl.engine.precision import apply_precision
+from gossipfl.errors import Diverged
+from gossipfl.output.result import Result
 from gossipfl.schedules import Schedule, get_schedule
-from gossipfl.state import RunState
+from gossipfl.schedules.training import LocalTrainer
 from gossipfl.systems.rounds import run_round
-from gossipfl.training import LocalTrainer
 
 Callback = Callable[["Runner", int, "dict | None"], None]
 
@@ -56,8 +56,8 @@ class Runner:
     """Runs the rounds of one experiment; resumable from :meth:`state_dict`.
 
     :meth:`run` is :meth:`step` for every round left, then :meth:`result`; a caller that
-    advances several runners in lockstep (gossipfl.stability_study) calls :meth:`step`
-    itself. ``perturb``: see :func:`gossipfl.experiment.build_experiment`.
+    advances several runners in lockstep (gossipfl.studies.stability) calls :meth:`step`
+    itself. ``perturb``: see :func:`gossipfl.assembly.experiment.build_experiment`.
     """
 
     def __init__(self, config: Config, callbacks: Sequence[Callback] = (),
@@ -130,7 +130,7 @@ class Runner:
         """Round t's training measurements from its outcome (``loss_sum``, ``loss_count``,
         ``extra``, ``trained``), the bytes ``sent`` and its ``seconds``; counts them into the
         run's totals (a packed study hands each of its runs its own share:
-        gossipfl.packing)."""
+        gossipfl.studies.packing)."""
         exp = self.exp
         loss_sum = outcome.loss_sum
         totals = exp.fed.total(torch.stack(  # every process's clients
@@ -166,7 +166,7 @@ class Runner:
         """eval.membership's LiRA columns on the current models: the shadow federations
         (gossipfl.trust.membership), each a run of this config on halves of the clients'
         samples, then the offline likelihood-ratio test on the evaluated clients."""
-        from gossipfl.loading import load_config
+        from gossipfl.assembly.loading import load_config
         from gossipfl.trust import membership
 
         exp, c, data = self.exp, self.exp.members, self.exp.dataset
@@ -199,7 +199,7 @@ class Runner:
         / never; a callback with an ``evaluating(runner, t)`` method is told first), call
         the callbacks; returns the round's metrics row, None when it was not
         evaluated. ``measured``: round t was computed elsewhere (a packed study computes
-        its runs' rounds together, gossipfl.packing) and left this run's state and these
+        its runs' rounds together, gossipfl.studies.packing) and left this run's state and these
         measurements; the rest of the round is as usual."""
         with torch.no_grad():
             measured = self.run_round(t) if measured is None else measured
