@@ -8,7 +8,7 @@ oracle) for DFedAvg, DFedSAM, and DFedAvg in the seed papers' settings (weight d
 with momentum 0.9 or clipping). Fused: ``ClientEnv.fused_step`` (each parameter's rows take
 the update straight from autograd's gradient). Unfused: the same runner with ``ClientEnv.fused`` False,
 so that the gradient stack ``[M, P]`` is written and the local optimizer reads it back. The
-numbers are the same bits (tests/test_fused_step.py); only the time differs. Every case's
+numbers are the same bits (tests/engine/test_fused_step.py); only the time differs. Every case's
 runner, fused and unfused, takes one round in turn (fused, unfused, next case, …), without
 evaluation; the first turn is a warm-up. Prints the median (min–max) wall and CPU seconds
 per round (CPU: this process's threads, the steadier measure on a shared machine), the ratio

@@ -11,8 +11,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=src:/tmp/site:. PYTHONUNBUFFERED=1 GOSSIPFL_DATA=.gpu_data
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$OUT/device.txt" 2>&1
 timeout 240 python -m pytest -q -p no:cacheprovider -p no:xdist -W ignore -rs \
-    tests/test_precision.py tests/test_compressors.py tests/test_plugins.py \
-    tests/test_import_layers.py tests/test_topology.py > "$OUT/pytest_cuda.log" 2>&1
+    tests/engine/test_precision.py tests/compression/test_compressors.py tests/assembly/test_plugins.py \
+    tests/test_import_layers.py tests/topology/test_topology.py > "$OUT/pytest_cuda.log" 2>&1
 echo "pytest rc=$?" >> "$OUT/pytest_cuda.log"
 timeout 120 python -m gossipfl run --set device=cuda --set train.rounds=3 \
     --set topology.mixing=max_degree --set output.dir="$OUT/runs" > "$OUT/run_cuda.log" 2>&1

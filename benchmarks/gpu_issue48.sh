@@ -2,7 +2,7 @@
 # Issue 48 on a lent GPU, in one call (at most 8.5 minutes: 270 + 90 + 45 + 6 x 15 s): the compiled training path
 # and CUDA graphs timed against the eager path (benchmarks/gpu_compile.py: mlp, cnn, the
 # paper-scale ResNet-18-GN in TF32 and bf16, the same-numbers check, a profile of the compiled
-# step), then the CUDA tests (tests/test_compiled.py, tests/test_precision.py), a packed study
+# step), then the CUDA tests (tests/engine/test_compiled.py, tests/engine/test_precision.py), a packed study
 # of 8 mlp runs against one run at a time (benchmarks/pack.py, 10 rounds, synthetic),
 # and, where Fashion-MNIST travels with the tree, the cnn's accuracy in bf16 against fp32
 # (3 seeds). Each step bounded by its own timeout; raw output under $OUT.
@@ -20,7 +20,7 @@ timeout 270 python -m benchmarks.gpu_compile --out "$OUT/gpu_compile.jsonl" --bu
     > "$OUT/gpu_compile.log" 2>&1
 echo "gpu_compile rc=$?" >> "$OUT/gpu_compile.log"
 timeout 90 python -m pytest -q -p no:cacheprovider -p no:xdist -W ignore -rs -m "not slow" \
-    tests/test_compiled.py tests/test_precision.py > "$OUT/pytest_cuda.log" 2>&1
+    tests/engine/test_compiled.py tests/engine/test_precision.py > "$OUT/pytest_cuda.log" 2>&1
 echo "pytest rc=$?" >> "$OUT/pytest_cuda.log"
 for rounds in 10; do
     timeout 45 python -m benchmarks.pack --device cuda --model mlp --data synthetic \

@@ -85,6 +85,8 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=None)
     parser.add_argument("--rel", type=float, default=1e-6)
     parser.add_argument("--only", default=None, help="substring of the point names to run")
+    parser.add_argument("--skip", action="append", default=[],
+                        help="leave out the points whose names hold this substring (repeatable)")
     parser.add_argument("--per-study", type=int, default=None,
                         help="the first N grid points of each study (default: all)")
     parser.add_argument("--configs", action="store_true",
@@ -98,6 +100,7 @@ def main() -> int:
     configs = points(args.rounds, args.clients, args.per_study)
     if args.only:
         configs = {k: v for k, v in configs.items() if args.only in k}
+    configs = {k: v for k, v in configs.items() if not any(s in k for s in args.skip)}
     record = (lambda config: config.to_dict()) if args.configs else measure
     if args.mode == "record":
         out: dict = {}

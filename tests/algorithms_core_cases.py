@@ -1,5 +1,5 @@
 """The float64 re-derivations of DFedAvg (with DFedAvgM's heavy ball and Q gossip steps) and
-D-PSGD that tests/test_algorithms_core.py and tests/test_algorithms_unit.py compare against."""
+D-PSGD that tests/algorithms/test_algorithms_core.py and tests/algorithms/test_algorithms_unit.py compare against."""
 
 from __future__ import annotations
 

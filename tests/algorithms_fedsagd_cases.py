@@ -1,4 +1,4 @@
-"""What the FedSAGD tests share (tests/test_algorithms_fedsagd.py, tests/test_algorithms_unit.py):
+"""What the FedSAGD tests share (tests/algorithms/test_algorithms_fedsagd.py, tests/algorithms/test_algorithms_unit.py):
 the least-squares setting, the participation stream's sampled clients, and the float64
 re-derivations of FedSAGD's Algorithm 1 and of its baselines (FedDyn, FedCM, MimeLite, FedLNAG,
 FedANAG, FedACG) with their cases."""

@@ -1,6 +1,6 @@
 """The float64 re-derivations of the DFedAvg family (DFedSAM(-MGS), OledFL, DFedCata) and of
-FedAvg, FedSAM, FedProx and SCAFFOLD that tests/test_algorithms_papers.py and
-tests/test_algorithms_unit.py compare against."""
+FedAvg, FedSAM, FedProx and SCAFFOLD that tests/algorithms/test_algorithms_papers.py and
+tests/algorithms/test_algorithms_unit.py compare against."""
 
 from __future__ import annotations
 

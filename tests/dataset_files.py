@@ -1,8 +1,8 @@
 """Small dataset files in the real formats, written from the format descriptions (independent
 of the readers under test), for the tests that read them: MNIST's gzip IDX files
-(tests/test_data_formats.py), EMNIST-L and LEAF's FEMNIST and Shakespeare JSON
-(tests/test_leaf_emnist.py) and a Tiny-ImageNet folder tree of JPEGs
-(tests/test_tiny_imagenet.py); tests/test_reliability*.py use them too."""
+(tests/data/test_data_formats.py), EMNIST-L and LEAF's FEMNIST and Shakespeare JSON
+(tests/data/test_leaf_emnist.py) and a Tiny-ImageNet folder tree of JPEGs
+(tests/data/test_tiny_imagenet.py); tests/test_reliability*.py use them too."""
 
 from __future__ import annotations
 

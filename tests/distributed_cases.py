@@ -1,4 +1,4 @@
-"""Small problems run by one process and by 1, 2 and 4 gloo ranks (tests/test_distributed.py).
+"""Small problems run by one process and by 1, 2 and 4 gloo ranks (tests/distributed/test_distributed.py).
 
 :func:`spawn` runs a task on ``world`` forked ranks (:mod:`gossipfl.distributed.local`: the
 environment torchrun would set, a TCP store on 127.0.0.1); each joins the job through
@@ -31,7 +31,7 @@ TOPOLOGIES = ("ring", "random_k", "full")
 
 def builtin_algorithms() -> list[str]:
     """Every algorithm gossipfl registers itself (not the tests' own) that runs in the
-    synchronous order (``adpsgd``'s asynchronous order is refused on ranks, tests/test_adpsgd.py)."""
+    synchronous order (``adpsgd``'s asynchronous order is refused on ranks, tests/algorithms/test_adpsgd.py)."""
     return [name for name, cls in available_algorithms().items()
             if cls.__module__.startswith("gossipfl.algorithms.") and "synchronous" in cls.orders]
 
@@ -222,7 +222,7 @@ def stalled_rank(folder: Path) -> dict:
     return {"error": None, "seconds": time.monotonic() - start}
 
 
-#: Run built as edges (tests/test_distributed.py lowers DENSE_MAX_CLIENTS before the fork):
+#: Run built as edges (tests/distributed/test_distributed.py lowers DENSE_MAX_CLIENTS before the fork):
 #: a static graph and one redrawn every round.
 EDGE_TOPOLOGIES = ("ring", "epidemic", "random_matching")
 

@@ -1,4 +1,4 @@
-"""The dense Hessian that tests/test_hessian.py and tests/test_analyze.py compare Hessian-vector
+"""The dense Hessian that tests/analysis/test_hessian.py and tests/analysis/test_analyze.py compare Hessian-vector
 products, eigenvalues and traces against."""
 
 from __future__ import annotations

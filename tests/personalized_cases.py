@@ -1,5 +1,5 @@
 """The float64 re-derivation of DFedMDC / DFedSMDC on the two-layer model (tests/two_layer.py)
-that tests/test_personalized.py and tests/test_algorithms_unit.py compare against."""
+that tests/algorithms/test_personalized.py and tests/algorithms/test_algorithms_unit.py compare against."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the sequential-order tests share (tests/test_sequential.py,
-tests/test_algorithms_unit.py): a row-stochastic graph, each round's matrix, the authors'
+"""What the sequential-order tests share (tests/schedules/test_sequential.py,
+tests/algorithms/test_algorithms_unit.py): a row-stochastic graph, each round's matrix, the authors'
 in-place loop over clients re-derived in float64, and the cases run against it."""
 
 from __future__ import annotations

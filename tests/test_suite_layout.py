@@ -64,16 +64,16 @@ def test_no_module_of_the_suite_imports_a_test_module():
 
 def test_the_check_sees_every_form_of_import():
     caught = [
-        "import tests.test_trust",
-        "import tests.test_trust as trust",
+        "import tests.trust.test_trust",
+        "import tests.trust.test_trust as trust",
         "import os, test_trust",
-        "from tests.test_trust import run",
+        "from tests.trust.test_trust import run",
         "from tests import lsq, test_trust",
         "from tests import test_algorithms_fedsagd as sagd",
         "from . import test_trust",
         "from .test_trust import run",
-        "def helper():\n    from tests.test_sgp import push_matrix\n",
-        "import importlib\nimportlib.import_module('tests.test_trust')",
+        "def helper():\n    from tests.algorithms.test_sgp import push_matrix\n",
+        "import importlib\nimportlib.import_module('tests.trust.test_trust')",
     ]
     for source in caught:
         assert imported_test_modules(source), source
@@ -94,6 +94,23 @@ def test_every_module_the_conftest_names_exists():
     every test starts processes) names only modules that exist."""
     from tests import conftest
 
-    here = Path(__file__).parent
     assert not hasattr(conftest, "SLOW") and not hasattr(conftest, "REPRESENTED")
-    assert all((here / name).is_file() for name in conftest.DISTRIBUTED)
+    assert all(any(TESTS.rglob(name)) for name in conftest.DISTRIBUTED)
+
+
+#: Test modules that are about the package as a whole stay at tests/'s root.
+WHOLE_PACKAGE = {"test_import_layers.py", "test_suite_layout.py"}
+
+
+def test_the_tests_mirror_the_packages():
+    """Each test module lives in the folder of the package it tests (issue 49): a folder of
+    tests/ is named like a package of gossipfl (or ``cli``/``docs`` for the commands and the
+    documentation), and tests/'s root holds shared helpers, not tests."""
+    import gossipfl
+
+    package = Path(gossipfl.__file__).resolve().parent
+    names = {p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert folders <= names | {"cli", "docs"}, sorted(folders - names - {"cli", "docs"})
+    loose = {p.name for p in TESTS.glob("test_*.py")} - WHOLE_PACKAGE
+    assert not loose, f"test modules at tests/'s root: {sorted(loose)}"

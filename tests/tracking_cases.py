@@ -1,5 +1,5 @@
-"""What the gradient-tracking and compressed-gossip tests share (tests/test_tracking.py,
-tests/test_compressed_gossip.py): the step size η_t = lr · decay^t, and an algorithm's rounds
+"""What the gradient-tracking and compressed-gossip tests share (tests/algorithms/test_tracking.py,
+tests/compression/test_compressed_gossip.py): the step size η_t = lr · decay^t, and an algorithm's rounds
 run directly on a least-squares testbed (gossipfl.testing)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""What the robust-gossip tests share (tests/test_trust.py, tests/test_cs_plus.py,
-tests/test_trust_gts.py): the 7-client least-squares setting with its Byzantine clients, the
+"""What the robust-gossip tests share (tests/trust/test_trust.py, tests/trust/test_cs_plus.py,
+tests/trust/test_trust_gts.py): the 7-client least-squares setting with its Byzantine clients, the
 float64 re-derivations of a neighbourhood and of the attacks' messages, and a run."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ where the papers and the code differ. ``algorithms/index.md`` is the table of al
 Nothing here is written by hand, so the reference cannot drift from the code. The build
 fails (mkdocs ``PluginError``) when an algorithm has no paper or no docstring.
 
-On every page it also renders what Markdown would leave raw (tests/test_docs_site.py builds
+On every page it also renders what Markdown would leave raw (tests/docs/test_docs_site.py builds
 the site and checks it): inline notation with braces in prose (``m_{j→i}``) becomes inline
 math, an image alone on its line a figure captioned with its alt text, and long inline code
 may wrap after its dots and underscores only.

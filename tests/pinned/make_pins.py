@@ -1,5 +1,5 @@
 """Regenerate ``tests/pinned/values.json``: a few rounds of five algorithms on an unbalanced
-synthetic federation with minibatches, as pinned by ``tests/test_pinned.py``.
+synthetic federation with minibatches, as pinned by ``tests/engine/test_pinned.py``.
 
 Run ``python -m tests.pinned.make_pins`` only when a change is meant to alter the numbers
 (e.g. a new random stream), and say so in the commit.

@@ -10,7 +10,7 @@ robust rules, losses, oracles, models, datasets, attacks, the systems model, DP-
 once for each setting that no chosen component reads (:func:`ignored_settings`).
 
 The components are imported when a config is checked, not when this module is: a key or type
-error is one sentence before torch loads (the CLI's start-up, ``tests/test_startup.py``).
+error is one sentence before torch loads (the CLI's start-up, ``tests/cli/test_startup.py``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A leaf module (it imports only :mod:`gossipfl.validation`): :class:`gossipfl.config.
 TopologyConfig` takes its shared parameters' defaults from here, and
 :func:`gossipfl.topology.register_topology` checks a registration against these keys, so that
-neither imports the other (``tests/test_plugins.py`` checks that the two agree).
+neither imports the other (``tests/assembly/test_plugins.py`` checks that the two agree).
 """
 
 from __future__ import annotations

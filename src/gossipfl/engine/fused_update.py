@@ -13,7 +13,7 @@ three to five elementwise kernels (each a pass over the rows, in cache-sized pie
 :func:`gossipfl.engine.oracle.update_in_pieces`); :func:`sgd_update` does every operation of
 one coordinate in turn, in one pass over g, y (and v), the rows split among torch's threads, with the same roundings — the
 multiply-add through LLVM's ``llvm.fma.f32``, as torch's vectorized ``add(alpha=)`` computes it
-— so the results are the same bits (tests/test_fused_update.py). Plain SGD without decay or
+— so the results are the same bits (tests/engine/test_fused_update.py). Plain SGD without decay or
 momentum is one torch kernel already and is left to it.
 
 numba compiles the kernels on first use and caches them on disk; without numba, or with

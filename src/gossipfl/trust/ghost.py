@@ -8,7 +8,7 @@ sample b's gradient is ∇_W ℓ_b = δ_b a_bᵀ and ∇_b ℓ_b = δ_b, so its 
 one backward pass to the layers' outputs, and the clipped sum Σ_b c_b ∇ℓ_b, with
 c_b = min(1, C/‖∇ℓ_b‖) held constant, is one ordinary backward of Σ_b c_b ℓ_b. About a
 forward and two backward passes, against B per-sample gradients written and read back; the
-same numbers as the materialized path up to float rounding (``tests/test_privacy.py``).
+same numbers as the materialized path up to float rounding (``tests/trust/test_privacy.py``).
 
 Anything else (convolutions, normalization layers, sequence inputs, a parameter shared by two
 layers, the vmap and loop oracles) takes the materialized path

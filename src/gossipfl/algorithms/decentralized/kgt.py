@@ -18,7 +18,7 @@ data under epochs) K is each client's own count K_i, which keeps Σ_i c_i = 0.
 
 With K = 1 and η_s = 1, y_i^t = g_i^t + c_i^t is a tracker of the average gradient and K-GT
 is DSGT's ``atc`` form (Pu & Nedić): x^{t+1} = W(x^t − η y^t),
-y^{t+1} = g^{t+1} + c^t + (W − I) y^t = W y^t + g^{t+1} − g^t, y^0 = g^0 (tests/test_tracking.py).
+y^{t+1} = g^{t+1} + c^t + (W − I) y^t = W y^t + g^{t+1} − g^t, y^0 = g^0 (tests/algorithms/test_tracking.py).
 
 Two vectors are gossiped per round (x − η_s K η_c y and y). Fully decentralized: no partial
 participation; ``topology.order: sequential`` is refused.

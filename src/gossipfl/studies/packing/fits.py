@@ -15,7 +15,7 @@ from typing import Any
 
 #: The algorithms whose rounds touch the other clients only through the federation's gossip
 #: (no server, no global state, no per-round randomness of their own), tested equal packed
-#: and alone (tests/test_pack.py).
+#: and alone (tests/studies/test_pack.py).
 PACKABLE = ("dfedavg", "dfedavgm", "dfedsam", "dfedsam_mgs", "dpsgd")
 
 #: Those whose update takes the learning rate only through the phase's local optimizer, so

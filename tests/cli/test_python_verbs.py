@@ -17,7 +17,7 @@ from gossipfl.errors import GossipflError
 
 pd = pytest.importorskip("pandas")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "examples" / "notebooks" / "study.ipynb"
 
 

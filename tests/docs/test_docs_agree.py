@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ROOT / "docs" / "guide" / "commands.md"
 FLAG = r"--[a-z][a-z0-9-]*"
 

@@ -19,7 +19,7 @@ from tests.helpers import TINY, without_timing
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def study(**fields) -> dict:

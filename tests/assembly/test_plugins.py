@@ -20,7 +20,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.plugins import load, resolve
 from tests.lsq import Problem, assert_close, random_doubly_stochastic
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "plugins" / "my_plugin.py"
+EXAMPLE = Path(__file__).parents[2] / "examples" / "plugins" / "my_plugin.py"
 
 
 def lr_at(lr, decay, t):
@@ -497,7 +497,7 @@ def test_plugin_compressor_with_its_own_parameter(capsys):
     DFedAvg's gossip of the rounded models, sending 2 bytes a value instead of 4."""
     from gossipfl.compression import COMPRESSORS, build_compressor
 
-    plugin = str(Path(__file__).parents[1] / "examples" / "plugins" / "my_compressor.py")
+    plugin = str(Path(__file__).parents[2] / "examples" / "plugins" / "my_compressor.py")
     load([plugin])
     assert "half" in COMPRESSORS
     assert main(["list", "--plugin", plugin]) == 0

@@ -19,7 +19,7 @@ from gossipfl.core.runner import Runner
 from gossipfl.results.rundir import RunDirectory, metrics_from_csv
 from tests.helpers import TINY, assert_png, gossipfl, one_sentence, with_figures, without_timing
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOSSIPFL = Path(sys.executable).with_name("gossipfl")
 
 

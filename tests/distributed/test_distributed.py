@@ -26,7 +26,7 @@ from gossipfl.results.rundir import RunDirectory
 from tests import distributed_cases as cases
 from tests.distributed_cases import assert_same_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

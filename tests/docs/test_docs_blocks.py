@@ -79,7 +79,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHORTEN = ["--set", "train.rounds=1"]
 RUNS = ("run", "sweep", "stability")  # gossipfl commands that train (shortened)
 LANGUAGES = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python", "py": "python",

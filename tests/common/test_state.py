@@ -1,7 +1,7 @@
 """One owner for state (gossipfl.common.state): the run's state is one RunState, a namespace per
 owner; a checkpoint is that state, restored in place; no component keeps a checkpoint of its
 own. (That a run with every owner resumes bit for bit:
-tests/test_compressed_gossip.py::test_resuming_repeats_the_run_exactly.)"""
+tests/compression/test_compressed_gossip.py::test_resuming_repeats_the_run_exactly.)"""
 
 from __future__ import annotations
 

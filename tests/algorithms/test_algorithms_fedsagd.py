@@ -1,7 +1,7 @@
 """FedSAGD (Algorithm 1) and its baselines — FedDyn, FedCM, MimeLite, FedLNAG, FedANAG, FedACG —
 against float64 re-derivations on heterogeneous least squares with full-batch gradients,
 several rounds, with partial (the sampled sets of the participation stream) and full
-participation. FedAvgM and FedAdam/Yogi/Adagrad: tests/test_phases_and_servers.py."""
+participation. FedAvgM and FedAdam/Yogi/Adagrad: tests/algorithms/test_phases_and_servers.py."""
 
 from __future__ import annotations
 

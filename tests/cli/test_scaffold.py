@@ -13,7 +13,7 @@ import yaml
 
 from gossipfl.cli import main
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 PIECES = [  # (piece, NAME, --kind, the config key that names it)
     ("algorithm", "scaf_dec", "decentralized", "algorithm.name"),

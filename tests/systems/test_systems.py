@@ -32,7 +32,7 @@ from tests.lsq import Problem, assert_close, random_doubly_stochastic, ring_mh
 #: ignored_settings, whose warnings are tested in test_reliability_*); pytest.warns still sees them
 pytestmark = pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LR, DECAY = 0.05, 0.9
 TIMING = ("seconds", "elapsed", "eval_seconds")
 
