@@ -115,6 +115,10 @@ def format_summary(summary: dict, run_dir: Path) -> str:
         lines.append(f"  breakdown inputs{'':4} μ_min = {cut['mu_min']:.3g}, b = "
                      f"{cut['b_max']:.3g} (at most {cut['byzantine_neighbours_max']} "
                      f"Byzantine neighbours), b/μ_min = {ratio}")
+        if cut.get("proved"):
+            from gossipfl.trust.breakdown import proved_line
+
+            lines.append(f"  proved region{'':7} {proved_line(cut['proved'])}")
     if summary.get("final_pndp_max") is not None:  # Muffliato's pairwise network DP
         lines.append(f"  pairwise privacy{'':4} ε(u→v) = {summary['final_pndp_max']:.3g} in "
                      f"Rényi DP of order α = {summary.get('pndp_alpha', 2):g}  (largest over "

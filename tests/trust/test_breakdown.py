@@ -15,7 +15,13 @@ from gossipfl.assembly.loading import load_config
 from gossipfl.cli import format_summary
 from gossipfl.core.runner import Runner
 from gossipfl.results.rundir import run_summary
-from gossipfl.trust.breakdown import breakdown_quantities
+from gossipfl.trust.breakdown import (
+    breakdown_quantities,
+    clipped_gossip_gap,
+    clipped_gossip_quantities,
+    proved_robust,
+)
+from gossipfl.trust.rules import build_rule
 from tests.helpers import TINY
 from tests.lsq import random_doubly_stochastic, ring_mh
 
@@ -108,6 +114,95 @@ def test_a_byzantine_run_s_summary_holds_them():
     printed = format_summary(summary, Path("run"))
     assert "breakdown inputs     μ_min = 0.75, b = 0.25 (at most 1 Byzantine neighbours), " \
         "b/μ_min = 0.333" in printed
+    assert summary["breakdown"]["gamma"] == pytest.approx(3 / 4)  # W̃ = J/4 + I/4 on K_3
+    assert summary["breakdown"]["proved"]["rule"] == "mean"
+    assert "proved region        mean: no proved threshold" in printed
     plain = Runner(load_config({**config, "byzantine": None}))
     plain.run()
     assert "breakdown" not in run_summary(plain, "finished")
+
+
+# ------------------------------------------------- ClippedGossip's γ and the proved region
+def _w_tilde_gap(W, byz):
+    """He et al.'s γ written with loops: W̃_ij = w_ij (i ≠ j honest), W̃_ii = w_ii + Σ_{k∈B} w_ik;
+    γ = 1 − the second largest |eigenvalue|."""
+    honest = [i for i in range(len(W)) if i not in byz]
+    k = len(honest)
+    T = np.zeros((k, k))
+    for a, i in enumerate(honest):
+        for c, j in enumerate(honest):
+            T[a, c] = W[i, j]
+        T[a, a] += sum(W[i, j] for j in byz)
+    return 1.0 - sorted(abs(v) for v in np.linalg.eigvals(T))[-2]
+
+
+def test_clipped_gossip_gap_on_graphs_worked_by_hand():
+    """K_4 with w = 1/4, one Byzantine: W̃ = J/4 + I/4 on K_3, eigenvalues 1, 1/4, 1/4:
+    γ = 3/4, δ_max = 1/4, δ_max/γ² = 4/9. The ring of 4 with w = 1/3, one Byzantine: W̃ =
+    (1/3)[[2,1,0],[1,1,1],[0,1,2]], eigenvalues 1, 2/3, 0: γ = 1/3, δ_max/γ² = 3."""
+    full = clipped_gossip_quantities(np.full((4, 4), 0.25), [3])
+    assert (full["gamma"], full["delta_max"]) == (pytest.approx(0.75, abs=1e-12),
+                                                  pytest.approx(0.25, abs=1e-15))
+    assert full["ratio"] == pytest.approx(4 / 9, abs=1e-12)
+    ring = clipped_gossip_quantities(ring_mh(4), [0])
+    assert ring["gamma"] == pytest.approx(1 / 3, abs=1e-12)
+    assert ring["ratio"] == pytest.approx(3.0, abs=1e-10)
+
+
+def test_clipped_gossip_gap_on_a_star_and_against_the_loops():
+    """A Byzantine centre leaves the leaves apart: W̃ = I on them, γ = 0, no ratio. A
+    Byzantine leaf: the loops' γ; and on a random non-symmetric W."""
+    n = 6
+    cut = clipped_gossip_quantities(_star(n), [0])
+    assert cut["gamma"] == pytest.approx(0.0, abs=1e-12) and cut["ratio"] is None
+    leaf = clipped_gossip_quantities(_star(n), [4])
+    assert leaf["gamma"] == pytest.approx(_w_tilde_gap(_star(n), [4]), abs=1e-12)
+    W = random_doubly_stochastic(9, seed=3)
+    W = 0.7 * W + 0.3 * np.roll(np.eye(9), 1, axis=1)
+    honest = ~np.isin(np.arange(9), [2, 7])
+    assert clipped_gossip_gap(W, honest) == pytest.approx(_w_tilde_gap(W, [2, 7]), abs=1e-12)
+    assert clipped_gossip_gap(W, np.eye(9, dtype=bool)[0]) == 1.0  # one honest client
+
+
+def test_proved_robust_per_rule_on_a_ring_and_a_star():
+    """The ring of 8 (w = 1/3) with one Byzantine client: every honest receiver sees at most
+    one Byzantine neighbour, so b = 1 meets CS+'s, GTS's and the trimmed mean's hypothesis
+    (inside unknown: no constant) and b = 0 does not (outside). The star with a Byzantine
+    centre: the honest graph is cut, outside for every rule."""
+    W, byz = ring_mh(8), [2]
+    mu = 2 * (1 - math.cos(math.pi / 7)) / 3
+    cs = proved_robust(build_rule({"rule": "cs_plus", "b": 1}), W, byz)
+    assert cs["quantity"] == "b/mu_min" and cs["value"] == pytest.approx((1 / 3) / mu)
+    assert (cs["hypothesis"], cs["connected"], cs["inside"], cs["threshold"]) == \
+        (True, True, None, None)
+    assert proved_robust(build_rule({"rule": "cs_plus", "b": 0}), W, byz)["inside"] is False
+    assert proved_robust(build_rule({"rule": "gts", "delta": 0.3}), W, byz)["inside"] is False
+    assert proved_robust(build_rule({"rule": "gts", "delta": 0.34}), W, byz)["hypothesis"]
+    assert proved_robust(build_rule({"rule": "gts", "delta": "byzantine"}), W, byz)["hypothesis"]
+    clip = proved_robust(build_rule({"rule": "clipped_gossip", "tau": "oracle"}), W, byz)
+    assert clip["quantity"] == "delta_max/gamma^2" and clip["theorem"].startswith("He")
+    assert clip["value"] == pytest.approx((1 / 3) / _w_tilde_gap(W, byz) ** 2, rel=1e-10)
+    fixed = proved_robust(build_rule({"rule": "clipped_gossip", "tau": 0.3}), W, byz)
+    assert fixed["theorem"] is None and fixed["hypothesis"] is None
+    adaptive = build_rule({"rule": "clipped_gossip", "tau": "adaptive", "delta": 0.2})
+    assert proved_robust(adaptive, W, byz)["inside"] is False  # δ = 0.2 < b_i = 1/3
+    median = proved_robust(build_rule({"rule": "median"}), W, byz)
+    assert (median["quantity"], median["hypothesis"], median["inside"]) == (None, None, None)
+    for spec in ({"rule": "cs_plus", "b": 1}, {"rule": "median"}, None):
+        star = proved_robust(build_rule(spec), _star(6), [0])
+        assert (star["connected"], star["inside"]) == (False, False)
+
+
+def test_proved_robust_counts_byzantine_neighbours_on_the_torus():
+    """The 4 × 4 torus of the sparse study (ids r·4 + c, w = 1/5): Byzantine [1, 4] gives
+    clients 0 and 5 two Byzantine neighbours each, [1, 4, 6] gives client 5 three."""
+    import networkx as nx
+
+    A = nx.to_numpy_array(nx.grid_2d_graph(4, 4, periodic=True),
+                          nodelist=sorted(nx.grid_2d_graph(4, 4, periodic=True)))
+    W = A / 5 + np.eye(16) / 5
+    for byz, count in (([1], 1), ([1, 4], 2), ([1, 4, 6], 3)):
+        assert breakdown_quantities(W, np.array(byz))["byzantine_neighbours_max"] == count
+        for b in (1, 2, 3):
+            got = proved_robust(build_rule({"rule": "gts", "b": b}), W, byz)
+            assert got["hypothesis"] is (count <= b)

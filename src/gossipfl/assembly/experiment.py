@@ -358,10 +358,11 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     evaluation["info"]["P"] = layout.P
     if trust is not None and len(trust.byzantine) and topology is not None \
             and not topology.sparse and not topology.time_varying:  # the run summary's
-        from gossipfl.trust.breakdown import breakdown_quantities
+        from gossipfl.trust.breakdown import run_breakdown
 
-        evaluation["info"]["breakdown"] = breakdown_quantities(topology.matrix(0),
-                                                               trust.byzantine)
+        evaluation["info"]["breakdown"] = run_breakdown(
+            topology.matrix(0), trust.byzantine,
+            None if trust.gossip is None else trust.gossip.rule)
     if held is not None:
         evaluation["members"] = membership_inputs(config, membership, dataset, parts, held,
                                                   processes, layout.P)
