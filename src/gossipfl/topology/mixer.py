@@ -119,7 +119,7 @@ class Mixer:
         """``W @ flat`` for a CSR W (on the CPU into a kept buffer, by the same kernel)."""
         if flat.device.type != "cpu" or not flat.is_contiguous():
             return W @ flat
-        out = self._outputs.empty(flat.shape, flat.dtype, flat.device)
+        out = self._outputs.empty((W.shape[0], flat.shape[1]), flat.dtype, flat.device)
         return torch.addmm(out, W, flat, beta=0, out=out)
 
     def mix_rows(self, X: torch.Tensor, round: int, rows: torch.Tensor) -> torch.Tensor:
