@@ -37,7 +37,9 @@ def _timed_parts() -> dict:
     parts: dict = {}
 
     def timed(owner, name, label):
-        inner = getattr(owner, name)
+        inner = getattr(owner, name, None)
+        if inner is None:  # an older tree: not timed
+            return
 
         def wrapper(*args, **kwargs):
             start = time.perf_counter()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from gossipfl.algorithms import get_algorithm
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
 from gossipfl.engine import recycle
 from gossipfl.engine.recycle import Recycler
@@ -77,7 +78,7 @@ def test_the_mixers_kept_outputs_give_the_same_numbers_and_spare_the_held_ones(m
     assert len(mixer._outputs) == 3
 
 
-def _dfedavg_rounds(monkeypatch, min_bytes: int, rounds: int = 5):
+def _rounds(monkeypatch, min_bytes: int, name: str = "dfedavg", rounds: int = 5):
     monkeypatch.setattr(recycle, "MIN_BYTES", min_bytes)
     rng = np.random.default_rng(0)
     m, d = 1200, 3
@@ -85,20 +86,31 @@ def _dfedavg_rounds(monkeypatch, min_bytes: int, rounds: int = 5):
     targets = [rng.standard_normal(2) for _ in range(m)]
     topology = build_topology("epidemic", m, seed=1, s=3)
     bed = least_squares(inputs, targets, topology, steps=2, lr=0.1)
-    algo = DFedAvg(GossipParams(), bed.env, bed.fed)
+    algo = get_algorithm(name)(None, bed.env, bed.fed)
     state = algo.init(torch.as_tensor(rng.standard_normal((m, d)), dtype=torch.float32))
     pointers = []
     for t in range(rounds):
         run_round(bed, algo, state, t)
         pointers.append(state["x"].data_ptr())
-    return state["x"], pointers, topology, inputs, targets
+    return state, pointers
 
 
 def test_dfedavg_with_kept_buffers_equals_dfedavg_without(monkeypatch):
-    kept, pointers, *_ = _dfedavg_rounds(monkeypatch, 0)
-    fresh, *_ = _dfedavg_rounds(monkeypatch, 2**62)
-    assert torch.equal(kept, fresh)
+    kept, pointers = _rounds(monkeypatch, 0)
+    fresh, _ = _rounds(monkeypatch, 2**62)
+    assert torch.equal(kept["x"], fresh["x"])
     assert len(set(pointers[1:])) == 1  # x^t's buffer takes W Z^t once it is let go
+
+
+@pytest.mark.parametrize("name", ["dfedcata", "oledfl", "dpsgd", "dfedavgm", "dfedsam"])
+def test_algorithms_that_hold_their_rows_longer_keep_their_numbers(monkeypatch, name):
+    """DFedCata keeps x^t as its reference, OledFL the trained rows, D-PSGD mixes x before it
+    trains: a buffer they still hold is never handed out again."""
+    kept, _ = _rounds(monkeypatch, 0, name)
+    fresh, _ = _rounds(monkeypatch, 2**62, name)
+    assert kept.keys() == fresh.keys()
+    for key in kept:
+        assert torch.equal(kept[key], fresh[key]), key
 
 
 def test_dfedavg_round_with_kept_buffers_against_numpy(monkeypatch):
