@@ -23,17 +23,37 @@ def test_a_buffer_is_handed_out_again_only_when_nothing_refers_to_it():
     assert b.data_ptr() != pointer and len(buffers) == 2
     view = a[1:]
     del a
-    c = buffers.empty((12,), torch.float32, "cpu")  # a view still holds a's buffer
+    c = buffers.empty((12,), torch.float32, "cpu")  # a view still holds a's buffer, b is b
     assert c.data_ptr() not in (pointer, b.data_ptr())
-    assert len(buffers) == 2  # full: c is an ordinary tensor, not kept
-    storage = view.untyped_storage()
-    del view
-    assert buffers.empty((4, 3), torch.float32, "cpu").data_ptr() not in (pointer,)  # storage
-    del storage
-    again = buffers.empty((2, 6), torch.float32, "cpu")  # free now: the same memory
-    assert again.data_ptr() == pointer and again.shape == (2, 6)
-    assert buffers.empty((4, 3), torch.float64, "cpu").data_ptr() != b.data_ptr()  # dtype
+    assert len(buffers) == 2  # full: c took the place of the oldest (a's, still viewed)
+    del b
+    again = buffers.empty((2, 6), torch.float32, "cpu")  # b's is free: the same memory
+    assert again.shape == (2, 6) and len(buffers) == 2
+    storage = again.untyped_storage()
+    kept = again.data_ptr()
+    del again
+    # a storage object still refers to it: not handed out
+    assert buffers.empty((12,), torch.float32, "cpu").data_ptr() != kept
+    del storage, view
     assert buffers.nbytes() == 2 * 12 * 4
+    assert buffers.empty((4, 3), torch.float64, "cpu").dtype == torch.float64  # by dtype
+
+
+def test_the_oldest_buffer_gives_way_and_is_freed_with_its_holder():
+    """A caller that holds every output (an algorithm that keeps x^t while it mixes) leaves
+    nothing waiting in the recycler: the buffer it holds is no longer kept."""
+    buffers = Recycler(limit=1, min_bytes=0)
+    x = buffers.empty((5,), torch.float32, "cpu")
+    y = buffers.empty((5,), torch.float32, "cpu")  # x held: y takes its place
+    assert x.data_ptr() != y.data_ptr() and len(buffers) == 1
+    assert all(base.data_ptr() != x.data_ptr() for base in buffers._bases)
+    del x
+    z = buffers.empty((5,), torch.float32, "cpu")  # y held too: z takes y's place
+    assert all(base.data_ptr() != y.data_ptr() for base in buffers._bases)
+    del y
+    pointer = z.data_ptr()
+    del z
+    assert buffers.empty((5,), torch.float32, "cpu").data_ptr() == pointer  # free: again
 
 
 def test_small_buffers_are_not_kept_and_a_clone_copies():
@@ -75,7 +95,7 @@ def test_the_mixers_kept_outputs_give_the_same_numbers_and_spare_the_held_ones(m
         X = mixed if t % 2 else torch.randn(m, 5, dtype=torch.float64)
     for kept, copy in held:  # an output someone holds is never written into again
         assert torch.equal(kept, copy)
-    assert len(mixer._outputs) == 3
+    assert len(mixer._outputs) == 1
 
 
 def _rounds(monkeypatch, min_bytes: int, name: str = "dfedavg", rounds: int = 5):

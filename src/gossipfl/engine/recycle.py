@@ -10,7 +10,11 @@ A :class:`Recycler` keeps the buffers it handed out and hands one out again once
 refers to it: no tensor, view or storage object outside the recycler holds its storage (the
 storage's reference count, which every view and saved tensor raises). A buffer still in use is
 never handed out, so recycling changes where a tensor lives, never a value. Only buffers of at
-least ``min_bytes`` are kept (smaller ones are cheap to allocate), and at most ``limit``.
+least ``min_bytes`` are kept (smaller ones are cheap to allocate), and at most ``limit``: when
+every kept one is in use a new one takes the place of the oldest, which is then freed as soon
+as its holder lets go of it. So a caller that holds each output longer than a round (an
+algorithm that keeps x^t while it mixes) gets fresh buffers as before, and no more memory
+than before is held between rounds.
 """
 
 from __future__ import annotations
@@ -75,8 +79,9 @@ class Recycler:
                     and not _shared(base)):
                 return base.view(shape)
         fresh = torch.empty(numel, dtype=dtype, device=device)
-        if len(self._bases) < self.limit:
-            self._bases.append(fresh)
+        if len(self._bases) >= self.limit:  # full: the oldest is let go (freed with its
+            self._bases.pop(0)              # holder), so no buffer waits here unused
+        self._bases.append(fresh)
         return fresh.view(shape)
 
     def clone(self, x: torch.Tensor) -> torch.Tensor:

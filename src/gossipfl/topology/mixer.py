@@ -57,9 +57,9 @@ class Mixer:
                      else int(np.count_nonzero(topology.matrix(0))))
         self._operators: dict[tuple[bool, int], torch.Tensor] = {}  # (sparse, power) -> W^power
         self._round: int | None = None  # round the cached operators belong to (time-varying)
-        # outputs of the sparse product: the round's and the last one (still the state) and,
-        # for Q > 1, an intermediate
-        self._outputs = Recycler(limit=3)
+        # the output of the sparse product: one buffer, reused when its holder (the state
+        # x^t of DFedAvg, which lets go of it before it gossips) has let go of it
+        self._outputs = Recycler(limit=1)
 
     def __repr__(self) -> str:
         return f"Mixer({self.topology!r}, {self.mode}, {self.dtype}, {self.device})"
