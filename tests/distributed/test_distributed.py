@@ -78,6 +78,25 @@ def test_topologies_built_as_edges_give_the_same_numbers_on_ranks(world, tmp_pat
         assert_same_run(got[key], want[key], key)
 
 
+def test_kept_buffers_on_ranks_change_no_number(tmp_path, monkeypatch):
+    """The exchange's sent and held rows and the product's output in buffers kept from round
+    to round (gossipfl.engine.recycle, every buffer kept here): the numbers of the ranks
+    without them, bit for bit, and of one process."""
+    from gossipfl.engine import recycle
+    from gossipfl.topology import graphs
+
+    monkeypatch.setattr(graphs, "DENSE_MAX_CLIENTS", 4)  # the forked ranks inherit both
+    monkeypatch.setattr(recycle, "MIN_BYTES", 2**62)
+    fresh = cases.spawn(2, "edges", tmp_path / "fresh")
+    monkeypatch.setattr(recycle, "MIN_BYTES", 0)
+    kept = cases.spawn(2, "edges", tmp_path / "kept")
+    want = cases.edge_runs(tmp_path / "single", "single")
+    for key in cases.EDGE_TOPOLOGIES:
+        assert kept[key]["rows"] == fresh[key]["rows"], key
+        assert torch.equal(kept[key]["params"], fresh[key]["params"]), key
+        assert_same_run(kept[key], want[key], key)
+
+
 def test_the_edge_exchange_plan_is_the_dense_one():
     """Which rows go where and each rank's rows of W, from the edges as from the matrix."""
     import numpy as np

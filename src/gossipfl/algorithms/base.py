@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+from gossipfl.engine.recycle import Recycler
 from gossipfl.network.clients import Batch, ClientEnv
 from gossipfl.validation import (  # noqa: F401  (the vocabulary algorithms import from here)
     AT_LEAST_ONE,
@@ -320,7 +321,18 @@ class Algorithm:
 
     def begin_round(self, ctx: Context, state: State) -> Work:
         """The round's working rows (default: a copy of every client's model)."""
-        return Work(state["x"].clone())
+        return Work(self.working_copy(state["x"]))
+
+    def working_copy(self, x: torch.Tensor) -> torch.Tensor:
+        """``x.clone()``, in a buffer kept from round to round once the last round's working
+        rows are gone (:class:`gossipfl.engine.recycle.Recycler`: no fresh pages to fault in
+        for a large stack; the same values)."""
+        if not x.is_contiguous():
+            return x.clone()
+        buffers = self.__dict__.get("_working_buffers")
+        if buffers is None:
+            buffers = self.__dict__["_working_buffers"] = Recycler(limit=1)
+        return buffers.clone(x)
 
     def keep(self, ctx: Context, state: State, work: Work) -> None:
         """What a client remembers of its round before communicating (per-client state rows

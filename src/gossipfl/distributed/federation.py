@@ -33,6 +33,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from gossipfl.distributed.launch import Processes
+from gossipfl.engine.recycle import Recycler
 from gossipfl.errors import GossipflError
 from gossipfl.network.federation import Federation, Traffic
 from gossipfl.network.wire import Wire, message_bytes
@@ -194,6 +195,7 @@ class DistributedWire(Wire):
         self.processes = processes
         self.lo, self.hi = lo, hi
         self._plan: tuple[int | None, ExchangePlan] | None = None  # (round or None, plan)
+        self._buffers = Recycler(limit=2)  # the rows sent and the rows held, round to round
 
     @property
     def block_size(self) -> int:
@@ -209,8 +211,15 @@ class DistributedWire(Wire):
             what = f"gossip in round {t + 1}"
             with communicating(self.processes, what):
                 held = self._exchange(plan, flat, what)
-            flat = plan.weights @ held
+            flat = self._product(plan.weights, held)
         return flat.reshape(x.shape)
+
+    def _product(self, weights: Tensor, held: Tensor) -> Tensor:
+        """This rank's rows of W times the rows it holds (a CSR W on the CPU into the
+        Mixer's kept buffers, :meth:`gossipfl.topology.Mixer.mix`'s kernel)."""
+        if weights.layout == torch.sparse_csr:
+            return self.mixer._sparse_product(weights, held)
+        return weights @ held
 
     def out_degree(self, t: int) -> np.ndarray:
         return super().out_degree(t)[self.lo:self.hi]
@@ -251,12 +260,20 @@ class DistributedWire(Wire):
             return self.all_rows(rows)
         ops = []
         for peer, positions in plan.send.items():
-            message = rows[positions].contiguous()
+            message = self._buffers.empty((len(positions), *rows.shape[1:]), rows.dtype,
+                                          rows.device)
+            torch.index_select(rows, 0, positions, out=message)
             self.traffic.wire += message.numel() * message.element_size()
             ops.append(dist.P2POp(dist.isend, message, peer))
-        received = {peer: rows.new_empty(count, rows.shape[1])
-                    for peer, count in plan.receive.items()}
-        ops += [dist.P2POp(dist.irecv, buffer, peer) for peer, buffer in received.items()]
+        # the product's rows: this rank's, then each peer's received in place (torch.cat's
+        # order), in a buffer kept from round to round
+        held = self._buffers.empty((len(rows) + sum(plan.receive.values()), *rows.shape[1:]),
+                                   rows.dtype, rows.device)
+        held[:len(rows)].copy_(rows)
+        start = len(rows)
+        for peer, count in plan.receive.items():
+            ops.append(dist.P2POp(dist.irecv, held[start:start + count], peer))
+            start += count
         if ops:
             for op, request in zip(ops, dist.batch_isend_irecv(ops), strict=True):
                 try:
@@ -265,7 +282,7 @@ class DistributedWire(Wire):
                     raise RankLost(f"rank {self.processes.rank} stopped during {what}: rank "
                                    f"{op.peer} stopped or did not answer within "
                                    f"engine.timeout = {self.processes.timeout:g} s.") from None
-        return torch.cat([rows, *received.values()])
+        return held
 
     def all_rows(self, rows: Tensor) -> Tensor:
         """Every rank's block, in client order (all-gather of blocks padded to equal size)."""

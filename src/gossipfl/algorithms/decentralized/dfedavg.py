@@ -48,4 +48,7 @@ class DFedAvg(Algorithm):
 
     def end_round(self, ctx, state, work):
         self.keep(ctx, state, work)
+        # x^t is not read again: let go of it first, so that on the CPU its buffer can take
+        # W^Q Z^t when nothing else holds it (gossipfl.engine.recycle)
+        del state["x"]
         state["x"] = self.fed.gossip(work.y, ctx.round, self.gossip_steps())

@@ -71,5 +71,9 @@ class DPSGD(DFedAvg):
         return loss
 
     def end_round(self, ctx, state, work):
+        # x^t is not read again: let go of it, so that on the CPU its buffer can take W x^t
+        # (gossipfl.engine.recycle); the step is subtracted in place, so that no freed
+        # product waits there through the next round
+        del state["x"]
         mixed = self.fed.gossip(work.y, ctx.round)
-        state["x"] = mixed - work["step"] if self.lian else mixed
+        state["x"] = mixed.sub_(work["step"]) if self.lian else mixed
