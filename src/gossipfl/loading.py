@@ -253,7 +253,7 @@ def _registry_params(module: str, registry: str) -> Any:
         import importlib
 
         table = getattr(importlib.import_module(module), registry)
-        return set(table[name].rules) if name in table else None
+        return set(table[name].Params.parameter_rules()) if name in table else None
 
     return params
 
