@@ -31,7 +31,7 @@ from gossipfl import plugins
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import read_text
 from gossipfl.sections import SHARED_TOPOLOGY_DEFAULTS, SHARED_TOPOLOGY_PARAMS
-from gossipfl.validation import check_finite, coerce
+from gossipfl.validation import NON_NEGATIVE, POSITIVE, Rule, check_finite, coerce
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,6 +284,10 @@ class PrivacyConfig:
     clip: float = 1.0
     noise_multiplier: float = 1.0
     delta: float = 1.0e-5
+    #: what each must be (its values' rules, declared with the fields; checked by
+    #: gossipfl.trust.privacy.check_privacy when a config is read)
+    rules: typing.ClassVar = {"clip": POSITIVE, "noise_multiplier": NON_NEGATIVE,
+                              "delta": Rule(lambda v: 0 < v < 1, "in (0, 1)")}
 
 
 

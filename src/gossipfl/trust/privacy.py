@@ -20,15 +20,15 @@ from gossipfl.errors import GossipflError
 from gossipfl.state import Namespace
 from gossipfl.trust.accountant import Accountant
 from gossipfl.trust.dpsgd import PrivateGradient
-from gossipfl.validation import NON_NEGATIVE, POSITIVE, Rule, check_all
-
-RULES = {"clip": POSITIVE, "noise_multiplier": NON_NEGATIVE,
-         "delta": Rule(lambda v: 0 < v < 1, "in (0, 1)")}
+from gossipfl.validation import check_all
 
 
 def check_privacy(section: Any) -> None:
-    """The section's own values (NaN and ∞ are refused when the config is read)."""
-    check_all("privacy", {key: getattr(section, key) for key in RULES}, RULES)
+    """The section's own values, by the rules its dataclass declares
+    (:class:`gossipfl.config.PrivacyConfig`; NaN and ∞ are refused when the config is
+    read)."""
+    rules = type(section).rules
+    check_all("privacy", {key: getattr(section, key) for key in rules}, rules)
 
 
 class Privacy:
