@@ -416,6 +416,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         width = max(len(n) for n in params)
         for name, described in params.items():
             print(f"  {name:<{width}}  {described}".rstrip())
+    from gossipfl.topology.stages import STAGES
+
+    stages = {name: cls.Params.describe() for name, cls in STAGES.items()}
+    if stages:  # the plugins' (gossipfl's own are asked for by their own keys)
+        print("gossip stages (topology.stages: [{stage: name, <its parameters>}]):")
+        width = max(len(n) for n in stages)
+        for name, described in stages.items():
+            print(f"  {name:<{width}}  {described}".rstrip())
     print(f"mixing rules (topology.mixing): {', '.join(mixing_rule_names())}")
     print(f"schedules (topology.order): {', '.join(schedule_names())}")
     for title, pieces in (("robust rules (topology.robust.rule)", RULES),

@@ -134,12 +134,14 @@ class Features:
 
 
 def stages_asked(config) -> list[Asked]:
-    """The stages ``config`` asks for, outermost first: robust aggregation (``byzantine``,
-    ``topology.robust``), then compression (``topology.compression``)."""
+    """The stages ``config`` asks for, outermost first: the plugins' (``topology.stages``),
+    robust aggregation (``byzantine``, ``topology.robust``), then compression
+    (``topology.compression``)."""
     from gossipfl.compression.gossip import Channels
+    from gossipfl.topology.stages import asked_stages
     from gossipfl.trust.gossip import RobustGossip
 
-    asked = []
+    asked = [Asked(entry.stage, entry.key) for entry in asked_stages(config.topology.stages)]
     if config.topology.robust is not None or config.byzantine is not None:
         key = "topology.robust" if config.topology.robust is not None else "byzantine"
         asked.append(Asked(RobustGossip, key))

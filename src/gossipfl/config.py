@@ -97,6 +97,9 @@ class TopologyConfig:
     # a robust aggregation rule for every gossip: {rule: trimmed_mean, b: 1} (gossipfl.trust);
     # None: plain W X
     robust: Any = None
+    # gossip stages of one's own, outermost first (plugins: gossipfl.topology.register_stage):
+    # [{stage: name, <its parameters>}]; None: none
+    stages: Any = None
     # the topology's own parameters, beside the keys in a config ({name: x, hops: 2})
     options: dict = field(default_factory=dict)
 
@@ -326,6 +329,8 @@ class Config:
         """Plain nested dict (YAML-safe unless ``api_values``)."""
         out = _dataclass_to_dict(self, api_values)
         out["topology"].update(out["topology"].pop("options"))  # beside the keys, as given
+        if self.topology.stages is None:
+            del out["topology"]["stages"]  # absent, as before the key existed
         if self.systems is None:
             del out["systems"]  # absent, as before the section existed
         if self.privacy is None:

@@ -45,6 +45,7 @@ from gossipfl.schedules import get_schedule
 from gossipfl.state import RunState
 from gossipfl.systems import Systems, build_systems, mixing_topology, systems_model
 from gossipfl.topology import Mixer, Topology, build_topology
+from gossipfl.topology.stages import asked_stages
 from gossipfl.trust.attacks import ATTACKS
 from gossipfl.trust.byzantine import flip_labels
 from gossipfl.trust.gossip import build_trust, byzantine_of
@@ -377,8 +378,10 @@ def gossip_stages(config: Config, trust, state: RunState) -> list:
     aggregation under attack (``byzantine``, ``topology.robust``; none with the plain mean
     and no attack that sends: the same W z), then compression with error feedback
     (``topology.compression``: CHOCO-Gossip's channels, their public copies in the run's
-    gossip namespace)."""
-    stages = []
+    gossip namespace); the plugins' stages (``topology.stages``, registered with
+    :func:`gossipfl.topology.register_stage`) wrap them, in the config's order."""
+    stages = [entry.stage.build(entry.params, entry.key)
+              for entry in asked_stages(config.topology.stages)]
     if trust is not None and trust.gossip is not None:
         stages.append(trust.gossip)
     choco = build_choco(config.topology.compression)  # checked when the config was read

@@ -137,4 +137,4 @@ class Channels(Stage):
         return x
 
 
-__all__ = ["GOSSIP_KEYS", "Channels", "CompressionParams", "ChocoGossip", "build_choco"]
+__all__ = ["GOSSIP_KEYS", "Channels", "ChocoGossip", "CompressionParams", "build_choco"]
