@@ -147,8 +147,8 @@ def test_typed_is_the_one_function_for_a_pieces_parameters():
     assert made == Widget(hops=2, scale=3.0)
     assert type(made.hops) is int and type(made.scale) is float
     for given, words in [
-            ({"hops": 2, "scal": 1}, "w.scal: unknown parameter of widget 'mine' (value 1) "
-                                     "(did you mean 'scale'?); allowed: hops, scale."),
+            ({"hops": 2, "scal": 1}, ("w.scal: unknown parameter of widget 'mine' (value 1) "
+                                     "(did you mean 'scale'?); allowed: hops, scale.")),
             ({"hops": 0}, "w.hops: must be an integer >= 1, got 0."),
             ({}, "w.hops: widget 'mine' needs this parameter (an integer >= 1); set it."),
             ({"hops": 9, "scale": 2}, "w.scale: mine fixes its scale above 8 hops.")]:
