@@ -17,7 +17,7 @@ import torch
 
 from gossipfl.algorithms import Algorithm, get_algorithm
 from gossipfl.clients import ClientEnv, LocalTraining
-from gossipfl.compat import check, features
+from gossipfl.compat import check, features, mixing_check, model_refusal
 from gossipfl.compression.gossip import Channels, build_choco
 from gossipfl.config import Config
 from gossipfl.data import (
@@ -328,6 +328,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     check(features(config, algo_cls, topology, world, draws))
     # the robust rule and the attack (byzantine, topology.robust): the honest graph, degrees
     trust = build_trust(config, topology)
+    reason = model_refusal(config, model)  # DP-SGD against the model's BatchNorm layers
+    if reason:
+        raise GossipflError(reason)
     privacy = build_privacy(config, model, np.array([len(p) for p in parts]), device,
                             state.privacy)
     fed = federation_of(processes, m, groups, sizes, seed=config.seed, mixer=mixer,
@@ -348,7 +351,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                                                                    device)
     groups.check_used(algorithm)  # a personalized split needs a shared and a personal part
     check(features(config, algorithm, topology, world, draws))  # its hooks read its params
-    caution = None if topology is None else algorithm.mixing_check(topology)[1]
+    caution = None if topology is None else mixing_check(algorithm, topology)[1]
     systems = build_systems(config, draws, fed, algorithm, layout.P, state.systems)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
