@@ -18,6 +18,7 @@ mixing rule            ``gossipfl.topology.register_mixing_rule``   ``topology.m
 compressor             ``gossipfl.compression.register_compressor`` ``topology.compression``
 robust rule            ``gossipfl.trust.register_rule``             ``topology.robust.rule``
 attack                 ``gossipfl.trust.register_attack``           ``byzantine.attack``
+gossip stage           ``gossipfl.topology.register_stage``         ``topology.stages``
 =====================  ===========================================  ============================
 
 A piece that a config names with parameters beside its name (a compressor, a robust rule,
