@@ -11,12 +11,14 @@ width 2P. A config names it like gossipfl's own, with its parameter checked befo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
 from gossipfl.compression import Compressor, register_compressor
-from gossipfl.validation import Rule, one_of
+from gossipfl.plugins import Params
+from gossipfl.validation import one_of
 
 FORMATS = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -24,10 +26,14 @@ FORMATS = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 @register_compressor
 class Half(Compressor):
     name, unbiased, keyed = "half", False, False
-    rules: ClassVar[dict[str, Rule]] = {"format": one_of(*FORMATS)}
 
-    def __init__(self, format: str = "bfloat16"):
-        self.dtype = FORMATS[format]
+    @dataclass(frozen=True)
+    class Params(Params):  # its parameters, declared once: fields, defaults, rules
+        format: str = "bfloat16"
+        rules: ClassVar = {"format": one_of(*FORMATS)}
+
+    def setup(self):  # self.format is set (from Params)
+        self.dtype = FORMATS[self.format]
 
     def width(self, numel):
         return 2 * numel

@@ -6,8 +6,9 @@ Round t links client i with i ± 2^(t mod τ) (mod M), τ = ``period`` (null, th
 ⌈log₂ M⌉): every client talks to one or two peers per round, and τ = ⌈log₂ M⌉ consecutive
 rounds reach everyone. W_t comes from the adjacency by ``topology.mixing``
 (Metropolis–Hastings by default); gossipfl validates it and checks that the union of the first
-rounds is connected, as for its own topologies. The registration declares ``period`` with its
-rule and default, so a config sets it beside the section's keys, checked before training
+rounds is connected, as for its own topologies. The registration declares ``period`` once, in
+its ``Params`` dataclass with its rule and default, so a config sets it beside the section's
+keys, checked before training
 (``topology.period: must be an integer >= 1 or null, got 0.``), ``--set topology.period=2``
 and a study's grid (``topology.period: [1, 2]``) set it as any key, and ``gossipfl list
 --plugin`` shows it:
@@ -18,9 +19,12 @@ and a study's grid (``topology.period: [1, 2]``) set it as any key, and ``gossip
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
+from gossipfl.plugins import Params
 from gossipfl.topology import Topology, register_topology
 from gossipfl.validation import COUNT
 
@@ -36,8 +40,13 @@ def one_peer_adjacency(m: int, t: int, period: int) -> np.ndarray:
     return A
 
 
-@register_topology("one_peer_exp", rules={"period": COUNT.or_none()},
-                   defaults={"period": None})
+@dataclass(frozen=True)
+class OnePeerParams(Params):
+    period: int | None = None  # τ; null: ⌈log₂ M⌉
+    rules: ClassVar = {"period": COUNT.or_none()}
+
+
+@register_topology("one_peer_exp", params=OnePeerParams)
 def one_peer_exp(m: int, mixing: str, seed: int, params: dict) -> Topology:
     tau = max(1, math.ceil(math.log2(m))) if params["period"] is None else int(params["period"])
     return Topology("one_peer_exp", m, mixing, lambda t: one_peer_adjacency(m, t, tau),

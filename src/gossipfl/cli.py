@@ -408,20 +408,25 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name, described in options.items():
             print(f"  {name:<{width}}  {described or '(none)'}")
     from gossipfl.compression import COMPRESSORS
-    from gossipfl.compression.compressors import compressor_defaults
     from gossipfl.trust import ATTACKS, RULES
-    from gossipfl.validation import describe_params
 
     # the pieces a config names with their parameters beside the name ({name: x, param: v})
     for title, params in (
             ("topologies (topology.name; its parameters beside it)",
              {name: topology_kind(name).describe() for name in topology_names()}),
             ("compressors (topology.compression.compressor; its parameters beside it)",
-             {name: describe_params(cls.rules, compressor_defaults(cls))
-              for name, cls in COMPRESSORS.items()})):
+             {name: cls.Params.describe() for name, cls in COMPRESSORS.items()})):
         print(f"{title}:")
         width = max(len(n) for n in params)
         for name, described in params.items():
+            print(f"  {name:<{width}}  {described}".rstrip())
+    from gossipfl.topology.stages import STAGES
+
+    stages = {name: cls.Params.describe() for name, cls in STAGES.items()}
+    if stages:  # the plugins' (gossipfl's own are asked for by their own keys)
+        print("gossip stages (topology.stages: [{stage: name, <its parameters>}]):")
+        width = max(len(n) for n in stages)
+        for name, described in stages.items():
             print(f"  {name:<{width}}  {described}".rstrip())
     print(f"mixing rules (topology.mixing): {', '.join(mixing_rule_names())}")
     print(f"schedules (topology.order): {', '.join(schedule_names())}")
@@ -430,8 +435,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"{title}:")
         width = max(len(n) for n in pieces)
         for name, cls in pieces.items():  # the paper, then the parameters with defaults
-            params = describe_params(cls.rules, {key: getattr(cls, key) for key in cls.rules
-                                                 if hasattr(cls, key)})
+            params = cls.Params.describe()
             print(f"  {name:<{width}}  {cls.paper}" + (f"; {params}" if params else ""))
     return 0
 

@@ -31,7 +31,7 @@ from gossipfl import plugins
 from gossipfl.common.sections import SHARED_TOPOLOGY_DEFAULTS, SHARED_TOPOLOGY_PARAMS
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import read_text
-from gossipfl.validation import check_finite, coerce
+from gossipfl.validation import NON_NEGATIVE, POSITIVE, Rule, check_finite, coerce
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,6 +97,9 @@ class TopologyConfig:
     # a robust aggregation rule for every gossip: {rule: trimmed_mean, b: 1} (gossipfl.trust);
     # None: plain W X
     robust: Any = None
+    # gossip stages of one's own, outermost first (plugins: gossipfl.topology.register_stage):
+    # [{stage: name, <its parameters>}]; None: none
+    stages: Any = None
     # the topology's own parameters, beside the keys in a config ({name: x, hops: 2})
     options: dict = field(default_factory=dict)
 
@@ -284,6 +287,10 @@ class PrivacyConfig:
     clip: float = 1.0
     noise_multiplier: float = 1.0
     delta: float = 1.0e-5
+    #: what each must be (its values' rules, declared with the fields; checked by
+    #: gossipfl.trust.privacy.check_privacy when a config is read)
+    rules: typing.ClassVar = {"clip": POSITIVE, "noise_multiplier": NON_NEGATIVE,
+                              "delta": Rule(lambda v: 0 < v < 1, "in (0, 1)")}
 
 
 
@@ -322,6 +329,8 @@ class Config:
         """Plain nested dict (YAML-safe unless ``api_values``)."""
         out = _dataclass_to_dict(self, api_values)
         out["topology"].update(out["topology"].pop("options"))  # beside the keys, as given
+        if self.topology.stages is None:
+            del out["topology"]["stages"]  # absent, as before the key existed
         if self.systems is None:
             del out["systems"]  # absent, as before the section existed
         if self.privacy is None:

@@ -18,7 +18,13 @@ mixing rule            ``gossipfl.topology.register_mixing_rule``   ``topology.m
 compressor             ``gossipfl.compression.register_compressor`` ``topology.compression``
 robust rule            ``gossipfl.trust.register_rule``             ``topology.robust.rule``
 attack                 ``gossipfl.trust.register_attack``           ``byzantine.attack``
+gossip stage           ``gossipfl.topology.register_stage``         ``topology.stages``
 =====================  ===========================================  ============================
+
+A piece that a config names with parameters beside its name (a compressor, a robust rule,
+an attack, a topology) declares them once, as a frozen dataclass subclassing :class:`Params`
+(fields, defaults and their ``rules``); :func:`typed` is the one function that builds it from
+a config mapping, and ``gossipfl list`` shows it.
 
 Plugins are named in a config (``plugins: [my_algo.py]``, paths relative to the config
 file) or on the command line (``gossipfl run --plugin my_algo.py``, for every config that
@@ -41,6 +47,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.validation import Params, typed  # noqa: F401 - a piece's parameters, for plugins
 
 _LOADED: dict[str, object] = {}  # plugin (absolute path or module name) -> module
 _SESSION: list[str] = []  # plugins named on the command line: added to every config
@@ -165,6 +172,27 @@ class Registry(dict):
         """Every name: gossipfl's own (``reserved`` first), then the plugins'."""
         self.ensure_loaded()
         return (*self.reserved, *self)
+
+
+def check_params_class(piece: type, what: str) -> None:
+    """A class-based piece (a compressor, a robust rule, an attack) declares its parameters
+    once, as ``Params``: a frozen dataclass subclassing :class:`~gossipfl.validation.Params`
+    (its fields, their defaults and ``rules``); one sentence naming ``what`` it is, else
+    (also for the former form, a ``rules`` mapping on the piece itself)."""
+    import dataclasses
+
+    if "rules" in vars(piece):
+        raise GossipflError(
+            f"{what} ({origin(piece)}) declares its parameters as a 'rules' mapping; declare "
+            f"them once as a frozen dataclass 'Params' subclassing gossipfl.plugins.Params "
+            f"(fields with their defaults, 'rules' beside them), as docs/guide/plugins.md "
+            f"shows.")
+    params = getattr(piece, "Params", None)
+    if not (isinstance(params, type) and issubclass(params, Params)
+            and dataclasses.is_dataclass(params)
+            and params.__dataclass_params__.frozen):
+        raise GossipflError(f"{what} ({origin(piece)}): its Params must be a frozen dataclass "
+                            f"subclassing gossipfl.plugins.Params, got {params!r:.60}.")
 
 
 def replaceable(existing: object) -> bool:

@@ -7,13 +7,14 @@ is :func:`one_of` (its error lists the valid names, from the registry that defin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 
@@ -74,8 +75,120 @@ def one_of(*choices: str) -> Rule:
     return Rule(lambda v: v in choices, "", tuple(choices))
 
 
+@dataclass(frozen=True)
+class Params:
+    """A piece's parameters, declared once: the base of every registered piece's parameter
+    dataclass (a compressor's, a robust rule's, an attack's, a topology's). Each field is a
+    parameter a config may give the piece beside its name, its annotation the type and its
+    default the value a config leaves out (a field without a default must be given);
+    ``rules`` (a class attribute, not a field) maps fields to their :class:`Rule`, and a
+    subclass lists only the fields it adds (the rules of its bases apply too).
+
+    :func:`typed` builds one from a config mapping (one sentence naming the key and value for
+    an unknown parameter, a bad value or a missing one); ``gossipfl list`` shows
+    :meth:`describe`. ``check_together`` is the place of a rule between parameters::
+
+        @dataclass(frozen=True)
+        class SparseParams(Params):
+            k: int | None = None
+            fraction: float | None = None
+            rules: ClassVar = {"k": COUNT, "fraction": FRACTION}
+    """
+
+    rules: ClassVar[dict[str, Rule]] = {}
+
+    @classmethod
+    def parameter_rules(cls) -> dict[str, Rule | None]:
+        """Every parameter (the fields, in order) with its rule (None: only its type)."""
+        rules: dict[str, Rule] = {}
+        for base in reversed(cls.__mro__):
+            rules.update(vars(base).get("rules", {}))
+        return {f.name: rules.get(f.name) for f in dataclasses.fields(cls) if f.init}
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """The parameters that have a default, with it."""
+        out = {}
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+        return out
+
+    @classmethod
+    def check_together(cls, key: str, given: dict[str, Any], name: str) -> None:
+        """One sentence, naming ``key.param``, for parameters that are valid alone but not
+        together (``given``: those the config set, each past its rule; ``name``: the
+        piece's)."""
+
+    @classmethod
+    def describe(cls) -> str:
+        """The parameters for ``gossipfl list``: ``k = 10 (an integer >= 1)``, each with its
+        default where a config may leave it out (a None default that its rule refuses, an
+        absent parameter, is not shown); '' for none."""
+        rules = cls.parameter_rules()
+        defaults = {key: value for key, value in cls.defaults().items()
+                    if value is not None or rules[key] is None or _holds(rules[key], None)}
+        return describe_params(rules, defaults)
+
+    def given(self) -> dict[str, Any]:
+        """The parameters as a mapping (name -> value)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+
+
+def _holds(rule: Rule, value: Any) -> bool:
+    try:
+        return bool(rule.holds(value))
+    except TypeError:
+        return False
+
+
+P = typing.TypeVar("P", bound=Params)
+
+
+def typed(params: type[P], given: dict[str, Any], key: str, kind: str, name: str,
+          also: Sequence[str] = (), near: Sequence[str] = ()) -> P:
+    """The one function that types a piece's parameters: ``params`` (the piece's
+    :class:`Params` dataclass) from the mapping a config ``given`` it, as :func:`check_piece_
+    params` checks them (an unknown one, listing those it takes and ``also``; a value its rule
+    refuses), then a parameter without a default that ``given`` lacks, then the class's
+    ``check_together``; each a sentence naming ``key.param``. An integral number for an
+    ``int`` field becomes an int, an integer for a ``float`` field a float."""
+    rules = params.parameter_rules()
+    check_piece_params(key, kind, name, given, rules, also, near)
+    defaults = params.defaults()
+    for param, rule in rules.items():
+        if param not in given and param not in defaults:
+            words = f" ({rule.words})" if rule is not None and rule.words else ""
+            raise GossipflError(f"{key}.{param}: {kind} '{name}' needs this parameter{words}; "
+                                f"set it.")
+    params.check_together(key, dict(given), name)
+    try:
+        hints = typing.get_type_hints(params)
+    except Exception:  # noqa: BLE001 - a plugin's unresolvable annotations: values as given
+        hints = {}
+    return params(**{param: _as_annotated(value, hints.get(param))
+                     for param, value in given.items()})
+
+
+def _as_annotated(value: Any, hint: Any) -> Any:
+    """``value`` as its field's type where a number is of the other kind (2.0 for an int, 2
+    for a float, also in an ``X | None`` or ``X | str``); anything else as it is."""
+    options = set(typing.get_args(hint)) if typing.get_origin(hint) in (
+        typing.Union, types.UnionType) else {hint}
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if int in options and float not in options and isinstance(value, float) \
+            and value.is_integer():
+        return int(value)
+    if float in options and int not in options and isinstance(value, int):
+        return float(value)
+    return value
+
+
 def check_piece_params(key: str, kind: str, name: str, params: dict[str, Any],
-                       rules: dict[str, Rule], also: Sequence[str] = (),
+                       rules: dict[str, Rule | None], also: Sequence[str] = (),
                        near: Sequence[str] = ()) -> None:
     """The parameters a config gives a registered piece (``kind`` ``name``: a compressor, a
     robust rule, an attack, a topology): each one it takes (``rules``; ``also``: the other
@@ -88,7 +201,8 @@ def check_piece_params(key: str, kind: str, name: str, params: dict[str, Any],
             raise GossipflError(f"{key}.{p}: unknown parameter of {kind} '{name}' (value "
                                 f"{v!r}){did_you_mean(p, [*keys, *near])}; allowed: "
                                 f"{', '.join(keys) or 'none'}.")
-        rules[p].check(f"{key}.{p}", v)
+        if rules[p] is not None:
+            rules[p].check(f"{key}.{p}", v)
 
 
 def shown(value: Any) -> str:

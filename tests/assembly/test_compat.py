@@ -5,8 +5,11 @@ the sentence the run gives."""
 from __future__ import annotations
 
 import itertools
+import re
 
+import numpy as np
 import pytest
+import torch
 import yaml
 
 from gossipfl.algorithms import get_algorithm
@@ -196,3 +199,80 @@ def test_the_dry_run_of_a_config_that_runs_prints_its_plan(tmp_path, capsys):
 
     assert cli.main(["run", str(path), "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith("memory plan: dfedavg")
+
+
+# -- the refusals worded here from the declarations of one piece against another -------------
+def column_stochastic():
+    """A column-stochastic-only W on M clients (a push-sum matrix)."""
+    W = np.zeros((M, M))
+    for i in range(M):
+        W[i, i] = W[(i + 1) % M, i] = 0.5
+    W[:, 0] = 0.0
+    W[[0, 1, 2], 0] = 0.3, 0.3, 0.4
+    return W
+
+
+def batchnorm_model(shape, out):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(shape[0], 4),
+                               torch.nn.BatchNorm1d(4), torch.nn.Linear(4, out))
+
+
+#: an algorithm's orders (order_conflict) against the order, its mixing and static_graph
+#: against the topology, a schedule's by_completion_time against the speeds, the privacy
+#: section against the model: each the sentence the run gave before the wording moved here
+MOVED = [
+    pytest.param(lambda: {"algorithm": {"name": "dfedavg", "gossip_steps": 2}, "topology": {"order": "sequential"}},
+                 "topology.order: sequential mixes each client's neighbours once, in place, so it needs algorithm.gossip_steps: 1, got 2.",
+                 id="gossip_steps_sequential"),
+    pytest.param(lambda: {"algorithm": {"name": "dpsgd", "variant": "lian"}, "topology": {"order": "sequential"}},
+                 "topology.order: sequential needs a round that mixes and then trains, but dpsgd's variant lian takes its gradient at the pre-gossip point, in parallel with the gossip (variant: local_epoch is defined).",
+                 id="lian_sequential"),
+    pytest.param(lambda: {"algorithm": {"name": "adpsgd"}},
+                 'topology.order: synchronous is not defined for adpsgd, whose workers compute and average asynchronously; set topology.order: asynchronous.',
+                 id="adpsgd_synchronous"),
+    pytest.param(lambda: {"algorithm": {"name": "adpsgd"}, "topology": {"order": "asynchronous", "name": "random_k", "k": 2, "mixing": "uniform"}},
+                 "topology.name: algorithm adpsgd averages pairs of neighbours, which needs an undirected graph, but the random_k topology's uniform matrix has a directed pattern.",
+                 id="adpsgd_directed"),
+    pytest.param(lambda: {"algorithm": {"name": "sgp"}, "topology": {"name": "epidemic", "s": 2, "k": None}},
+                 "topology.name: algorithm sgp is push-sum and needs every column of W to sum to 1, but the epidemic topology's uniform matrix is row-stochastic only; use a doubly or column-stochastic one (e.g. one_peer_exponential, base_k, or custom with topology.mixing: custom).",
+                 id="sgp_row"),
+    pytest.param(lambda: {"topology": {"name": "custom", "mixing": "custom", "k": None, "matrix": column_stochastic()}},
+                 "topology.name: algorithm dfedavg mixes x_i ← Σ_j w_ij x_j, which needs every row of W to sum to 1, but the custom topology's custom matrix is column-stochastic only (a push-sum matrix, for algorithm sgp).",
+                 id="dfedavg_column"),
+    pytest.param(lambda: {"algorithm": {"name": "choco"}, "topology": {"name": "one_peer_exponential", "k": None}},
+                 "topology.name: algorithm choco keeps each client's public copy at its neighbours, which needs a fixed graph, but the one_peer_exponential topology changes every round; use a static one (ring, k_regular, exponential, ...).",
+                 id="choco_time_varying"),
+    pytest.param(lambda: {"algorithm": {"name": "adpsgd"}, "topology": {"order": "asynchronous"}, "systems": {"compute": {"seconds_per_step": 0.0}}},
+                 "systems.compute: topology.order: asynchronous orders its events by completion time, which needs every client's seconds_per_step > 0.",
+                 id="asynchronous_zero_speed"),
+    pytest.param(lambda: {"model": {"name": "bn", "factory": batchnorm_model}, "privacy": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-3}},
+                 'privacy: model bn has BatchNorm, which mixes the samples of a batch, so per-sample gradients are undefined; use a model without BatchNorm (GroupNorm or none).',
+                 id="privacy_batchnorm"),
+]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(("fragment", "sentence"), MOVED)
+def test_the_refusals_of_one_declaration_against_another_are_worded_here(fragment, sentence):
+    from gossipfl.assembly import compat
+
+    with pytest.raises(GossipflError) as info:
+        Runner(load_config(config_of(fragment())))
+    assert str(info.value) == sentence
+    templates = (*compat.ORDER_SENTENCES.values(), *compat.MIXING_SENTENCES.values(),
+                 compat.SPEED, compat.BATCHNORM)
+    patterns = [re.escape(t).replace(r"\{", "{").replace(r"\}", "}") for t in templates]
+    patterns = [re.sub(r"\{\w+\}", "(.+?)", p) for p in patterns]
+    assert sum(bool(re.fullmatch(p, sentence)) for p in patterns) == 1  # worded in compat
+
+
+@pytest.mark.parametrize(("key", "fragment"), [
+    ("topology.compression", {"topology": {"compression": {"compressor": "sign"}}}),
+    ("topology.robust", {"topology": {"robust": {"rule": "median"}}}),
+    ("byzantine", FEATURES["byzantine"][1])])
+def test_an_algorithm_whose_messages_must_stay_whole_refuses_the_stages(key, fragment):
+    """Muffliato's guarantee is for W y with y sent whole: its compressible = False is the
+    declaration, and the stages' plain_gossip need words the refusal."""
+    with pytest.raises(GossipflError) as info:
+        Runner(load_config(config_of({"algorithm": {"name": "muffliato"}}, fragment)))
+    assert str(info.value).startswith(f"{key}: algorithm muffliato gossips ")

@@ -4,6 +4,9 @@ closest name."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import pytest
 
 from gossipfl.algorithms import ALGORITHMS
@@ -17,6 +20,7 @@ from gossipfl.plugins import Registry
 from gossipfl.schedules import SCHEDULES
 from gossipfl.topology.graphs import TOPOLOGY_KINDS
 from gossipfl.topology.mixing import MIXING_RULE_KINDS
+from gossipfl.topology.stages import STAGES
 from gossipfl.trust.attacks import ATTACKS
 from gossipfl.trust.rules import RULES
 
@@ -24,7 +28,7 @@ EVERY_KIND = {"algorithm": ALGORITHMS, "model": MODELS, "dataset": USER_DATASETS
               "partition": PARTITIONERS, "server optimizer": SERVER_OPTIMIZERS,
               "schedule": SCHEDULES, "topology": TOPOLOGY_KINDS,
               "mixing rule": MIXING_RULE_KINDS, "compressor": COMPRESSORS,
-              "robust rule": RULES, "attack": ATTACKS}
+              "robust rule": RULES, "attack": ATTACKS, "gossip stage": STAGES}
 
 
 def test_every_kind_of_piece_lives_in_one_registry_pattern():
@@ -78,3 +82,77 @@ def test_a_plugin_cannot_take_gossipfls_own_names():
         PARTITIONERS.add("natural", plugin_piece())
     with pytest.raises(GossipflError, match=r"^server optimizer name 'adam' is gossipfl's "):
         SERVER_OPTIMIZERS.add("adam", plugin_piece())
+
+
+# -- every piece's parameters declared once (gossipfl.validation.Params) ------------------------
+PARAMETRIZED = {"compressor": COMPRESSORS, "robust rule": RULES, "attack": ATTACKS,
+                "gossip stage": STAGES}
+
+
+def test_every_pieces_parameters_are_one_frozen_dataclass():
+    """A compressor's, rule's, attack's, stage's and topology's parameters are a frozen
+    Params dataclass: its fields are what a config may set, with their defaults and rules."""
+    import dataclasses
+
+    from gossipfl.validation import Params
+
+    classes = [cls.Params for registry in PARAMETRIZED.values() for cls in registry.values()]
+    classes += [kind.Params for kind in TOPOLOGY_KINDS.values()]
+    for params in classes:
+        assert issubclass(params, Params) and params.__dataclass_params__.frozen, params
+        assert set(params.parameter_rules()) == {f.name for f in dataclasses.fields(params)}
+        for key, value in params.defaults().items():
+            rule = params.parameter_rules()[key]
+            assert rule is None or value is None or rule.holds(value), (params, key)
+
+
+@pytest.mark.parametrize("kind", list(PARAMETRIZED))
+def test_a_piece_declaring_rules_beside_its_class_is_refused(kind):
+    """The former form (a ``rules`` mapping on the piece, values set untyped) is one sentence
+    at registration, naming the piece and the form to use."""
+    from gossipfl.compression import Compressor, register_compressor
+    from gossipfl.topology.stages import Stage, register_stage
+    from gossipfl.trust import Attack, RobustRule, register_attack, register_rule
+    from gossipfl.validation import COUNT
+
+    base, register = {"compressor": (Compressor, register_compressor),
+                      "robust rule": (RobustRule, register_rule),
+                      "attack": (Attack, register_attack),
+                      "gossip stage": (Stage, register_stage)}[kind]
+    old = type("Old", (base,), {"name": "old_form", "kind": "old_form", "__module__": "mine",
+                                "rules": {"k": COUNT}})
+    with pytest.raises(GossipflError, match=r"declares its parameters as a 'rules' mapping; "
+                                            r"declare them once as a frozen dataclass 'Params'"):
+        register(old)
+    assert "old_form" not in PARAMETRIZED[kind]
+
+
+def test_typed_is_the_one_function_for_a_pieces_parameters():
+    """Unknown keys with the allowed list, each rule, a missing required parameter, the
+    rule between parameters, then the values as their fields' types."""
+    from gossipfl.validation import COUNT, POSITIVE, Params, typed
+
+    @dataclass(frozen=True, kw_only=True)
+    class Widget(Params):
+        hops: int
+        scale: float = 1.0
+        rules: ClassVar = {"hops": COUNT, "scale": POSITIVE}
+
+        @classmethod
+        def check_together(cls, key, given, name):
+            if given.get("hops", 0) > 8 and "scale" in given:
+                raise GossipflError(f"{key}.scale: {name} fixes its scale above 8 hops.")
+
+    made = typed(Widget, {"hops": 2.0, "scale": 3}, "w", "widget", "mine")
+    assert made == Widget(hops=2, scale=3.0)
+    assert type(made.hops) is int and type(made.scale) is float
+    for given, words in [
+            ({"hops": 2, "scal": 1}, ("w.scal: unknown parameter of widget 'mine' (value 1) "
+                                     "(did you mean 'scale'?); allowed: hops, scale.")),
+            ({"hops": 0}, "w.hops: must be an integer >= 1, got 0."),
+            ({}, "w.hops: widget 'mine' needs this parameter (an integer >= 1); set it."),
+            ({"hops": 9, "scale": 2}, "w.scale: mine fixes its scale above 8 hops.")]:
+        with pytest.raises(GossipflError) as info:
+            typed(Widget, given, "w", "widget", "mine")
+        assert str(info.value) == words
+    assert Widget.describe() == "hops (an integer >= 1), scale = 1.0 (> 0)"

@@ -575,9 +575,9 @@ def test_every_robust_rule_attack_and_compressor_refuses_every_parameter_it_does
         "compressor": (COMPRESSORS,
                        lambda name, key, v: build_compressor({"compressor": name, key: v})),
     }[family]
-    every = {key for cls in registry.values() for key in cls.rules}
+    every = {key for cls in registry.values() for key in cls.Params.parameter_rules()}
     for name in _builtin(registry):
-        for key in sorted(every - set(registry[name].rules)):
+        for key in sorted(every - set(registry[name].Params.parameter_rules())):
             with pytest.raises(GossipflError, match=rf"\.{key}: unknown parameter of "
                                                     rf"{family} '{name}'.*; allowed: "):
                 build(name, key, 1)
@@ -681,7 +681,8 @@ def test_list_shows_every_pieces_parameters_and_defaults(capsys):
     for section, registry in (("robust rules", RULES), ("attacks", ATTACKS)):
         for name, cls in registry.items():
             shown = parameters_of(name, section)
-            assert all(f"{key} = " in shown or f"{key} (" in shown for key in cls.rules), name
+            assert all(f"{key} = " in shown or f"{key} (" in shown
+                       for key in cls.Params.parameter_rules()), name
     assert "b = 1 (an integer >= 0)" in parameters_of("trimmed_mean", "robust rules")
     assert "view = neighbourhood (one of neighbourhood, all" in parameters_of("alie",
                                                                                 "attacks")

@@ -221,8 +221,8 @@ class Algorithm:
     ``evaluations`` (which models the evaluation protocols measure: ``average``, ``local``;
     ``personalized``: the algorithm trains personal models, measured on each client's local
     test split by default and reported first in tables), ``orders`` (the gossip orders
-    its round is defined for) and ``mixing`` (the mixing matrices its update rule is defined
-    for, :meth:`mixing_check`).
+    its round is defined for, :meth:`order_conflict`) and ``mixing`` (the mixing matrices its
+    update rule is defined for, :func:`gossipfl.assembly.compat.mixing_check`).
     """
 
     name: ClassVar[str] = ""
@@ -236,7 +236,8 @@ class Algorithm:
     orders: ClassVar[tuple[str, ...]] = ("synchronous",)
     #: the matrices W the update rule is defined for (gossipfl.topology: Topology.stochastic):
     #: ``doubly`` (rows and columns sum to 1, the D-PSGD / DFedAvg papers), ``row`` (rows:
-    #: x_i ← Σ_j w_ij x_j stays a convex combination) or ``column`` (columns: push-sum)
+    #: x_i ← Σ_j w_ij x_j stays a convex combination), ``column`` (columns: push-sum) or
+    #: ``pairs`` (pairwise averages of neighbours: an undirected graph, AD-PSGD)
     mixing: ClassVar[str] = "doubly"
     #: whether ``topology.compression`` (CHOCO-Gossip, gossipfl.compression) may replace its
     #: plain gossip (False: it gossips with push-sum weights or masks)
@@ -250,6 +251,9 @@ class Algorithm:
     #: whether it reads its clients' label counts (``env.label_counts``): data that DP-SGD
     #: does not privatize, so ``privacy`` refuses it
     reads_label_counts: ClassVar[bool] = False
+    #: whether it keeps state at each client's neighbours (public copies: CHOCO, DeepSqueeze,
+    #: BEER), which needs the same graph every round (a time-varying one is refused)
+    static_graph: ClassVar[bool] = False
 
     def __init__(self, params: Any, env: ClientEnv, fed: Federation):
         self.params = params if params is not None else self.Params()
@@ -266,40 +270,11 @@ class Algorithm:
         ``order``, before training (e.g. an unstable extrapolation)."""
         return []
 
-    def mixing_check(self, topology: Any) -> tuple[str | None, str | None]:
-        """(refusal, warning) for this algorithm's ``mixing`` on the topology's matrices
-        (``topology.stochastic``), checked before training:
-
-        - a ``column``-only W (push-sum) is refused for ``doubly`` / ``row`` algorithms: their
-          x ← Wx needs rows summing to 1; a ``row``-only W is refused for ``column`` (push-sum
-          needs the columns to sum to 1 to keep Σ_i x_i and Σ_i w_i);
-        - a ``doubly`` algorithm on a row-stochastic-only W runs with a warning when the graph
-          is static (its fixed point weights the clients by W's Perron vector, not uniformly);
-          a time-varying one (random_k, authors_random, epidemic with ``uniform`` weights)
-          runs silently: its draws are exchangeable, so E[W] is doubly stochastic.
-        """
-        if topology is None:
-            return None, None
-        has, need = topology.stochastic, self.mixing
-        what = f"the {topology.name} topology's {topology.mixing} matrix"
-        if need == "column" and has == "row":
-            return (f"topology.name: algorithm {self.name} is push-sum and needs every column of "
-                    f"W to sum to 1, but {what} is row-stochastic only; use a doubly or "
-                    "column-stochastic one (e.g. one_peer_exponential, base_k, or custom with "
-                    "topology.mixing: custom)."), None
-        if need != "column" and has == "column":
-            return (f"topology.name: algorithm {self.name} mixes x_i ← Σ_j w_ij x_j, which needs "
-                    f"every row of W to sum to 1, but {what} is column-stochastic only (a "
-                    "push-sum matrix, for algorithm sgp)."), None
-        if need == "doubly" and has == "row" and not topology.time_varying:
-            return None, (f"algorithm {self.name} assumes a doubly stochastic W, but {what} is "
-                          "row-stochastic only: the clients are drawn towards Σ_i π_i F_i "
-                          "(π: W's Perron vector), not the plain mean of their objectives.")
-        return None, None
-
     def refusal(self, config: Any, topology: Any) -> str | None:
-        """Why this algorithm cannot run with ``config`` on ``topology`` (one sentence,
-        checked before training; None: it can)."""
+        """Why this algorithm's own parameters cannot run on ``topology`` (one sentence,
+        checked before training; None: they can). What combines features (its ``orders``,
+        ``mixing``, ``static_graph``, ``compressible`` against the order, the topology and
+        the stages) is worded by :mod:`gossipfl.assembly.compat` from the declarations."""
         return None
 
     def columns(self, rounds: int) -> dict:
@@ -307,12 +282,12 @@ class Algorithm:
         evaluated row (e.g. Muffliato's privacy guarantee); none by default."""
         return {}
 
-    def order_error(self, order: str) -> str | None:
-        """Why ``topology.order: order`` is not defined for this algorithm (None: it is)."""
-        if order in self.orders:
-            return None
-        return (f"topology.order: {order} is not defined for algorithm {self.name}, whose round "
-                f"is not 'start from the mixed neighbours, then train' (use synchronous).")
+    def order_conflict(self, order: str) -> tuple[str, dict] | None:
+        """What of this algorithm's round ``topology.order: order`` conflicts with, as a
+        reason of :data:`gossipfl.assembly.compat.ORDER_SENTENCES` and the values its sentence names
+        (None: none; gossipfl.assembly.compat words the refusal). By default the orders it declares
+        (``orders``)."""
+        return None if order in self.orders else ("orders", {})
 
     # -- a round -----------------------------------------------------------------------------
     def init(self, x0: torch.Tensor) -> State:

@@ -10,15 +10,23 @@ refusals from those declarations, each one sentence naming the key (the CLI exit
   ``compressible``: its gossip is x ← W x, ``own_compression``), the other stages (``whole``:
   whether they send whole messages), the topology (``time_varying``), the order, the backend
   and the systems model (``has_failures``: W'_t changes every round);
-- a schedule's ``one_process`` and ``no_failures`` (why it cannot split the stack over
-  processes, why it has no rounds for a client or link to miss) and the algorithm's
-  ``orders`` (:meth:`~gossipfl.algorithms.base.Algorithm.order_error`);
-- the algorithm's ``mixing`` against the topology's ``stochastic``
-  (:meth:`~gossipfl.algorithms.base.Algorithm.mixing_check`) and its own
-  :meth:`~gossipfl.algorithms.base.Algorithm.refusal` (Muffliato's guarantee);
+- a schedule's ``one_process``, ``no_failures`` and ``by_completion_time`` (why it cannot
+  split the stack over processes, why it has no rounds for a client or link to miss, why it
+  needs positive speeds) and, for a schedule that ``asks_algorithm``, the algorithm's
+  ``orders`` and ``order_conflict`` (:data:`ORDER_SENTENCES`);
+- the algorithm's ``mixing`` and ``static_graph`` against the topology's ``stochastic`` and
+  ``time_varying`` (:func:`mixing_check`, :data:`MIXING_SENTENCES`), then its own
+  :meth:`~gossipfl.algorithms.base.Algorithm.refusal` of its parameters on the graph;
 - the systems section and the privacy section against the backend (their state is not
-  split over the ranks), privacy against an algorithm that ``reads_label_counts``; a
-  stability study against the backend (:func:`stability_refusal`).
+  split over the ranks), privacy against an algorithm that ``reads_label_counts`` and
+  against a model with BatchNorm (:func:`model_refusal`); a stability study against the
+  backend (:func:`stability_refusal`).
+
+Left where they are, each one piece's validation rather than a combination of features:
+:func:`gossipfl.topology.sparse.refuse_dense` (the one sentence of a W held as edges, worded
+once and called by each feature that needs the dense W: it sits below this module, which the
+topology package may not import) and :func:`gossipfl.studies.packing.fits.refusal` (not a refusal:
+the reason a study's grid point runs unpacked, shown and run).
 
 :func:`check` raises the first refusal of a run's :class:`Features`;
 :func:`check_config` is what can be decided from the config alone (when it is read),
@@ -92,6 +100,56 @@ SAME_W = ("systems.availability: not implemented with compressed gossip yet (its
           "systems.availability or the compression.")
 
 
+#: The algorithm against the order (``topology.order``): the reason its ``order_conflict``
+#: declares (``{order}``, ``{name}`` and the values it gives).
+ORDER_SENTENCES: dict[str, str] = {
+    "orders": "topology.order: {order} is not defined for algorithm {name}, whose round is not "
+              "'start from the mixed neighbours, then train' (use synchronous).",
+    "gossip_steps": "topology.order: {order} mixes each client's neighbours once, in place, so it "
+                    "needs algorithm.gossip_steps: 1, got {steps}.",
+    "asynchronous_round": "topology.order: {order} is not defined for {name}, whose workers "
+                          "compute and average asynchronously; set topology.order: "
+                          "asynchronous.",
+    "pre_gossip_gradient": "topology.order: {order} needs a round that mixes and then trains, "
+                           "but {name}'s variant lian takes its gradient at the pre-gossip "
+                           "point, in parallel with the gossip (variant: local_epoch is "
+                           "defined).",
+}
+
+#: The algorithm's ``mixing`` (and ``static_graph``) against the topology's matrices
+#: (``{what}``: the topology's matrix in words, ``{topology}``: its name).
+MIXING_SENTENCES: dict[str, str] = {
+    "column": "topology.name: algorithm {name} is push-sum and needs every column of W to sum "
+              "to 1, but {what} is row-stochastic only; use a doubly or column-stochastic one "
+              "(e.g. one_peer_exponential, base_k, or custom with topology.mixing: custom).",
+    "row": "topology.name: algorithm {name} mixes x_i ← Σ_j w_ij x_j, which needs every row of "
+           "W to sum to 1, but {what} is column-stochastic only (a push-sum matrix, for "
+           "algorithm sgp).",
+    "pairs_pattern": "topology.name: algorithm {name} averages pairs of neighbours, which needs "
+                     "an undirected graph, but {what} has a directed pattern.",
+    "pairs_weights": "topology.name: algorithm {name} averages pairs of neighbours, which needs "
+                     "an undirected graph, but {what} is {stochastic}-stochastic only (a "
+                     "directed graph's weights).",
+    "static_graph": "topology.name: algorithm {name} keeps each client's public copy at its "
+                    "neighbours, which needs a fixed graph, but the {topology} topology changes "
+                    "every round; use a static one (ring, k_regular, exponential, ...).",
+    # a warning, not a refusal: a static row-stochastic W for a doubly stochastic algorithm
+    "perron": "algorithm {name} assumes a doubly stochastic W, but {what} is row-stochastic "
+              "only: the clients are drawn towards Σ_i π_i F_i (π: W's Perron vector), not the "
+              "plain mean of their objectives.",
+}
+
+#: A schedule that orders its events by completion time (``by_completion_time``) against
+#: speeds that are not positive.
+SPEED = ("systems.compute: topology.order: {order} orders its events by completion time, "
+         "which needs every client's seconds_per_step > 0.")
+
+#: DP-SGD against a model whose layers mix a batch's samples.
+BATCHNORM = ("privacy: model {model} has BatchNorm, which mixes the samples of a batch, so "
+             "per-sample gradients are undefined; use a model without BatchNorm (GroupNorm or "
+             "none).")
+
+
 @dataclass
 class Asked:
     """A stage the config asks for: its class and the key that asks for it."""
@@ -134,12 +192,14 @@ class Features:
 
 
 def stages_asked(config) -> list[Asked]:
-    """The stages ``config`` asks for, outermost first: robust aggregation (``byzantine``,
-    ``topology.robust``), then compression (``topology.compression``)."""
+    """The stages ``config`` asks for, outermost first: the plugins' (``topology.stages``),
+    robust aggregation (``byzantine``, ``topology.robust``), then compression
+    (``topology.compression``)."""
     from gossipfl.compression.gossip import Channels
+    from gossipfl.topology.stages import asked_stages
     from gossipfl.trust.gossip import RobustGossip
 
-    asked = []
+    asked = [Asked(entry.stage, entry.key) for entry in asked_stages(config.topology.stages)]
     if config.topology.robust is not None or config.byzantine is not None:
         key = "topology.robust" if config.topology.robust is not None else "byzantine"
         asked.append(Asked(RobustGossip, key))
@@ -211,18 +271,78 @@ def schedule_refusal(f: Features) -> str | None:
                 f"splits over {f.world} processes; run it with engine.backend: single.")
     if isinstance(f.algorithm, type):
         return None  # the class: its parameters decide (checked once it is built)
+    if f.schedule.asks_algorithm:
+        reason = order_refusal(f.algorithm, f.schedule.name)
+        if reason:
+            return reason
     return f.schedule.refusal(f.algorithm, f.world)
+
+
+def order_refusal(algorithm, order: str) -> str | None:
+    """The algorithm against ``topology.order: order``: what its round conflicts with
+    (:meth:`~gossipfl.algorithms.base.Algorithm.order_conflict`), in
+    :data:`ORDER_SENTENCES`'s words (None: none)."""
+    conflict = algorithm.order_conflict(order)
+    if conflict is None:
+        return None
+    reason, values = conflict
+    return ORDER_SENTENCES[reason].format(order=order, name=algorithm.name, **values)
 
 
 def mixing_refusal(f: Features) -> str | None:
     """The algorithm's ``mixing`` against the topology's matrices (``stochastic``)."""
     if isinstance(f.algorithm, type) or f.topology is None:
         return None
-    return f.algorithm.mixing_check(f.topology)[0]
+    return mixing_check(f.algorithm, f.topology)[0]
+
+
+def mixing_check(algorithm, topology) -> tuple[str | None, str | None]:
+    """(refusal, warning) for the algorithm's ``mixing`` on the topology's matrices
+    (``topology.stochastic``), checked before training (:data:`MIXING_SENTENCES`):
+
+    - ``pairs`` (AD-PSGD's pairwise averages) needs an undirected graph: a directed pattern
+      or weights that are not doubly stochastic are refused;
+    - a ``column``-only W (push-sum) is refused for ``doubly`` / ``row`` algorithms: their
+      x ← Wx needs rows summing to 1; a ``row``-only W is refused for ``column`` (push-sum
+      needs the columns to sum to 1 to keep Σ_i x_i and Σ_i w_i);
+    - an algorithm that keeps public copies at the neighbours (``static_graph``: CHOCO,
+      DeepSqueeze, BEER) is refused on a time-varying graph;
+    - a ``doubly`` algorithm on a row-stochastic-only W runs with a warning when the graph
+      is static (its fixed point weights the clients by W's Perron vector, not uniformly);
+      a time-varying one (random_k, authors_random, epidemic with ``uniform`` weights)
+      runs silently: its draws are exchangeable, so E[W] is doubly stochastic.
+    """
+    if topology is None:
+        return None, None
+    has, need = topology.stochastic, algorithm.mixing
+    words = {"name": algorithm.name, "topology": topology.name, "stochastic": has,
+             "what": f"the {topology.name} topology's {topology.mixing} matrix"}
+    if need == "pairs":
+        from gossipfl.topology.sparse import first_asymmetry
+
+        if first_asymmetry(topology.edges(0).pattern())[0] >= 0:
+            return MIXING_SENTENCES["pairs_pattern"].format(**words), None
+        if has != "doubly":
+            return MIXING_SENTENCES["pairs_weights"].format(**words), None
+        return None, None
+    if need == "column" and has == "row":
+        return MIXING_SENTENCES["column"].format(**words), None
+    if need != "column" and has == "column":
+        return MIXING_SENTENCES["row"].format(**words), None
+    caution = None
+    if need == "doubly" and has == "row" and not topology.time_varying:
+        caution = MIXING_SENTENCES["perron"].format(**words)
+    if algorithm.static_graph and topology.time_varying:
+        return MIXING_SENTENCES["static_graph"].format(**words), caution
+    return None, caution
 
 
 def algorithm_refusal(f: Features) -> str | None:
-    """The algorithm's own refusal of the config (e.g. Muffliato's guarantee)."""
+    """The algorithm's own refusal of its parameters on the graph
+    (:meth:`~gossipfl.algorithms.base.Algorithm.refusal`, e.g. Muffliato's Chebyshev
+    acceleration on a W held as edges or not symmetric). An algorithm whose messages must
+    stay whole and plainly mixed (Muffliato's guarantee) declares ``compressible = False``:
+    the stages' ``plain_gossip`` need refuses compression and robust aggregation."""
     if isinstance(f.algorithm, type) or f.topology is None and not f.algorithm.centralized:
         return None
     return f.algorithm.refusal(f.config, f.topology)
@@ -244,8 +364,25 @@ def failures_refusal(f: Features) -> str | None:
 
 
 def schedule_systems_refusal(f: Features) -> str | None:
-    """What the schedule makes of the systems draws' values (e.g. positive speeds)."""
-    return None if f.systems is None else f.schedule.systems_refusal(f.systems)
+    """What the schedule makes of the systems draws' values: positive speeds for a schedule
+    that orders its events by completion time (``by_completion_time``), then the schedule's
+    own ``systems_refusal``."""
+    if f.systems is None:
+        return None
+    if f.schedule.by_completion_time and (f.systems.compute(0) <= 0).any():
+        return SPEED.format(order=f.schedule.name)
+    return f.schedule.systems_refusal(f.systems)
+
+
+def model_refusal(config, model) -> str | None:
+    """The built model against the privacy section: DP-SGD's per-sample gradients are
+    undefined where BatchNorm mixes a batch's samples (checked once the model is built,
+    before the privacy mechanism)."""
+    if config.privacy is None:
+        return None
+    from gossipfl.engine.oracle import has_batchnorm
+
+    return BATCHNORM.format(model=config.model.name) if has_batchnorm(model) else None
 
 
 def privacy_refusal(f: Features) -> str | None:
@@ -335,5 +472,7 @@ def preflight(config) -> None:
         build_trust(config, f.topology)
 
 
-__all__ = ["SENTENCES", "Asked", "Features", "check", "check_config", "declared_features",
-           "features", "preflight", "refusals", "stage_refusal", "stages_asked"]
+__all__ = ["BATCHNORM", "MIXING_SENTENCES", "ORDER_SENTENCES",
+           "SENTENCES", "SPEED", "Asked", "Features", "check", "check_config",
+           "declared_features", "features", "mixing_check", "model_refusal", "order_refusal",
+           "preflight", "refusals", "stage_refusal", "stages_asked"]

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from gossipfl.algorithms import Algorithm, get_algorithm
-from gossipfl.assembly.compat import check, features
+from gossipfl.assembly.compat import check, features, mixing_check, model_refusal
 from gossipfl.common.rng import derive_seed, numpy_generator
 from gossipfl.common.state import RunState
 from gossipfl.compression.gossip import Channels, build_choco
@@ -45,6 +45,7 @@ from gossipfl.network.federation import Federation
 from gossipfl.schedules import get_schedule
 from gossipfl.systems import Systems, build_systems, mixing_topology, systems_model
 from gossipfl.topology import Mixer, Topology, build_topology
+from gossipfl.topology.stages import asked_stages
 from gossipfl.trust.attacks import ATTACKS
 from gossipfl.trust.byzantine import flip_labels
 from gossipfl.trust.gossip import build_trust, byzantine_of
@@ -327,6 +328,9 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     check(features(config, algo_cls, topology, world, draws))
     # the robust rule and the attack (byzantine, topology.robust): the honest graph, degrees
     trust = build_trust(config, topology)
+    reason = model_refusal(config, model)  # DP-SGD against the model's BatchNorm layers
+    if reason:
+        raise GossipflError(reason)
     privacy = build_privacy(config, model, np.array([len(p) for p in parts]), device,
                             state.privacy)
     fed = federation_of(processes, m, groups, sizes, seed=config.seed, mixer=mixer,
@@ -347,7 +351,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                                                                    device)
     groups.check_used(algorithm)  # a personalized split needs a shared and a personal part
     check(features(config, algorithm, topology, world, draws))  # its hooks read its params
-    caution = None if topology is None else algorithm.mixing_check(topology)[1]
+    caution = None if topology is None else mixing_check(algorithm, topology)[1]
     systems = build_systems(config, draws, fed, algorithm, layout.P, state.systems)
     for message in [caution] * bool(caution) + algorithm.check(topology, config.topology.order):
         warnings.warn(message, StabilityWarning, stacklevel=2)
@@ -378,8 +382,10 @@ def gossip_stages(config: Config, trust, state: RunState) -> list:
     aggregation under attack (``byzantine``, ``topology.robust``; none with the plain mean
     and no attack that sends: the same W z), then compression with error feedback
     (``topology.compression``: CHOCO-Gossip's channels, their public copies in the run's
-    gossip namespace)."""
-    stages = []
+    gossip namespace); the plugins' stages (``topology.stages``, registered with
+    :func:`gossipfl.topology.register_stage`) wrap them, in the config's order."""
+    stages = [entry.stage.build(entry.params, entry.key)
+              for entry in asked_stages(config.topology.stages)]
     if trust is not None and trust.gossip is not None:
         stages.append(trust.gossip)
     choco = build_choco(config.topology.compression)  # checked when the config was read

@@ -253,7 +253,7 @@ def _registry_params(module: str, registry: str) -> Any:
         import importlib
 
         table = getattr(importlib.import_module(module), registry)
-        return set(table[name].rules) if name in table else None
+        return set(table[name].Params.parameter_rules()) if name in table else None
 
     return params
 
@@ -354,6 +354,7 @@ def _check_topology(topology: TopologyConfig) -> None:
     from gossipfl.topology.graphs import topology_kind, topology_names  # with plugins'
     from gossipfl.topology.mixer import SPARSE_MODES
     from gossipfl.topology.mixing import mixing_rule_names
+    from gossipfl.topology.stages import asked_stages
     from gossipfl.trust.rules import build_rule
 
     get_schedule(topology.order)  # its registry's names
@@ -365,6 +366,7 @@ def _check_topology(topology: TopologyConfig) -> None:
                    if key in SHARED_TOPOLOGY_PARAMS}, **topology.options})
     build_choco(topology.compression)  # one sentence on a bad compressor or gamma
     build_rule(topology.robust)  # one sentence on a bad rule or parameter
+    asked_stages(topology.stages)  # one sentence on a bad stage or parameter
 
 
 def _check_train(train: TrainConfig) -> None:

@@ -31,4 +31,4 @@ SHARED_TOPOLOGY_DEFAULTS: dict[str, object] = {"k": 10, "p": 0.1, "s": 7, "path"
 #: fields but ``options``): no topology may declare a parameter of these names (the shared
 #: ones excepted).
 TOPOLOGY_SECTION_KEYS = ("name", "mixing", "k", "p", "s", "path", "sparse", "matrix", "order",
-                         "compression", "robust")
+                         "compression", "robust", "stages")

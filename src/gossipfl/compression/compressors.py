@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -33,7 +34,7 @@ from gossipfl.common.rng import counter_bits
 from gossipfl.compression import kernels
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.plugins import Registry
-from gossipfl.validation import BOOLEAN, COUNT, Rule, check_all, check_piece_params
+from gossipfl.validation import BOOLEAN, COUNT, Params, Rule, typed
 
 _COUNT = dataclasses.replace(COUNT, quoted=True)
 _FRACTION = Rule(lambda v: not isinstance(v, bool) and 0 < v <= 1, "a number in (0, 1]",
@@ -96,33 +97,35 @@ COMPRESSORS: Registry = Registry("compressor", "topology.compression.compressor"
 
 def register_compressor(cls: type[Compressor]) -> type[Compressor]:
     """Class decorator: make ``cls`` available as ``compressor: <cls.name>`` (in
-    ``topology.compression`` and the compressed algorithms); its ``rules`` are the parameters
-    a config may give it, validated before training."""
+    ``topology.compression`` and the compressed algorithms); its ``Params`` are the
+    parameters a config may give it, typed and checked before training."""
+    from gossipfl.plugins import check_params_class
+
+    check_params_class(cls, f"compressor {cls.name!r}")
     return COMPRESSORS.add(cls.name, cls)
 
 
-def compressor_defaults(cls: type[Compressor]) -> dict[str, Any]:
-    """The defaults of a compressor's parameters (its ``__init__``'s, None left out: a
-    parameter that may be absent, as top_k's k beside fraction)."""
-    import inspect
-
-    parameters = inspect.signature(cls.__init__).parameters
-    return {key: parameters[key].default for key in cls.rules
-            if key in parameters and parameters[key].default not in (None, inspect.Parameter.empty)}
-
-
 class Compressor(ABC):
-    """A message compressor Q (see the module docstring for the contract)."""
+    """A message compressor Q (see the module docstring for the contract).
+
+    ``Params``: its parameters, declared once (a frozen :class:`~gossipfl.validation.Params`
+    dataclass with their rules and defaults); a compressor is built from them
+    (``TopK(params)``, as :func:`build_compressor` does) or, in Python, from them by name
+    (``TopK(k=3)``, unchecked), reads each as an attribute (``self.k``), and derives what it
+    needs from them in :meth:`setup`."""
 
     name: ClassVar[str]
     unbiased: ClassVar[bool]  # E[Q(x)] = x over the keys
     keyed: ClassVar[bool] = True  # Q draws on the keys (False: deterministic, keys may be None)
-    rules: ClassVar[dict[str, Rule]] = {}  # the parameters a config may give
+    Params: ClassVar[type[Params]] = Params  # the parameters a config may give (none)
 
-    @classmethod
-    def validate(cls, key: str, params: dict[str, Any]) -> None:
-        """Raise a one-sentence :class:`GossipflError` naming ``key.param`` for a bad value."""
-        check_all(key, params, cls.rules)
+    def __init__(self, params: Params | None = None, /, **given: Any):
+        self.params = params if params is not None else self.Params(**given)
+        vars(self).update(self.params.given())
+        self.setup()
+
+    def setup(self) -> None:
+        """What the compressor derives from its parameters (after they are set)."""
 
     @abstractmethod
     def width(self, numel: int) -> int:
@@ -168,27 +171,36 @@ class Identity(Compressor):
         return _from_bytes(payload, torch.float32).to(dtype)
 
 
+@dataclass(frozen=True)
+class SparseParams(Params):
+    """k of the P coordinates: ``k`` (an integer >= 1) or ``fraction`` f in (0, 1], exactly
+    one of them."""
+
+    k: int | None = None
+    fraction: float | None = None
+    rules: ClassVar = {"k": _COUNT, "fraction": _FRACTION}
+
+    @classmethod
+    def check_together(cls, key, given, name):
+        if ("k" in given) == ("fraction" in given):
+            got = (f"k={given['k']!r} and fraction={given['fraction']!r}" if "k" in given
+                   else "neither")
+            raise GossipflError(f"{key}: give exactly one of k and fraction for compressor "
+                                f"'{name}', got {got}.")
+
+
 class _Sparse(Compressor):
     """k of the P coordinates: ``k`` (an integer >= 1; k_eff = min(k, P)) or ``fraction``
     f in (0, 1] (k_eff = max(1, ⌈f·P⌉), f·P rounded to 9 decimals first so that
     0.07·100 gives 7), exactly one of them."""
 
-    rules: ClassVar[dict[str, Rule]] = {"k": _COUNT, "fraction": _FRACTION}
+    k: int | None
+    fraction: float | None
 
-    def __init__(self, k: int | None = None, fraction: float | None = None):
-        if (k is None) == (fraction is None):
+    def setup(self):
+        if (self.k is None) == (self.fraction is None):
             raise GossipflError(f"{self.name}: give exactly one of k and fraction.")
-        self.k = None if k is None else int(k)
-        self.fraction = fraction
-
-    @classmethod
-    def validate(cls, key, params):
-        super().validate(key, params)
-        if ("k" in params) == ("fraction" in params):
-            got = (f"k={params['k']!r} and fraction={params['fraction']!r}" if "k" in params
-                   else "neither")
-            raise GossipflError(f"{key}: give exactly one of k and fraction for compressor "
-                                f"'{cls.name}', got {got}.")
+        self.k = None if self.k is None else int(self.k)
 
     def k_of(self, numel: int) -> int:
         """k_eff for rows of ``numel`` values."""
@@ -212,6 +224,7 @@ class TopK(_Sparse):
     order; width = 4k + min(4k, ⌈P/8⌉), fixed by (k, P)."""
 
     name, unbiased, keyed = "top_k", False, False
+    Params = SparseParams
 
     def _bitmap(self, numel):
         return -(-numel // 8) < 4 * self.k_of(numel)
@@ -258,11 +271,15 @@ class RandK(_Sparse):
     regenerating the indices from the shared key; width = 4k."""
 
     name, unbiased = "rand_k", True
-    rules: ClassVar[dict[str, Rule]] = {**_Sparse.rules, "scaled": _BOOLEAN}
 
-    def __init__(self, k=None, fraction=None, scaled: bool = True):
-        super().__init__(k, fraction)
-        self.scaled = self.unbiased = bool(scaled)
+    @dataclass(frozen=True)
+    class Params(SparseParams):
+        scaled: bool = True
+        rules: ClassVar = {"scaled": _BOOLEAN}
+
+    def setup(self):
+        super().setup()
+        self.scaled = self.unbiased = bool(self.scaled)
 
     def width(self, numel):
         return 4 * self.k_of(numel)
@@ -306,10 +323,14 @@ class QSGD(Compressor):
     the levels would be shorter. A zero row encodes to norm 0 and all-zero levels."""
 
     name, unbiased = "qsgd", True
-    rules: ClassVar[dict[str, Rule]] = {"levels": _COUNT}
 
-    def __init__(self, levels: int = 4):
-        self.levels = int(levels)
+    @dataclass(frozen=True)
+    class Params(Params):
+        levels: int = 4  # s
+        rules: ClassVar = {"levels": _COUNT}
+
+    def setup(self):
+        self.levels = int(self.levels)
 
     def _code_bits(self):
         return 1 + self.levels.bit_length()  # bit_length(s) = ⌈log2(s + 1)⌉
@@ -387,7 +408,5 @@ def build_compressor(spec: dict, key: str = "topology.compression",
     if not isinstance(name, str) or name not in COMPRESSORS:
         raise unknown_choice(f"{key}.compressor", name, COMPRESSORS)
     cls = COMPRESSORS[name]
-    params = {p: v for p, v in spec.items() if p != "compressor"}
-    check_piece_params(key, "compressor", name, params, cls.rules, also)
-    cls.validate(key, params)
-    return cls(**params)
+    given = {p: v for p, v in spec.items() if p != "compressor"}
+    return cls(typed(cls.Params, given, key, "compressor", name, also))

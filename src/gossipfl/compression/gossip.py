@@ -38,7 +38,7 @@ their own messages (``algorithm.compressor``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -47,10 +47,22 @@ from gossipfl.common.state import Namespace, gossip_namespace
 from gossipfl.compression.compressors import Compressor, build_compressor
 from gossipfl.errors import GossipflError
 from gossipfl.topology.stages import Channel, Needs, Stage
-from gossipfl.validation import BOOLEAN, FRACTION
+from gossipfl.validation import BOOLEAN, FRACTION, Params, typed
+
+
+@dataclass(frozen=True)
+class CompressionParams(Params):
+    """The keys of ``topology.compression`` besides ``compressor`` and the compressor's own
+    parameters (its ``Params``): the consensus step γ, and whether the step keeps public
+    copies (error feedback)."""
+
+    gamma: float = 1.0  # γ
+    error_feedback: bool = True
+    rules: ClassVar = {"gamma": FRACTION, "error_feedback": BOOLEAN}
+
 
 #: keys of ``topology.compression`` besides the compressor's own
-GOSSIP_KEYS = ("gamma", "error_feedback")
+GOSSIP_KEYS = tuple(CompressionParams.parameter_rules())
 
 
 @dataclass
@@ -80,13 +92,11 @@ def build_choco(spec: Any, key: str = "topology.compression") -> ChocoGossip | N
     if not isinstance(spec, dict):
         raise GossipflError(f"{key}: must be a mapping such as {{compressor: top_k, fraction: "
                             f"0.01, gamma: 0.2}}, got {spec!r}.")
-    gamma = spec.get("gamma", 1.0)
-    FRACTION.check(f"{key}.gamma", gamma)
-    feedback = spec.get("error_feedback", True)
-    BOOLEAN.check(f"{key}.error_feedback", feedback)
+    section = typed(CompressionParams, {k: v for k, v in spec.items() if k in GOSSIP_KEYS},
+                    key, "compression", "choco")
     compressor = build_compressor({k: v for k, v in spec.items() if k not in GOSSIP_KEYS}, key,
                                   also=GOSSIP_KEYS)
-    return ChocoGossip(compressor, float(gamma), feedback)
+    return ChocoGossip(compressor, section.gamma, section.error_feedback)
 
 
 class Channels(Stage):
@@ -127,4 +137,4 @@ class Channels(Stage):
         return x
 
 
-__all__ = ["GOSSIP_KEYS", "Channels", "ChocoGossip", "build_choco"]
+__all__ = ["GOSSIP_KEYS", "Channels", "ChocoGossip", "CompressionParams", "build_choco"]

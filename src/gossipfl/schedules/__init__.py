@@ -62,6 +62,11 @@ class Schedule:
     one_process: ClassVar[str | None] = None
     #: why it cannot run with offline clients or failed links (None: it can)
     no_failures: ClassVar[str | None] = None
+    #: whether the algorithm's round must be defined for this order (its ``orders`` and
+    #: ``order_conflict``; gossipfl.assembly.compat words the refusal): the built-in orders do
+    asks_algorithm: ClassVar[bool] = False
+    #: whether it orders its events by completion time (every speed must be > 0)
+    by_completion_time: ClassVar[bool] = False
     #: the per-client rows it keeps from round to round (its namespace of the run's state,
     #: gossipfl.common.state.RunState.schedule, checkpointed; made by :meth:`initial_state`)
     client_state: ClassVar[tuple[str, ...]] = ()
@@ -94,9 +99,9 @@ class Schedule:
     def refusal(cls, algorithm: Algorithm, distributed_world: int | None) -> str | None:
         """Why this schedule cannot run ``algorithm`` (None: it can); ``distributed_world``:
         the number of processes when the rows are split over several (``one_process`` is
-        checked before, by :mod:`gossipfl.assembly.compat`). The built-in orders ask the algorithm
-        (:meth:`~gossipfl.algorithms.base.Algorithm.order_error`); by default every algorithm
-        runs."""
+        checked before, by :mod:`gossipfl.assembly.compat`, and so is the algorithm's own declaration
+        of the orders its round is defined for, where ``asks_algorithm``); by default every
+        algorithm runs."""
         return None
 
     @classmethod

@@ -109,17 +109,8 @@ class Asynchronous(Schedule):
     one_process = ("runs one global sequence of pairwise events over the whole [M, P] stack "
                    "(an event's pair may sit on two processes at once)")
     no_failures = "its events have no rounds for a client or link to miss"
-
-    @classmethod
-    def refusal(cls, algorithm, distributed_world):
-        return algorithm.order_error(cls.name)
-
-    @classmethod
-    def systems_refusal(cls, model):
-        if (model.compute(0) <= 0).any():
-            return ("systems.compute: topology.order: asynchronous orders its events by "
-                    "completion time, which needs every client's seconds_per_step > 0.")
-        return None
+    asks_algorithm = True
+    by_completion_time = True
 
     # -- time --------------------------------------------------------------------------------
     def compute(self, plan: RoundPlan) -> np.ndarray:

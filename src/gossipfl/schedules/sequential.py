@@ -53,10 +53,7 @@ class Sequential(Schedule):
         self.waves = waves
 
     one_process = "sweeps the clients one wave after another through the whole [M, P] stack"
-
-    @classmethod
-    def refusal(cls, algorithm, distributed_world):
-        return algorithm.order_error(cls.name)
+    asks_algorithm = True
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo, fed, t = self.algorithm, self.fed, ctx.round

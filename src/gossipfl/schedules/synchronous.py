@@ -12,10 +12,7 @@ from gossipfl.schedules import RoundOutcome, Schedule, register_schedule
 @register_schedule
 class Synchronous(Schedule):
     name = "synchronous"
-
-    @classmethod
-    def refusal(cls, algorithm, distributed_world):
-        return algorithm.order_error(cls.name)
+    asks_algorithm = True
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo = self.algorithm

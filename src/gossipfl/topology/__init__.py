@@ -32,13 +32,16 @@ from gossipfl.topology.mixing import (
     spectral_gap,
     validate_mixing,
 )
+from gossipfl.topology.stages import STAGES, Stage, register_stage
 
 __all__ = [
     "MIXING_RULE_KINDS",
+    "STAGES",
     "TOPOLOGIES",
     "TOPOLOGY_KINDS",
     "Mixer",
     "MixingRule",
+    "Stage",
     "Topology",
     "TopologyKind",
     "build_topology",
@@ -51,6 +54,7 @@ __all__ = [
     "mixing_rule_names",
     "random_k_neighbours",
     "register_mixing_rule",
+    "register_stage",
     "register_topology",
     "spectral_gap",
     "topology_kind",

@@ -37,7 +37,7 @@ from gossipfl.topology.graphs import (
     check_k,
     is_int,
     register_topology,
-    shared_rules,
+    shared_params,
 )
 from gossipfl.topology.loaders import custom_source, is_edge_file, load_edges
 
@@ -150,7 +150,7 @@ def _connected_draw(draw: Callable[[int], Any], key: str, failure: str,
                         "use a denser graph.")
 
 
-@register_topology("erdos_renyi", rules=shared_rules("p"))
+@register_topology("erdos_renyi", params=shared_params("p"))
 def _erdos_renyi(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
@@ -202,7 +202,7 @@ def _pairs_connected(m: int) -> Callable[[tuple[np.ndarray, np.ndarray]], bool]:
     return lambda pair: bool((components(m, *pair) == 0).all())
 
 
-@register_topology("k_regular", rules=shared_rules("k"))
+@register_topology("k_regular", params=shared_params("k"))
 def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
     import networkx as nx
 
@@ -223,7 +223,7 @@ def _k_regular(m: int, mixing: str, seed: int, params: dict) -> Topology:
     return _static("k_regular", m, mixing, graph, {"k": k, "seed": seed})
 
 
-@register_topology("random_k", rules=shared_rules("k"))
+@register_topology("random_k", params=shared_params("k"))
 def _random_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = check_k(params.get("k"), m, "random_k")
     symmetrize = symmetric_rule(mixing)
@@ -259,7 +259,7 @@ def authors_random_adjacency(m: int, k: int, seed: int, round: int) -> np.ndarra
     return upper + upper.T
 
 
-@register_topology("authors_random", rules=shared_rules("k"))
+@register_topology("authors_random", params=shared_params("k"))
 def _authors_random(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = params.get("k")
     if not is_int(k) or not 2 <= k <= m:
@@ -325,7 +325,7 @@ def _custom_edges(m: int, mixing: str, params: dict) -> Topology:
     return Topology("custom", m, mixing, lambda _round: A, directed=i >= 0, sparse=True)
 
 
-@register_topology("custom", rules=shared_rules("path", "matrix"))
+@register_topology("custom", params=shared_params("path", "matrix"))
 def _custom(m: int, mixing: str, seed: int, params: dict) -> Topology:
     if is_edge_file(params.get("path")):
         if as_edges(m):
@@ -392,7 +392,7 @@ def _one_peer_exponential(m: int, mixing: str, seed: int, params: dict) -> Topol
                     stochastic="doubly", period=period, params={"period": period})
 
 
-@register_topology("base_k", rules=shared_rules("k"), weights="the paper's Base-(k+1) weights")
+@register_topology("base_k", params=shared_params("k"), weights="the paper's Base-(k+1) weights")
 def _base_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
     k = check_k(params.get("k"), m, "base_k")
     sequence = dynamic.base_k_sequence(m, k)
@@ -417,7 +417,7 @@ def _base_k(m: int, mixing: str, seed: int, params: dict) -> Topology:
                     stochastic="doubly", period=period, params={"k": k, "period": period})
 
 
-@register_topology("epidemic", rules=shared_rules("s"),
+@register_topology("epidemic", params=shared_params("s"),
                    weights="the paper's: uniform over itself and the models it receives")
 def _epidemic(m: int, mixing: str, seed: int, params: dict) -> Topology:
     s = params.get("s")

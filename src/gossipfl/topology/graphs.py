@@ -66,6 +66,7 @@ Where the code is: this module holds the :class:`Topology` class, the registry
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -98,7 +99,7 @@ from gossipfl.topology.sparse import (
     refuse_dense,
     validate_edges,
 )
-from gossipfl.validation import Rule, check_piece_params, describe_params
+from gossipfl.validation import Params, Rule, describe_params, typed
 
 if TYPE_CHECKING:  # networkx is imported where a graph is built (a faster start-up)
     import networkx as nx
@@ -314,94 +315,132 @@ class TopologyKind:
     """A registered topology: its builder and the parameters it reads.
 
     ``build(num_clients, mixing, seed, params) -> Topology`` gets in ``params`` exactly the
-    parameters of ``rules``, each the value given or its default. ``rules``: what each must be
-    (:class:`gossipfl.validation.Rule`, checked before training); ``defaults``: the value of
-    each one a config leaves out (one without a default must be given). A shared parameter
-    (k, p, s, path, matrix: :data:`gossipfl.common.sections.SHARED_TOPOLOGY_PARAMS`) has
-    the shared default (:data:`gossipfl.common.sections.SHARED_TOPOLOGY_DEFAULTS`) for every topology that reads it."""
+    parameters of ``Params`` (its :class:`~gossipfl.validation.Params` dataclass: each
+    field's rule, checked before training, and default, the value a config leaves out; a
+    field without a default must be given), each the value given or its default. A shared
+    parameter (k, p, s, path, matrix: :data:`gossipfl.common.sections.SHARED_TOPOLOGY_PARAMS`) has
+    the shared default (:data:`gossipfl.common.sections.SHARED_TOPOLOGY_DEFAULTS`) for every
+    topology that reads it."""
 
     name: str
     build: Callable[[int, str, int, dict], Topology]
-    rules: Mapping[str, Rule]
-    defaults: Mapping[str, Any]
+    Params: type[Params]
     #: None: W is ``topology.mixing``'s rule applied to the graph; else the words of the
     #: weights the topology fixes itself (``topology.mixing`` is then not read)
     weights: str | None = None
 
-    def check(self, params: dict[str, Any]) -> None:
-        """One sentence naming ``topology.<param>`` and its value for a parameter the
-        topology does not take (listing those it takes) or a value its rule refuses, or naming
-        a parameter it needs that ``params`` lacks."""
-        check_piece_params("topology", "topology", self.name, params, dict(self.rules),
-                           near=TOPOLOGY_SECTION_KEYS)
-        for key, rule in self.rules.items():
-            if key not in params and key not in self.defaults:
-                raise GossipflError(f"topology.{key}: topology '{self.name}' needs this "
-                                    f"parameter ({rule.words}); set it.")
+    @property
+    def rules(self) -> dict[str, Rule | None]:
+        """Its parameters (in order) with their rules."""
+        return self.Params.parameter_rules()
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Its parameters that have a default, with it."""
+        return self.Params.defaults()
+
+    def check(self, params: dict[str, Any]) -> Params:
+        """Its typed parameters (:func:`~gossipfl.validation.typed`): one sentence naming
+        ``topology.<param>`` and its value for a parameter the topology does not take
+        (listing those it takes) or a value its rule refuses, or naming a parameter it needs
+        that ``params`` lacks."""
+        return typed(self.Params, params, "topology", "topology", self.name,
+                     near=TOPOLOGY_SECTION_KEYS)
 
     def parameters(self, given: dict[str, Any]) -> dict[str, Any]:
         """The builder's ``params`` from those ``given`` (a shared one it does not read is
         left out; any other it does not take is refused by :meth:`check`), defaults filled
-        in, in the order of ``rules``."""
+        in, in the order of its fields."""
         given = {key: value for key, value in given.items()
                  if key in self.rules or key not in SHARED_TOPOLOGY_PARAMS}
-        self.check(given)
-        return {key: given[key] if key in given else self.defaults[key] for key in self.rules}
+        return self.check(given).given()
 
     def describe(self) -> str:
         """Its parameters for ``gossipfl list``: ``k = 10 (an integer >= 1)``, ... (one
         without a default is required); '' when it has none."""
-        return describe_params(dict(self.rules), dict(self.defaults))
+        return describe_params(self.rules, self.defaults)
 
 
 #: name -> its registration; :func:`register_topology` adds to it (gossipfl's and plugins').
 TOPOLOGY_KINDS: Registry = Registry("topology", "topology.name")
 
 
-def register_topology(name: str, *, rules: Mapping[str, Rule] | None = None,
+def register_topology(name: str, *, params: type[Params] | None = None,
+                      rules: Mapping[str, Rule] | None = None,
                       defaults: Mapping[str, Any] | None = None,
                       weights: str | None = None) -> Callable:
     """Decorator: make ``builder(num_clients, mixing, seed, params) -> Topology`` available as
-    ``topology.name: name``, reading the parameters of ``rules`` (each with its
-    :class:`~gossipfl.validation.Rule`; ``defaults``: their values when a config leaves them
-    out). A config sets them beside the section's keys (``topology: {name: name, hops: 2}``),
-    each checked before training; ``params`` holds exactly them. Of the shared keys (k, p, s,
-    path, matrix) it reads those it declares, with their shared defaults.
-    :func:`build_topology` validates what the builder returns as every topology's: each
-    round's W by its mixing rule, and connectivity. ``weights``: the words of the weights a
-    topology fixes itself (it does not read ``topology.mixing``: a config that sets it is
-    warned)."""
-    rules, defaults = dict(rules or {}), dict(defaults or {})
+    ``topology.name: name``, reading the parameters of ``params``: a frozen
+    :class:`~gossipfl.validation.Params` dataclass (each field a parameter, its default the
+    value a config leaves out, ``rules`` what each must be). ``rules=`` (with ``defaults=``)
+    is its shorthand: the dataclass made from those mappings. A config sets them beside the
+    section's keys (``topology: {name: name, hops: 2}``), each checked before training;
+    ``params`` holds exactly them. Of the shared keys (k, p, s, path, matrix) it reads those
+    it declares, with their shared defaults. :func:`build_topology` validates what the
+    builder returns as every topology's: each round's W by its mixing rule, and
+    connectivity. ``weights``: the words of the weights a topology fixes itself (it does not
+    read ``topology.mixing``: a config that sets it is warned)."""
     where = f"register_topology({name!r})"
-    for key, rule in rules.items():
-        if not isinstance(rule, Rule):
-            raise GossipflError(f"{where}: the rule of '{key}' must be a gossipfl.validation."
-                                f"Rule, got {type(rule).__name__} {rule!r:.60}.")
-        if key in TOPOLOGY_SECTION_KEYS and key not in SHARED_TOPOLOGY_PARAMS or key == "options":
-            raise GossipflError(f"{where}: '{key}' is a key of every topology section; name "
-                                "the parameter otherwise.")
-    for key, value in defaults.items():
-        if key not in rules:
-            raise GossipflError(f"{where}: a default for '{key}', which is not among its "
-                                f"parameters ({', '.join(rules) or 'none'}); add its rule.")
-        if key in SHARED_TOPOLOGY_PARAMS and not _same(value, SHARED_TOPOLOGY_DEFAULTS[key]):
-            raise GossipflError(f"{where}: '{key}' is a shared key whose default is "
-                                f"{SHARED_TOPOLOGY_DEFAULTS[key]!r} for every topology; leave it "
-                                "out of defaults.")
-        rules[key].check(f"{where}: the default of topology.{key}", value)
-    defaults.update((key, SHARED_TOPOLOGY_DEFAULTS[key]) for key in rules
-                    if key in SHARED_TOPOLOGY_PARAMS)
-    defaults = {key: defaults[key] for key in rules if key in defaults}
+    if params is not None and (rules is not None or defaults is not None):
+        raise GossipflError(f"{where}: give params (a Params dataclass) or its shorthand "
+                            f"rules= and defaults=, not both.")
+    if params is None:
+        params = _params_of(name, where, dict(rules or {}), dict(defaults or {}))
+    _check_params(where, params)
 
     def decorate(builder: Callable[[int, str, int, dict], Topology]) -> Callable:
         from gossipfl.plugins import check_signature
 
         check_signature(builder, ("num_clients", "mixing", "seed", "params"),
                         f"the builder of topology {name!r}", options=False)
-        TOPOLOGY_KINDS.add(name, TopologyKind(name, builder, rules, defaults, weights),
+        TOPOLOGY_KINDS.add(name, TopologyKind(name, builder, params, weights),
                            made_by=lambda kind: kind.build)
         return builder
     return decorate
+
+
+def _params_of(name: str, where: str, rules: dict[str, Any], defaults: dict[str, Any]
+               ) -> type[Params]:
+    """The Params dataclass of the shorthand ``rules=``/``defaults=`` (a shared key without
+    a default takes the shared one; fields in the order of ``rules``, keyword-only)."""
+    for key, rule in rules.items():
+        if not isinstance(rule, Rule):
+            raise GossipflError(f"{where}: the rule of '{key}' must be a gossipfl.validation."
+                                f"Rule, got {type(rule).__name__} {rule!r:.60}.")
+    for key in defaults:
+        if key not in rules:
+            raise GossipflError(f"{where}: a default for '{key}', which is not among its "
+                                f"parameters ({', '.join(rules) or 'none'}); add its rule.")
+    defaults = {**{key: SHARED_TOPOLOGY_DEFAULTS[key] for key in rules
+                   if key in SHARED_TOPOLOGY_PARAMS and key not in defaults}, **defaults}
+    fields = [(key, Any, dataclasses.field(default=defaults[key])) if key in defaults
+              else (key, Any) for key in rules]
+    made = dataclasses.make_dataclass(f"{name}_params", fields, bases=(Params,), frozen=True,
+                                      kw_only=True)
+    made.rules = rules
+    return made
+
+
+def _check_params(where: str, params: Any) -> None:
+    """What a config could not use, in one sentence: not a frozen Params dataclass, a
+    parameter named as a key of every topology section, a shared key with a default of its
+    own, a default its rule refuses."""
+    if not (isinstance(params, type) and issubclass(params, Params)
+            and dataclasses.is_dataclass(params) and params.__dataclass_params__.frozen):
+        raise GossipflError(f"{where}: params must be a frozen dataclass subclassing "
+                            f"gossipfl.plugins.Params, got {params!r:.60}.")
+    defaults = params.defaults()
+    for key, rule in params.parameter_rules().items():
+        if key in TOPOLOGY_SECTION_KEYS and key not in SHARED_TOPOLOGY_PARAMS or key == "options":
+            raise GossipflError(f"{where}: '{key}' is a key of every topology section; name "
+                                "the parameter otherwise.")
+        if key in SHARED_TOPOLOGY_PARAMS and key in defaults \
+                and not _same(defaults[key], SHARED_TOPOLOGY_DEFAULTS[key]):
+            raise GossipflError(f"{where}: '{key}' is a shared key whose default is "
+                                f"{SHARED_TOPOLOGY_DEFAULTS[key]!r} for every topology; leave it "
+                                "out of defaults.")
+        if key in defaults and rule is not None:
+            rule.check(f"{where}: the default of topology.{key}", defaults[key])
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -421,9 +460,11 @@ def topology_names() -> tuple[str, ...]:
     return (*TOPOLOGIES, *(n for n in TOPOLOGY_KINDS if n not in TOPOLOGIES))
 
 
-def shared_rules(*keys: str) -> dict[str, Rule]:
-    """The rules of shared keys a built-in topology reads."""
-    return {key: SHARED_TOPOLOGY_PARAMS[key] for key in keys}
+def shared_params(*keys: str) -> type[Params]:
+    """The Params of a built-in topology that reads the shared ``keys`` (each with its shared
+    rule and default)."""
+    return _params_of("shared_" + "_".join(keys), "shared_params",
+                      {key: SHARED_TOPOLOGY_PARAMS[key] for key in keys}, {})
 
 
 # --------------------------------------------------------------------------------------------

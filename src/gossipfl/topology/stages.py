@@ -15,6 +15,15 @@ the byte count; :class:`gossipfl.network.wire.Wire`). A stage that takes over th
 compressor sends C(z − x̂), a robust rule reads every neighbour's message) uses the wire and
 does not call ``link.mix``.
 
+**A stage of one's own** (a plugin) is a :class:`Stage` subclass registered with
+:func:`register_stage` under its ``kind``, with its parameters declared once as ``Params`` (a
+frozen :class:`~gossipfl.validation.Params` dataclass); a config asks for it in
+``topology.stages``, a list of mappings ``{stage: <kind>, <parameters>}``, outermost first,
+each typed by :func:`~gossipfl.validation.typed` (:func:`asked_stages`). Such stages wrap the
+built-in ones (robust aggregation, then compression, which take the messages over), so a
+plugin stage calls ``link.mix`` for the rest of the pipeline; its :class:`Needs` are checked
+by :mod:`gossipfl.assembly.compat` as the built-ins' are (in its generic sentences).
+
 A gossip call names its **channel**: the variable the algorithm gossips (``x``, DSGT's
 ``tracker``), declared in the algorithm's ``gossip_channels`` (:class:`Channel`: the name and
 its declared position, which keys a stage's random streams and state).
@@ -27,7 +36,9 @@ from typing import Any, ClassVar
 
 from torch import Tensor
 
-from gossipfl.errors import GossipflError
+from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.plugins import Registry, check_params_class
+from gossipfl.validation import Params, typed
 
 
 @dataclass(frozen=True)
@@ -68,7 +79,19 @@ class Stage:
     needs: ClassVar[Needs] = Needs()
     whole: ClassVar[bool] = True
     form: ClassVar[str] = ""
+    #: the parameters a config may give a registered stage (``topology.stages``), declared
+    #: once (:class:`~gossipfl.validation.Params`)
+    Params: ClassVar[type[Params]] = Params
     key: str = ""
+
+    @classmethod
+    def build(cls, params: Params, key: str) -> Stage:
+        """A registered stage from its typed parameters (``key``: where the config asks for
+        it, named in its refusals); the instance reads each parameter as an attribute."""
+        stage = cls()
+        stage.params, stage.key = params, key
+        vars(stage).update(params.given())
+        return stage
 
     _claimed: tuple[int, set] | None = None  # (round, channels gossiped in it): scratch
 
@@ -89,4 +112,59 @@ class Stage:
         self._claimed[1].add(channel.name)
 
 
-__all__ = ["Channel", "Needs", "Stage"]
+#: the stages a config names in ``topology.stages`` (plugins'); the built-in stages are asked
+#: for by their own sections (``topology.robust``/``byzantine``, ``topology.compression``)
+STAGES: Registry = Registry("gossip stage", "topology.stages",
+                            reserved=("robust", "compression"))
+
+
+def register_stage(cls: type[Stage]) -> type[Stage]:
+    """Class decorator: make the :class:`Stage` subclass ``cls`` available as
+    ``topology.stages: [{stage: <cls.kind>, <its Params>}]``."""
+    check_params_class(cls, f"gossip stage {cls.kind!r}")
+    return STAGES.add(cls.kind, cls)
+
+
+@dataclass(frozen=True)
+class AskedStage:
+    """One entry of ``topology.stages``: the stage's class, its typed parameters and its key
+    (``topology.stages[i]``)."""
+
+    stage: type[Stage]
+    params: Params
+    key: str
+
+
+def asked_stages(spec: Any, key: str = "topology.stages") -> list[AskedStage]:
+    """The entries of ``topology.stages`` (None: none), each typed; one sentence naming
+    ``topology.stages[i]`` (and the parameter) for anything else than a list of mappings
+    ``{stage: <a registered kind>, <its parameters>}``."""
+    if spec is None:
+        return []
+    if not isinstance(spec, list | tuple):
+        raise GossipflError(f"{key}: must be a list of stages such as [{{stage: name, "
+                            f"<parameters>}}], got {spec!r}.")
+    out = []
+    for i, entry in enumerate(spec):
+        where = f"{key}[{i}]"
+        if not isinstance(entry, dict) or "stage" not in entry:
+            raise GossipflError(f"{where}: must be a mapping with a 'stage' name, got "
+                                f"{entry!r}.")
+        name = entry["stage"]
+        plugins = [n for n in STAGES.names() if n not in STAGES.reserved]
+        if not plugins:
+            raise GossipflError(f"{where}.stage: no gossip stage {name!r} is registered (a "
+                                f"plugin registers one with gossipfl.topology.register_stage; "
+                                f"robust and compressed gossip have their own keys, "
+                                f"topology.robust and topology.compression).")
+        if not isinstance(name, str) or name not in plugins:
+            raise unknown_choice(f"{where}.stage", name, plugins)
+        cls = STAGES.lookup(name)
+        given = {p: v for p, v in entry.items() if p != "stage"}
+        out.append(AskedStage(cls, typed(cls.Params, given, where, "gossip stage", name),
+                              where))
+    return out
+
+
+__all__ = ["STAGES", "AskedStage", "Channel", "Needs", "Stage", "asked_stages",
+           "register_stage"]

@@ -42,7 +42,7 @@ from torch import Tensor
 from gossipfl.common.rng import torch_generator
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.plugins import Registry
-from gossipfl.validation import Rule, check_piece_params, one_of
+from gossipfl.validation import Params, Rule, one_of, typed
 
 _NUMBER = Rule(lambda v: not isinstance(v, (bool, str)) and float(v) == v, "a number", quoted=True)
 _POSITIVE = Rule(lambda v: not isinstance(v, (bool, str)) and v > 0, "a number > 0", quoted=True)
@@ -55,6 +55,9 @@ ATTACKS: Registry = Registry("attack", "byzantine.attack")
 
 def register_attack(cls: type[Attack]) -> type[Attack]:
     """Class decorator: make ``cls`` available as ``byzantine.attack: <cls.name>``."""
+    from gossipfl.plugins import check_params_class
+
+    check_params_class(cls, f"attack {cls.name!r}")
     return ATTACKS.add(cls.name, cls)
 
 
@@ -136,23 +139,27 @@ class Scene:
 
 
 class Attack:
-    """A Byzantine attack; ``rules`` are the parameters a config may give (defaults: the
-    class attributes). :meth:`craft` returns the messages, broadcastable to
+    """A Byzantine attack. ``Params``: the parameters a config may give it, declared once (a
+    frozen :class:`~gossipfl.validation.Params` dataclass: fields, defaults, rules); an
+    attack is built from n = M, f = |B| and them (``ALIE(m, f, params)``, as
+    :func:`build_attack` does; in Python also ``ALIE(m, f, z=1.0)``, unchecked) and reads
+    each as an attribute (``self.z``). :meth:`craft` returns the messages, broadcastable to
     ``[n, d + 1, P]`` (``[n, 1, P]``: one per receiver), or None (messages unchanged)."""
 
     name: ClassVar[str]
     paper: ClassVar[str]
-    rules: ClassVar[dict[str, Rule]] = {}
+    Params: ClassVar[type[Params]] = Params  # none
     #: old parameter names refused with a hint: {old: new}
     renamed: ClassVar[dict[str, str]] = {}
     poisons_labels: ClassVar[bool] = False
     #: reads the round's dense W (``Step.matrix``): refused on a topology built as edges
     reads_matrix: ClassVar[bool] = False
 
-    def __init__(self, clients: int, byzantine: int, **params: Any):
+    def __init__(self, clients: int, byzantine: int, params: Params | None = None,
+                 /, **given: Any):
         self.clients, self.byzantine = clients, byzantine  # n = M and f = |B|
-        for key, value in params.items():
-            setattr(self, key, value)
+        self.params = params if params is not None else self.Params(**given)
+        vars(self).update(self.params.given())
 
     @property
     def sends(self) -> bool:
@@ -177,8 +184,13 @@ class SignFlip(Attack):
     """Sign flipping: m_{j→i} = −s z_j. Sees its own row only."""
 
     name, paper = "sign_flip", "sign flipping of the own message, m = −s z_j"
-    rules: ClassVar[dict[str, Rule]] = {"scale": _POSITIVE}
-    scale: float = 1.0
+
+    @dataclass(frozen=True)
+    class Params(Params):
+        scale: float = 1.0  # s
+        rules: ClassVar = {"scale": _POSITIVE}
+
+    scale: float
 
     def craft(self, scene):
         return -self.scale * scene.messages
@@ -192,9 +204,14 @@ class Gaussian(Attack):
     ``sign_flip`` uses too; the old ``sigma`` is refused with a hint). Sees nothing."""
 
     name, paper = "gaussian", "Blanchard et al. 2017, Gaussian Byzantine vectors"
-    rules: ClassVar[dict[str, Rule]] = {"scale": _POSITIVE}
     renamed: ClassVar[dict[str, str]] = {"sigma": "scale"}
-    scale: float = 200.0
+
+    @dataclass(frozen=True)
+    class Params(Params):
+        scale: float = 200.0  # s
+        rules: ClassVar = {"scale": _POSITIVE}
+
+    scale: float
 
     def craft(self, scene):
         step = scene.step
@@ -227,9 +244,15 @@ class ALIE(Attack):
     default: the paper's z_max from n = M clients and f = |B| (:func:`alie_z`)."""
 
     name, paper = "alie", "Baruch, Baruch & Goldberg 2019, A Little Is Enough"
-    rules: ClassVar[dict[str, Rule]] = {"z": _NUMBER.or_none(), "view": _VIEW}
-    z: float | None = None
-    view: str = "neighbourhood"
+
+    @dataclass(frozen=True)
+    class Params(Params):
+        z: float | None = None  # None: z_max
+        view: str = "neighbourhood"
+        rules: ClassVar = {"z": _NUMBER.or_none(), "view": _VIEW}
+
+    z: float | None
+    view: str
 
     def z_max(self) -> float:
         return alie_z(self.clients, self.byzantine) if self.z is None else float(self.z)
@@ -247,9 +270,15 @@ class IPM(Attack):
     m_{j→i} = −ε μ_j; the paper's attacker knows the honest mean, ``own`` estimates it)."""
 
     name, paper = "ipm", "Xie, Koyejo & Gupta 2020, Fall of Empires (inner product manipulation)"
-    rules: ClassVar[dict[str, Rule]] = {"epsilon": _NUMBER, "view": _VIEW}
-    epsilon: float = 0.1
-    view: str = "neighbourhood"
+
+    @dataclass(frozen=True)
+    class Params(Params):
+        epsilon: float = 0.1  # ε
+        view: str = "neighbourhood"
+        rules: ClassVar = {"epsilon": _NUMBER, "view": _VIEW}
+
+    epsilon: float
+    view: str
 
     def craft(self, scene):
         return -self.epsilon * scene.moments(self.view)[0]
@@ -263,8 +292,13 @@ class Dissensus(Attack):
     neighbours. Sees the receiver's neighbourhood and W."""
 
     name, paper = "dissensus", "He, Karimireddy & Jaggi 2022, dissensus attack"
-    rules: ClassVar[dict[str, Rule]] = {"epsilon": _NUMBER}
-    epsilon: float = 1.5
+
+    @dataclass(frozen=True)
+    class Params(Params):
+        epsilon: float = 1.5  # ε
+        rules: ClassVar = {"epsilon": _NUMBER}
+
+    epsilon: float
 
     def craft(self, scene):
         own = scene.messages[:, :1]
@@ -350,12 +384,18 @@ class Spectral(Attack):
 
     name, paper = "spectral", ("Gaucher, Dieuleveut & Hendrikx 2025, spectral heterogeneity "
                                "(Fiedler vector of the honest graph)")
-    rules: ClassVar[dict[str, Rule]] = {"epsilon": _AMPLITUDE}
     reads_matrix = True
-    epsilon: float | str = "search"
 
-    def __init__(self, clients: int, byzantine: int, **params: Any):
-        super().__init__(clients, byzantine, **params)
+    @dataclass(frozen=True)
+    class Params(Params):
+        epsilon: float | str = "search"  # ε, or searched per receiver
+        rules: ClassVar = {"epsilon": _AMPLITUDE}
+
+    epsilon: float | str
+
+    def __init__(self, clients: int, byzantine: int, params: Params | None = None,
+                 /, **given: Any):
+        super().__init__(clients, byzantine, params, **given)
         self._fiedler: tuple[np.ndarray, np.ndarray] | None = None  # (W, u) of the last W
 
     def craft(self, scene):
@@ -403,6 +443,21 @@ def check_attack(name: Any, params: dict, key: str = "byzantine") -> type[Attack
     ``key.param`` for a missing or unknown attack, an unknown or renamed parameter or a bad
     value. The attack is required: a default (once ``sign_flip``) would be an experiment's
     main variable chosen silently, and ``none`` a silently honest federation."""
+    cls, _ = attack_params(name, params, key)
+    return cls
+
+
+def build_attack(name: Any, params: dict, clients: int, byzantine: int,
+                 key: str = "byzantine") -> Attack:
+    """The attack ``name`` on n = ``clients`` clients of which f = ``byzantine`` are
+    Byzantine, from the parameters a config gives it (checked as :func:`check_attack`)."""
+    cls, typed_params = attack_params(name, params, key)
+    return cls(clients, byzantine, typed_params)
+
+
+def attack_params(name: Any, params: dict, key: str = "byzantine"
+                  ) -> tuple[type[Attack], Params]:
+    """The attack class of ``name`` and its typed parameters (:func:`check_attack`)."""
     if name is None:
         raise GossipflError(f"{key}.attack: required with {key}.clients; name the attack "
                             f"({', '.join(ATTACKS)}), or none for Byzantine clients that "
@@ -416,8 +471,7 @@ def check_attack(name: Any, params: dict, key: str = "byzantine") -> type[Attack
             raise GossipflError(f"{key}.{old}: attack {name} calls this parameter {new} now "
                                 f"(the attack's magnitude, one name across attacks), so "
                                 f"write {new}: {value!r} instead.")
-    check_piece_params(key, "attack", name, params, cls.rules)
-    return cls
+    return cls, typed(cls.Params, params, key, "attack", name)
 
 
 __all__ = [
@@ -434,6 +488,8 @@ __all__ = [
     "Spectral",
     "Step",
     "alie_z",
+    "attack_params",
+    "build_attack",
     "check_attack",
     "fiedler_vector",
     "line_search",

@@ -40,7 +40,7 @@ from torch import Tensor
 from gossipfl.errors import GossipflError
 from gossipfl.topology.sparse import refuse_dense
 from gossipfl.topology.stages import Channel, Needs, Stage
-from gossipfl.trust.attacks import ATTACKS, Attack, Scene, Step
+from gossipfl.trust.attacks import Attack, Scene, Step, build_attack
 from gossipfl.trust.byzantine import (
     byzantine_ids,
     check_honest_connected,
@@ -175,7 +175,7 @@ def build_trust(config, topology) -> Trust | None:
     m = config.data.clients
     attack = None
     if spec is not None:
-        attack = ATTACKS[spec.attack](m, len(ids), **spec.options)
+        attack = build_attack(spec.attack, spec.options, m, len(ids))
         if len(ids):
             check_honest_connected(topology, ids)
     if attack is not None and attack.reads_matrix and topology.sparse:

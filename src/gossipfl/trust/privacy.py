@@ -3,10 +3,11 @@ private run holds (:class:`Privacy`: the DP-SGD mechanism and its accountant).
 
 What it means is in :mod:`gossipfl.trust.dpsgd` (the gradient) and
 :mod:`gossipfl.trust.accountant` (ε). Refused, in one sentence each: several processes
-(``engine.backend: distributed``) and algorithms that read their clients' data other than
-through gradients (their label counts: ``fedrod``), both by :mod:`gossipfl.assembly.compat`; here
-models with BatchNorm (no per-sample gradient), δ ≥ 1/n for the smallest client, and ``train.local_steps`` with a batch larger than a client's
-data (its minibatches would repeat samples, q = B/n > 1).
+(``engine.backend: distributed``), algorithms that read their clients' data other than
+through gradients (their label counts: ``fedrod``) and models with BatchNorm (no per-sample
+gradient), by :mod:`gossipfl.assembly.compat`; here δ ≥ 1/n for the smallest client, and
+``train.local_steps`` with a batch larger than a client's data (its minibatches would repeat
+samples, q = B/n > 1).
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from gossipfl.common.state import Namespace
 from gossipfl.errors import GossipflError
 from gossipfl.trust.accountant import Accountant
 from gossipfl.trust.dpsgd import PrivateGradient
-from gossipfl.validation import NON_NEGATIVE, POSITIVE, Rule, check_all
-
-RULES = {"clip": POSITIVE, "noise_multiplier": NON_NEGATIVE,
-         "delta": Rule(lambda v: 0 < v < 1, "in (0, 1)")}
+from gossipfl.validation import check_all
 
 
 def check_privacy(section: Any) -> None:
-    """The section's own values (NaN and ∞ are refused when the config is read)."""
-    check_all("privacy", {key: getattr(section, key) for key in RULES}, RULES)
+    """The section's own values, by the rules its dataclass declares
+    (:class:`gossipfl.config.PrivacyConfig`; NaN and ∞ are refused when the config is
+    read)."""
+    rules = type(section).rules
+    check_all("privacy", {key: getattr(section, key) for key in rules}, rules)
 
 
 class Privacy:
@@ -60,12 +61,6 @@ def build_privacy(config: Any, model: torch.nn.Module, sizes: np.ndarray,
     section = config.privacy
     if section is None:
         return None
-    from gossipfl.engine.oracle import has_batchnorm
-
-    if has_batchnorm(model):
-        raise GossipflError(f"privacy: model {config.model.name} has BatchNorm, which mixes the "
-                            f"samples of a batch, so per-sample gradients are undefined; use a "
-                            f"model without BatchNorm (GroupNorm or none).")
     sizes = np.asarray(sizes, dtype=np.int64)
     held = np.flatnonzero(sizes > 0)
     smallest = int(held[np.argmin(sizes[held])])

@@ -34,6 +34,7 @@ it. A rule that needs b undefined on some receiver's degree refuses before train
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -41,7 +42,7 @@ from torch import Tensor
 
 from gossipfl.errors import GossipflError, unknown_choice
 from gossipfl.plugins import Registry
-from gossipfl.validation import Rule, check_piece_params
+from gossipfl.validation import Params, Rule, typed
 
 _COUNT0 = Rule(lambda v: not isinstance(v, bool) and v >= 0 and int(v) == v, "an integer >= 0",
                quoted=True)
@@ -62,24 +63,34 @@ RADII = ("inf", "practical", "adaptive", "oracle")
 
 def register_rule(cls: type[RobustRule]) -> type[RobustRule]:
     """Class decorator: make ``cls`` available as ``topology.robust.rule: <cls.name>``."""
+    from gossipfl.plugins import check_params_class
+
+    check_params_class(cls, f"robust rule {cls.name!r}")
     return RULES.add(cls.name, cls)
 
 
+@dataclass(frozen=True)
+class BParams(Params):
+    """``b``: the Byzantine neighbours a rule tolerates (discards, clips or trims)."""
+
+    b: int = 1
+    rules: ClassVar = {"b": _COUNT0}
+
+
 class RobustRule:
-    """A robust aggregation rule; ``rules`` are the parameters a config may give."""
+    """A robust aggregation rule. ``Params``: the parameters a config may give it, declared
+    once (a frozen :class:`~gossipfl.validation.Params` dataclass: fields, defaults, rules);
+    a rule is built from them (``TrimmedMean(params)``, as :func:`build_rule` does) or, in
+    Python, from them by name (``TrimmedMean(b=2)``, unchecked), and reads each as an
+    attribute (``self.b``)."""
 
     name: ClassVar[str]
     paper: ClassVar[str]
-    rules: ClassVar[dict[str, Rule]] = {}
+    Params: ClassVar[type[Params]] = Params  # none
 
-    def __init__(self, **params: Any):
-        for key, value in params.items():
-            setattr(self, key, int(value) if self.rules[key] is _COUNT0 else value)
-
-    @classmethod
-    def check_together(cls, key: str, params: dict) -> None:
-        """One sentence, naming ``key.param``, for parameters that are valid alone but not
-        together (each has passed its ``rules`` entry)."""
+    def __init__(self, params: Params | None = None, /, **given: Any):
+        self.params = params if params is not None else self.Params(**given)
+        vars(self).update(self.params.given())
 
     def min_degree(self) -> int:
         """The smallest in-degree d_i on which the rule is defined."""
@@ -157,8 +168,7 @@ class TrimmedMean(TwoBNeighbours, RobustRule):
     neighbourhood."""
 
     name, paper = "trimmed_mean", "Yang & Bajwa 2019, BRIDGE-T (coordinate-wise trimmed mean)"
-    rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0}
-    b: int = 1
+    Params = BParams
 
     def aggregate(self, messages, weights, byzantine=None):
         d, b = messages.shape[1] - 1, self.b
@@ -188,8 +198,7 @@ class Krum(RobustRule):
     (Krum's guarantee needs more, n > 2b + 2)."""
 
     name, paper = "krum", "Yang & Bajwa 2019, BRIDGE-K (Krum on the neighbourhood)"
-    rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0}
-    b: int = 1
+    Params = BParams
 
     def min_degree(self):
         return self.b + 2
@@ -258,27 +267,34 @@ class ClippedGossip(RobustSum):
       has, for comparison; δ_i = 0 gives τ_i = ∞."""
 
     name, paper = "clipped_gossip", "He, Karimireddy & Jaggi 2022, ClippedGossip"
-    rules: ClassVar[dict[str, Rule]] = {"tau": _RADIUS, "delta": _DELTA.or_none(),
-                                        "b": _COUNT0}
-    tau: float | str = "practical"
-    delta: float | None = None
-    b: int = 1
 
-    @classmethod
-    def check_together(cls, key: str, params: dict) -> None:
-        tau = params.get("tau", cls.tau)
-        if tau == "adaptive" and params.get("delta") is None:
-            raise GossipflError(f"{key}.delta: tau: adaptive needs the Byzantine weight delta "
-                                f"the defender assumes (in (0, 1)); tau: oracle takes each "
-                                f"receiver's true Byzantine weight instead (an oracle), and "
-                                f"tau: practical needs neither.")
-        if params.get("delta") is not None and tau != "adaptive":
-            raise GossipflError(f"{key}.delta: only tau: adaptive reads delta, but tau is "
-                                f"{tau!r}; remove delta or set tau: adaptive.")
-        if "b" in params and tau != "practical":
-            raise GossipflError(f"{key}.b: only tau: practical reads b (the neighbours "
-                                f"clipped), but tau is {tau!r}; remove b or set tau: "
-                                f"practical.")
+    @dataclass(frozen=True)
+    class Params(Params):
+        tau: float | str = "practical"
+        delta: float | None = None
+        b: int = 1
+        rules: ClassVar = {"tau": _RADIUS, "delta": _DELTA.or_none(), "b": _COUNT0}
+
+        @classmethod
+        def check_together(cls, key: str, params: dict, name: str) -> None:
+            """delta with tau: adaptive only, b with tau: practical only."""
+            tau = params.get("tau", "practical")
+            if tau == "adaptive" and params.get("delta") is None:
+                raise GossipflError(f"{key}.delta: tau: adaptive needs the Byzantine weight delta "
+                                    f"the defender assumes (in (0, 1)); tau: oracle takes each "
+                                    f"receiver's true Byzantine weight instead (an oracle), and "
+                                    f"tau: practical needs neither.")
+            if params.get("delta") is not None and tau != "adaptive":
+                raise GossipflError(f"{key}.delta: only tau: adaptive reads delta, but tau is "
+                                    f"{tau!r}; remove delta or set tau: adaptive.")
+            if "b" in params and tau != "practical":
+                raise GossipflError(f"{key}.b: only tau: practical reads b (the neighbours "
+                                    f"clipped), but tau is {tau!r}; remove b or set tau: "
+                                    f"practical.")
+
+    tau: float | str
+    delta: float | None
+    b: int
 
     def kept_weights(self, norm, weights, byzantine):
         known = None if byzantine is None else (weights * byzantine)[:, 1:].sum(dim=1)
@@ -317,9 +333,11 @@ class CSPlus(TwoBNeighbours, RobustSum):
     the plain gossip step Σ_j w_ij m_{j→i} (to float rounding)."""
 
     name, paper = "cs_plus", "Gaucher, Dieuleveut & Hendrikx 2025, CS+-RG (clipped sum)"
-    rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0, "gamma": _STEP}
-    b: int = 1
-    gamma: float = 1.0
+
+    @dataclass(frozen=True)
+    class Params(BParams):
+        gamma: float = 1.0  # γ
+        rules: ClassVar = {"gamma": _STEP}
 
     def kept_weights(self, norm, weights, byzantine):
         d = norm.shape[1] - 1
@@ -355,17 +373,21 @@ class GTS(BNeighbours, RobustSum):
     nearest to z_i, z_i included."""
 
     name, paper = "gts", "Gaucher, Dieuleveut & Hendrikx 2025, GTS-RG (trimmed sum, NNA)"
-    rules: ClassVar[dict[str, Rule]] = {"b": _COUNT0, "gamma": _STEP, "delta": _TRIMMED}
-    b: int = 1
-    gamma: float = 1.0
-    delta: float | str | None = None
 
-    @classmethod
-    def check_together(cls, key: str, params: dict) -> None:
-        if "b" in params and params.get("delta") is not None:
-            raise GossipflError(f"{key}.delta: rule gts trims either b neighbours or the "
-                                f"weight delta, got both b = {params['b']} and delta = "
-                                f"{params['delta']!r}; remove one.")
+    @dataclass(frozen=True)
+    class Params(BParams):
+        gamma: float = 1.0  # γ
+        delta: float | str | None = None
+        rules: ClassVar = {"gamma": _STEP, "delta": _TRIMMED}
+
+        @classmethod
+        def check_together(cls, key: str, params: dict, name: str) -> None:
+            if "b" in params and params.get("delta") is not None:
+                raise GossipflError(f"{key}.delta: rule gts trims either b neighbours or the "
+                                    f"weight delta, got both b = {params['b']} and delta = "
+                                    f"{params['delta']!r}; remove one.")
+
+    delta: float | str | None
 
     def min_degree(self):
         return 0 if self.delta is not None else super().min_degree()
@@ -399,12 +421,10 @@ def build_rule(spec: Any, key: str = "topology.robust") -> RobustRule | None:
     if not isinstance(name, str) or name not in RULES:
         raise unknown_choice(f"{key}.rule", name, RULES)
     cls = RULES[name]
-    params = {p: v for p, v in spec.items() if p != "rule"}
-    check_piece_params(key, "rule", name, params, cls.rules)
-    cls.check_together(key, params)
-    return cls(**params)
+    given = {p: v for p, v in spec.items() if p != "rule"}
+    return cls(typed(cls.Params, given, key, "rule", name))
 
 
-__all__ = ["GTS", "RULES", "BNeighbours", "CSPlus", "ClippedGossip", "Krum", "Mean", "Median",
+__all__ = ["GTS", "RULES", "BNeighbours", "BParams", "CSPlus", "ClippedGossip", "Krum", "Mean", "Median",
            "RobustRule", "RobustSum", "TrimmedMean", "TwoBNeighbours", "build_rule",
            "register_rule"]

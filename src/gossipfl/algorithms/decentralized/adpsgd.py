@@ -33,7 +33,6 @@ import torch
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Algorithm, Phase, Work
 from gossipfl.algorithms.terms import phase_direction
-from gossipfl.topology.sparse import first_asymmetry
 
 
 @register
@@ -44,26 +43,10 @@ class ADPSGD(Algorithm):
     client_state = ("x", "read")  # the schedule keeps its finish times and counts
     orders = ("asynchronous",)
     compressible = False
+    mixing = "pairs"  # it averages pairs of neighbours: an undirected graph (gossipfl.assembly.compat)
 
-    def order_error(self, order):
-        if order in self.orders:
-            return None
-        return (f"topology.order: {order} is not defined for adpsgd, whose workers "
-                "compute and average asynchronously; set topology.order: asynchronous.")
-
-    def mixing_check(self, topology):
-        if topology is None:
-            return None, None
-        pattern = topology.edges(0).pattern()
-        what = f"the {topology.name} topology's {topology.mixing} matrix"
-        if first_asymmetry(pattern)[0] >= 0:
-            return (f"topology.name: algorithm adpsgd averages pairs of neighbours, which needs "
-                    f"an undirected graph, but {what} has a directed pattern."), None
-        if topology.stochastic != "doubly":
-            return (f"topology.name: algorithm adpsgd averages pairs of neighbours, which needs "
-                    f"an undirected graph, but {what} is {topology.stochastic}-stochastic "
-                    "only (a directed graph's weights)."), None
-        return None, None
+    def order_conflict(self, order):
+        return None if order in self.orders else ("asynchronous_round", {})
 
     def init(self, x0):
         return {"x": x0.clone(), "read": x0.clone()}

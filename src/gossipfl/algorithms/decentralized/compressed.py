@@ -51,17 +51,10 @@ class CompressedAlgorithm(Algorithm):
 
     Params = CompressedParams
     own_compression = True
+    static_graph = True  # the public copies live at the neighbours (gossipfl.assembly.compat)
 
     @cached_property
     def compressor(self) -> Compressor:
         """C, built once from the (fixed) parameters."""
         return self.params.build()
 
-    def mixing_check(self, topology):
-        refusal, caution = super().mixing_check(topology)
-        if refusal is None and topology is not None and topology.time_varying:
-            refusal = (f"topology.name: algorithm {self.name} keeps each client's public copy "
-                       f"at its neighbours, which needs a fixed graph, but the {topology.name} "
-                       "topology changes every round; use a static one (ring, k_regular, "
-                       "exponential, ...).")
-        return refusal, caution

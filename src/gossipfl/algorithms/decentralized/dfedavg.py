@@ -39,12 +39,11 @@ class DFedAvg(Algorithm):
         """Q, the multiplications by the round's W after local training."""
         return self.params.gossip_steps
 
-    def order_error(self, order):
+    def order_conflict(self, order):
         steps = self.gossip_steps()
-        if order == "sequential" and steps != 1:
-            return (f"topology.order: sequential mixes each client's neighbours once, in place, "
-                    f"so it needs algorithm.gossip_steps: 1, got {steps}.")
-        return super().order_error(order)
+        if order == "sequential" and steps != 1:  # it mixes each row once, in place
+            return "gossip_steps", {"steps": steps}
+        return super().order_conflict(order)
 
     def end_round(self, ctx, state, work):
         self.keep(ctx, state, work)

@@ -53,12 +53,10 @@ class DPSGD(DFedAvg):
             return [Phase(steps=1, update=self.gradient_step)]
         return [Phase(epochs=1)]
 
-    def order_error(self, order):
-        if order == "sequential" and self.lian:
-            return ("topology.order: sequential needs a round that mixes and then trains, but "
-                    "dpsgd's variant lian takes its gradient at the pre-gossip point, in "
-                    "parallel with the gossip (variant: local_epoch is defined).")
-        return super().order_error(order)
+    def order_conflict(self, order):
+        if order == "sequential" and self.lian:  # its gradient at the pre-gossip point
+            return "pre_gossip_gradient", {}
+        return super().order_conflict(order)
 
     def begin_round(self, ctx, state):
         x = state["x"]

@@ -75,7 +75,9 @@ class Muffliato(DFedAvg):
              "Amplification for Decentralized Optimization and Averaging (NeurIPS)")
     Params = MuffliatoParams
     orders = ("synchronous",)
-    compressible = False  # its guarantee is for W y with y sent whole (refused in one sentence)
+    # its guarantee is for W y with y sent whole: compression and robust aggregation are
+    # refused by their stages' plain_gossip need (gossipfl.assembly.compat, one sentence)
+    compressible = False
 
     def __init__(self, params, env, fed):
         super().__init__(params, env, fed)
@@ -142,13 +144,6 @@ class Muffliato(DFedAvg):
     # -- refusals and the reported guarantee ------------------------------------------------
     def refusal(self, config, topology) -> str | None:
         p = self.params
-        if config.topology.compression is not None:
-            return ("topology.compression: algorithm muffliato's guarantee is for its noisy "
-                    "messages sent whole; remove topology.compression.")
-        if config.topology.robust is not None or config.byzantine is not None:
-            key = "topology.robust" if config.topology.robust is not None else "byzantine"
-            return (f"{key}: algorithm muffliato's guarantee assumes plain gossip W y; remove "
-                    f"{key} or use another algorithm.")
         if p.chebyshev:
             if topology.sparse:
                 return (f"algorithm.chebyshev: needs the spectral gap of W, which is not "

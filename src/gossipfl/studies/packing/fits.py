@@ -25,7 +25,7 @@ RATE_PACKABLE = ("dfedavg", "dfedavgm", "dfedsam", "dfedsam_mgs")
 
 #: The topology keys the runs of a pack share; the graph (name, mixing, its parameters, the
 #: sparse mode) may differ: each run mixes its block with its own mixer.
-TOPOLOGY_SHARED = ("order", "compression", "robust", "matrix")
+TOPOLOGY_SHARED = ("order", "compression", "robust", "stages", "matrix")
 
 
 def refusal(config: Any) -> str | None:
@@ -40,6 +40,7 @@ def refusal(config: Any) -> str | None:
          f"topology.order: {config.topology.order}"),
         (config.topology.compression is not None, "topology.compression"),
         (config.topology.robust is not None, "topology.robust"),
+        (getattr(config.topology, "stages", None) is not None, "topology.stages"),
         (config.topology.matrix is not None, "topology.matrix"),
         (config.systems is not None, "a systems section"),
         (config.byzantine is not None, "a byzantine section"),
