@@ -49,12 +49,14 @@ def points(rounds: int, clients: int | None, per_study: int | None = None) -> di
 
 def measure(config) -> dict:
     from gossipfl.core.runner import Runner
-    from gossipfl.errors import Diverged
+    from gossipfl.errors import Diverged, GossipflError
 
     try:
         result = Runner(config).run()
     except Diverged as exc:
         return {"diverged": str(exc)}
+    except GossipflError as exc:  # a point refused at this size (the same sentence after the
+        return {"refused": str(exc)}  # change counts as the same numbers)
     rows = [{k: v for k, v in row.items() if k not in VOLATILE} for row in result.metrics]
     sums = result.params.double().sum(dim=1).tolist()
     return {"rows": rows, "row_sums": sums}
