@@ -79,9 +79,9 @@ def test_topologies_built_as_edges_give_the_same_numbers_on_ranks(world, tmp_pat
 
 
 def test_kept_buffers_on_ranks_change_no_number(tmp_path, monkeypatch):
-    """The exchange's sent and held rows and the product's output in buffers kept from round
-    to round (gossipfl.engine.recycle, every buffer kept here): the numbers of the ranks
-    without them, bit for bit, and of one process."""
+    """The product's output in a buffer kept from round to round (gossipfl.engine.recycle,
+    every buffer kept here) and the received rows written in place: the numbers of the ranks
+    without kept buffers, bit for bit, and of one process."""
     from gossipfl.engine import recycle
     from gossipfl.topology import graphs
 

@@ -33,7 +33,6 @@ import torch.distributed as dist
 from torch import Tensor
 
 from gossipfl.distributed.launch import Processes
-from gossipfl.engine.recycle import Recycler
 from gossipfl.errors import GossipflError
 from gossipfl.network.federation import Federation, Traffic
 from gossipfl.network.wire import Wire, message_bytes
@@ -195,7 +194,6 @@ class DistributedWire(Wire):
         self.processes = processes
         self.lo, self.hi = lo, hi
         self._plan: tuple[int | None, ExchangePlan] | None = None  # (round or None, plan)
-        self._buffers = Recycler(limit=2)  # the rows sent and the rows held, within a gossip
 
     @property
     def block_size(self) -> int:
@@ -211,12 +209,10 @@ class DistributedWire(Wire):
             what = f"gossip in round {t + 1}"
             with communicating(self.processes, what):
                 held = self._exchange(plan, flat, what)
+            # the rows sent and held are freed once the product is made: kept through the
+            # local step they would add about three of this rank's stacks to its peak (at
+            # 10^5 clients two ranks no longer fit in 24 GiB)
             flat = self._product(plan.weights, held)
-            del held
-            # the rows sent and held are let go once the product is made: kept through the
-            # local step they would add about three of this rank's stacks to its peak (the
-            # plan's share per rank; at 10^5 clients two ranks no longer fit in 24 GiB)
-            self._buffers.clear()
         return flat.reshape(x.shape)
 
     def _product(self, weights: Tensor, held: Tensor) -> Tensor:
@@ -265,15 +261,12 @@ class DistributedWire(Wire):
             return self.all_rows(rows)
         ops = []
         for peer, positions in plan.send.items():
-            message = self._buffers.empty((len(positions), *rows.shape[1:]), rows.dtype,
-                                          rows.device)
-            torch.index_select(rows, 0, positions, out=message)
+            message = torch.index_select(rows, 0, positions)
             self.traffic.wire += message.numel() * message.element_size()
             ops.append(dist.P2POp(dist.isend, message, peer))
         # the product's rows: this rank's, then each peer's received in place (torch.cat's
-        # order), in a buffer kept from round to round
-        held = self._buffers.empty((len(rows) + sum(plan.receive.values()), *rows.shape[1:]),
-                                   rows.dtype, rows.device)
+        # order, without its copy)
+        held = rows.new_empty((len(rows) + sum(plan.receive.values()), *rows.shape[1:]))
         held[:len(rows)].copy_(rows)
         start = len(rows)
         for peer, count in plan.receive.items():
