@@ -309,7 +309,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                    f"(X and X^0)", "data.clients", device)
     oracle = make_oracle(config.engine.oracle, model, loss=train.loss,
                          chunk_size=config.engine.chunk_size, device=device,
-                         compile=resolve_compile(config.engine.compile, device),
+                         compile=resolve_compile(config.engine.compile, device, model),
                          cuda_graphs=resolve_switch(config.engine.cuda_graphs, device))
     algo_cls = get_algorithm(config.algorithm.name)
     world = processes.world if processes.distributed else None

@@ -11,20 +11,22 @@ Two switches of the ``engine`` section, each ``true``, ``false`` or ``auto``
   shapes). Inductor fuses GroupNorm, the element-wise tail and the layout copies around the
   grouped convolutions, and the convolutions of the layers where cuDNN's grouped kernel is
   slow run as one batched GEMM per layer (:func:`gossipfl.engine.stacked_layers.per_client_gemm`).
-  The numbers equal the eager ones to float rounding (tested: 1e-5 relative on the CPU), not
-  bit for bit. ``auto`` is off until the path is measured on a GPU (:func:`resolve_compile`).
+  The numbers equal the eager ones to float rounding (tested: 1e-5 relative on the CPU and on
+  an H200), not bit for bit. ``auto`` is on for a CUDA device and a model with GroupNorm
+  layers (the ResNet-18-GN family), where the H200 measured it (:func:`resolve_compile`),
+  and off elsewhere.
 - ``engine.cuda_graphs``: each block's loss and gradients (:meth:`StackedOracle._block`,
   eager or compiled) captured once per shape as a ``torch.cuda.CUDAGraph`` and replayed:
-  one launch instead of one per kernel, the same kernels and so the same bits as the
-  uncaptured block. The block's rows, inputs, targets and mask are copied into the graph's
+  one launch instead of one per kernel, the same kernels as the uncaptured block: the same
+  bits where the block is matmuls (the mlp, tested on an H200), float32 rounding where cuDNN
+  convolutions choose another algorithm under capture (the cnn: tested to 1e-4). The block's rows, inputs, targets and mask are copied into the graph's
   static buffers before each replay (a copy of the rows: 2·m·P·4 bytes moved, against the
   step's own traffic of several such passes), and its losses and gradients are read from the
   graph's outputs. Only blocks whose clients all have samples and whose shapes repeat are
   captured (every built-in model, with full or partial participation of a fixed sample size);
   where a graph cannot be captured, the block runs eagerly and the reason is logged once.
-  ``auto`` is on for a CUDA device: the same captured block gave bit-identical rows on an
-  H200 (``benchmarks/results/gpu_paths_h200.log``, section cuda_graphs), 6.2x (M = 100) to
-  14.6x (M = 20) the eager step of the mlp.
+  ``auto`` is on for a CUDA device: the mlp's DFedAvg round (M = 100, one epoch of 600)
+  3.3x faster on an H200 (``benchmarks/results/gpu_h200_20261128``).
 """
 
 from __future__ import annotations
@@ -57,14 +59,20 @@ def resolve_switch(value: bool | str, device: torch.device | str) -> bool:
     return bool(value)
 
 
-def resolve_compile(value: bool | str, device: torch.device | str) -> bool:
-    """``engine.compile`` on ``device``: on only when asked for (true). "auto" is off on
-    every device for now: the compiled step has run on the CPU (the tests: the eager numbers
-    to 1e-5) but not yet on a GPU, where it is meant to pay; ``benchmarks/gpu_issue48.sh``
-    measures it there in one call, and auto turns it on for CUDA once that measurement shows
-    it faster and equal (docs/benchmarks.md, issue 48)."""
+def resolve_compile(value: bool | str, device: torch.device | str,
+                    model: torch.nn.Module | None = None) -> bool:
+    """``engine.compile`` on ``device`` for ``model``: "auto" is on for a CUDA device and a
+    model with GroupNorm layers, off otherwise. Measured on an H200 (issue 48,
+    ``benchmarks/results/gpu_h200_20261128/gpu_compile.jsonl``): the paper-scale
+    ResNet-18-GN round 1.54x faster compiled in TF32 and 2.03x in bf16, after a first round
+    that compiles for about 100 s (amortized after 15-20 rounds); the mlp's round 0.94x
+    (slower: nothing for inductor to fuse in three matmuls); the cnn not measured. The
+    CPU (2 cores) compiles the ResNet for a minute and runs it slower: off."""
     check_switch("engine.compile", value)
-    return value is True
+    if value != "auto":
+        return bool(value)
+    return torch.device(device).type == "cuda" and model is not None and any(
+        isinstance(m, torch.nn.GroupNorm) for m in model.modules())
 
 
 def _signature(value: Any) -> Any:
@@ -123,6 +131,9 @@ class CompiledFunction:
     def _compile(self, args: tuple) -> Callable[..., Tensor]:
         from torch.fx.experimental.proxy_tensor import make_fx
 
+        log.info("engine.compile: compiling a block of shapes %s (once per shape; the paper-"
+                 "scale ResNet-18-GN takes about 100 s on an H200; engine.compile: false "
+                 "skips it)", [tuple(t.shape) for t in _tensors(args)][:4])
         plain = _detached(args)
         with torch.no_grad():
             graph = make_fx(self.fn, tracing_mode="fake")(*plain)
