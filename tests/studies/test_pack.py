@@ -154,3 +154,28 @@ def test_a_model_whose_rows_are_not_64_byte_aligned_agrees_to_float_rounding(tmp
                     assert b[key] == pytest.approx(value, rel=1e-6, abs=1e-9), (name, key)
                 else:
                     assert b[key] == value
+
+
+def test_the_run_split_reads_the_device_once_a_phase_and_equals_the_split(monkeypatch):
+    """A phase's steps work on prefixes of one id tensor: RunSplit splits it once (one host
+    read) and gives each prefix's split as _split gives it."""
+    import torch
+
+    from gossipfl.studies.packing import joint
+
+    calls = []
+    real = joint._split
+    monkeypatch.setattr(joint, "_split", lambda *a: calls.append(1) or real(*a))
+    m, runs = 4, 3
+    rows = torch.tensor([9, 0, 5, 4, 1, 10, 8, 2, 6, 3, 11, 7])  # interleaved runs
+    split = joint.RunSplit(m, runs)
+    for n in (12, 12, 9, 5, 1):
+        got = split(rows[:n], "cpu")
+        want = real(rows[:n], m, runs)
+        assert [p.tolist() for p, _ in got] == [p.tolist() for p, _ in want]
+        assert all(torch.equal(p, d) for p, d in got)
+    assert len(calls) == 1
+    split(rows.clone(), "cpu")  # another tensor: split afresh
+    assert len(calls) == 2
+    every = split.ids(None, 8, "cpu")
+    assert every is split.ids(None, 8, "cpu") and every.tolist() == list(range(8))

@@ -96,6 +96,48 @@ def _split(clients: Tensor, m: int, runs: int) -> list[tuple[Tensor, Tensor]]:
     return out
 
 
+class RunSplit:
+    """:func:`_split` of the rows a local step works on, read from the device once a phase
+    rather than once a step (on a GPU each read is a host synchronization, which stops the
+    host from running ahead of the device). A phase's steps work on prefixes of one id
+    tensor (the rows ordered by data size, the idle ones last, ``LocalTrainer.train``), and
+    run r's positions in a prefix of n rows are its positions below n: a prefix of its
+    sorted positions. Each run: its positions (on the host) and the same on the device."""
+
+    def __init__(self, m: int, runs: int):
+        self.m, self.runs = m, runs
+        self._base: Tensor | None = None  # the id tensor split last (held: no reuse of it)
+        self._key: tuple[int, int] = (0, 0)  # its data pointer and length
+        self._parts: list[tuple[Tensor, Tensor]] = []
+        self._every: dict[tuple[int, torch.device], Tensor] = {}
+
+    def ids(self, clients: Tensor | None, n: int, device) -> Tensor:
+        """``clients``, or the ids of every client in order (one tensor per length)."""
+        if clients is not None:
+            return clients
+        key = (n, torch.device(device))
+        if key not in self._every:
+            self._every[key] = torch.arange(n, device=device)
+        return self._every[key]
+
+    def __call__(self, ids: Tensor, device) -> list[tuple[Tensor, Tensor]]:
+        """For each run: the positions in ``ids`` of its rows (host, then ``device``)."""
+        base = ids if ids._base is None else ids._base
+        n, device = len(ids), torch.device(device)
+        reuse = base is self._base and ids.data_ptr() == self._key[0] and n <= self._key[1]
+        if not reuse:
+            self._base, self._key = base, (ids.data_ptr(), n)
+            self._parts = []
+            for pos, _ in _split(ids, self.m, self.runs):
+                self._parts.append((pos, pos.to(device)))
+        out = []
+        for pos, on_device in self._parts:
+            k = int(torch.searchsorted(pos, n)) if n < self._key[1] else len(pos)
+            out.append((pos[:k], on_device[:k] if on_device.device == device
+                        else pos[:k].to(device)))
+        return out
+
+
 class PackedSampler:
     """Minibatches of the joint rows from each run's own sampler: row r·M + i draws what
     client i of run r draws alone (its seed, its client id, its data). Every run has the
@@ -167,6 +209,7 @@ class LossTally:
     def __init__(self, step: Callable, m: int, runs: int, device):
         self.step, self.m, self.runs = step, m, runs
         self.device = device
+        self.split = RunSplit(m, runs)
         self.reset()
 
     def reset(self) -> None:
@@ -175,15 +218,11 @@ class LossTally:
 
     def __call__(self, ctx: Context, work, batch) -> Tensor:
         loss = self.step(ctx, work, batch)
-        ids = work.clients  # None: every client, in order
-        ids = torch.arange(len(loss), device=loss.device) if ids is None else ids
-        run = ids.to(loss.device) // self.m
-        for r in range(self.runs):
-            rows = run == r
-            count = int(rows.sum())
-            if count:
-                self.sums[r] += loss[rows].sum()
-                self.counts[r] += count
+        ids = self.split.ids(work.clients, len(loss), loss.device)  # None: all, in order
+        for r, (pos, rows) in enumerate(self.split(ids, loss.device)):
+            if len(pos):  # the run's losses in its own order, summed as alone
+                self.sums[r] += loss.index_select(0, rows).sum()
+                self.counts[r] += len(pos)
         return loss
 
 
@@ -193,25 +232,23 @@ class RunRates(LocalOptimizer):
     :class:`LocalOptimizer` of its rate, elementwise the same numbers as alone."""
 
     def __init__(self, group, rates: Sequence[float], m: int, momentum: float, rows: int,
-                 like: Tensor):
+                 like: Tensor, split: RunSplit | None = None):
         super().__init__(group, rates[0], momentum, rows, like)
         self.rates, self.m = list(rates), m
+        self.split = RunSplit(m, len(self.rates)) if split is None else split
 
     def update(self, d: Tensor, y: Tensor, v: Tensor | None = None) -> None:
         raise RuntimeError("per-run learning rates take the unfused step (StepwiseEnv)")
 
     def step(self, work: Work, direction: Tensor) -> None:
-        ids = work.clients
-        ids = torch.arange(len(work), device=direction.device) if ids is None else ids
+        ids = self.split.ids(work.clients, len(work), direction.device)
         velocity = None if self.velocity is None else self.velocity[: len(work)]
-        for r, (rows, _) in enumerate(_split(ids, self.m, len(self.rates))):
-            if not len(rows):
+        for r, (pos, rows) in enumerate(self.split(ids, direction.device)):
+            if not len(pos):
                 continue
-            first, count = int(rows[0]), len(rows)
-            if int(rows[-1]) - first + 1 == count:  # a run's rows in a row: step views
+            first, count = int(pos[0]), len(pos)  # host values: no synchronization
+            if int(pos[-1]) - first + 1 == count:  # a run's rows in a row: step views
                 rows = slice(first, first + count)
-            else:
-                rows = rows.to(direction.device)
             y = work.y[rows]
             v = None if velocity is None else velocity[rows]
             LocalOptimizer(self.group, self.rates[r], self.momentum, count, y,
