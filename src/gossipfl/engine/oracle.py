@@ -135,17 +135,18 @@ class Oracle(ABC):
 
     def loss_and_grad(
         self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None = None,
-        wrt: Sequence[str] | None = None,
+        wrt: Sequence[str] | None = None, every_row_active: bool = False,
     ) -> tuple[Tensor, Tensor]:
         """``X [M, P]``, ``inputs [M, B, *in]``, ``targets [M, B]``, ``mask [M, B]`` bool or
         None → (``loss [M]``, ``grad [M, P]``). ``wrt``: the names of the parameters whose
         gradient is wanted (None: all); the other columns of ``grad`` are 0 and cost nothing
-        (a phase that trains only the head does not differentiate through the body)."""
+        (a phase that trains only the head does not differentiate through the body).
+        ``every_row_active``: as in :meth:`loss_and_step`."""
         inputs, targets, mask = self._training_batch(X, inputs, targets, mask)
         losses = torch.zeros(X.shape[0], dtype=X.dtype, device=X.device)
         grads = torch.empty(X.shape[0], self.layout.P, dtype=X.dtype, device=X.device)
         wanted = None if wrt is None or set(wrt) >= set(self.layout.names) else frozenset(wrt)
-        self._fill(X, inputs, targets, mask, losses, grads, wanted)
+        self._fill(X, inputs, targets, mask, losses, grads, wanted, every_row_active)
         return losses, grads
 
     def _training_batch(self, X: Tensor, inputs: Tensor, targets: Tensor,
@@ -173,10 +174,12 @@ class Oracle(ABC):
 
     @abstractmethod
     def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
-              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
+              grads: Tensor, wrt: frozenset[str] | None = None,
+              every_row_active: bool = False) -> None:
         """Write every client's loss into ``losses [M]`` and gradient into ``grads [M, P]``
         (inputs cast to X's dtype, ``mask`` a full bool ``[M, B]``, model in train mode); with
-        ``wrt``, only those parameters' gradients, the other columns 0."""
+        ``wrt``, only those parameters' gradients, the other columns 0. ``every_row_active``:
+        every row of ``mask`` has a sample (an oracle may skip asking the device)."""
 
     @abstractmethod
     def predict(self, X: Tensor, inputs: Tensor, shared: bool = False) -> Tensor:
@@ -219,7 +222,8 @@ class VmapOracle(Oracle):
         return self._client_loss({**moving, **fixed}, inputs, targets, mask)
 
     def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
-              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
+              grads: Tensor, wrt: frozenset[str] | None = None,
+              every_row_active: bool = False) -> None:
         for a, b in client_blocks(X.shape[0], self.chunk_size):
             params = self.layout.views(X[a:b])
             moving = {n: v for n, v in params.items() if wrt is None or n in wrt}
@@ -256,7 +260,8 @@ class LoopOracle(Oracle):
         self.layout.load_into(self.model, X[i])
 
     def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
-              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
+              grads: Tensor, wrt: frozenset[str] | None = None,
+              every_row_active: bool = False) -> None:
         names = [n for n in self.layout.names if wrt is None or n in wrt]
         params = dict(zip(self.layout.names, self._params, strict=True))
         for p_name, p in params.items():

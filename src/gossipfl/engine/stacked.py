@@ -450,7 +450,8 @@ class StackedOracle(Oracle):
             use(rows, grads)
 
     def _fill(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor, losses: Tensor,
-              grads: Tensor, wrt: frozenset[str] | None = None) -> None:
+              grads: Tensor, wrt: frozenset[str] | None = None,
+              every_row_active: bool = False) -> None:
         def write(rows, block_grads: dict[str, Tensor]) -> None:
             if isinstance(rows, slice):
                 write_grads(self.layout, grads[rows], block_grads)  # one pass each
@@ -462,7 +463,7 @@ class StackedOracle(Oracle):
         def zero(empty: Tensor) -> None:  # clients without samples: gradient 0
             grads[empty] = 0
 
-        self._blocks(X, inputs, targets, mask, losses, wrt, write, zero)
+        self._blocks(X, inputs, targets, mask, losses, wrt, write, zero, every_row_active)
 
     def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None,
                       update: Callable[..., None], into: Sequence[Tensor] | None = None,

@@ -126,7 +126,8 @@ class ClientEnv:
                 self.groups[group].mask(y.device)
             return self.privacy.gradient(self.oracle, y, batch.inputs, batch.targets,
                                          batch.mask, batch.clients, wrt, columns)
-        return self.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask, wrt)
+        return self.oracle.loss_and_grad(y, batch.inputs, batch.targets, batch.mask, wrt,
+                                         every_row_active=batch.every_row_active)
 
     @property
     def P(self) -> int:
