@@ -88,3 +88,38 @@ def test_the_count_sees_a_read_in_the_step_loop():
     two = reads_in_a_round("dfedavg", 2, plant)
     four = reads_in_a_round("dfedavg", 4, plant)
     assert four["__bool__"] - two["__bool__"] == 2
+
+
+def reads_in_a_packed_round(local_steps: int) -> collections.Counter:
+    """A packed study's round (gossipfl.studies.packing): 3 runs, two learning rates."""
+    from gossipfl.studies.packing.joint import Pack
+
+    gen = torch.Generator().manual_seed(0)
+    data = from_tensors(torch.randn(64, 1, 4, 4, generator=gen),
+                        torch.randint(0, 3, (64,), generator=gen),
+                        torch.randn(16, 1, 4, 4, generator=gen),
+                        torch.randint(0, 3, (16,), generator=gen))
+    runners = []
+    for seed, lr in ((0, 0.05), (1, 0.05), (2, 0.1)):
+        config = {"data": {"tensors": data, "clients": 4, "partition": "dirichlet",
+                           "alpha": 0.5},
+                  "model": {"name": "mlp", "options": {"hidden": [8]}},
+                  "topology": {"name": "ring"}, "algorithm": {"name": "dfedavgm"},
+                  "train": {"rounds": 4, "batch_size": 4, "lr": lr,
+                            "local_steps": local_steps},
+                  "eval": {"local_models": False, "every": 1000}, "device": "cpu",
+                  "seed": seed}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runners.append(Runner(load_config(config)))
+    pack = Pack(runners)
+    with torch.no_grad():
+        pack.round(0)
+        with HostReads() as reads:
+            pack.round(1)
+    return reads.counts
+
+
+def test_a_packed_rounds_host_reads_do_not_grow_with_its_local_steps():
+    two, four = reads_in_a_packed_round(2), reads_in_a_packed_round(4)
+    assert four == two, f"host reads {dict(two)} with 2 local steps, {dict(four)} with 4"

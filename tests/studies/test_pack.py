@@ -173,7 +173,7 @@ def test_the_run_split_reads_the_device_once_a_phase_and_equals_the_split(monkey
         got = split(rows[:n], "cpu")
         want = real(rows[:n], m, runs)
         assert [p.tolist() for p, _ in got] == [p.tolist() for p, _ in want]
-        assert all(torch.equal(p, d) for p, d in got)
+        assert all(d.tolist() == p.tolist() for p, d in got)
     assert len(calls) == 1
     split(rows.clone(), "cpu")  # another tensor: split afresh
     assert len(calls) == 2

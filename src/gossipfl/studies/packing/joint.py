@@ -102,13 +102,14 @@ class RunSplit:
     host from running ahead of the device). A phase's steps work on prefixes of one id
     tensor (the rows ordered by data size, the idle ones last, ``LocalTrainer.train``), and
     run r's positions in a prefix of n rows are its positions below n: a prefix of its
-    sorted positions. Each run: its positions (on the host) and the same on the device."""
+    sorted positions. Each run: its positions (a NumPy array on the host) and the same on
+    the device."""
 
     def __init__(self, m: int, runs: int):
         self.m, self.runs = m, runs
         self._base: Tensor | None = None  # the id tensor split last (held: no reuse of it)
         self._key: tuple[int, int] = (0, 0)  # its data pointer and length
-        self._parts: list[tuple[Tensor, Tensor]] = []
+        self._parts: list[tuple[np.ndarray, Tensor]] = []
         self._every: dict[tuple[int, torch.device], Tensor] = {}
 
     def ids(self, clients: Tensor | None, n: int, device) -> Tensor:
@@ -120,7 +121,7 @@ class RunSplit:
             self._every[key] = torch.arange(n, device=device)
         return self._every[key]
 
-    def __call__(self, ids: Tensor, device) -> list[tuple[Tensor, Tensor]]:
+    def __call__(self, ids: Tensor, device) -> list[tuple[np.ndarray, Tensor]]:
         """For each run: the positions in ``ids`` of its rows (host, then ``device``)."""
         base = ids if ids._base is None else ids._base
         n, device = len(ids), torch.device(device)
@@ -129,12 +130,12 @@ class RunSplit:
             self._base, self._key = base, (ids.data_ptr(), n)
             self._parts = []
             for pos, _ in _split(ids, self.m, self.runs):
-                self._parts.append((pos, pos.to(device)))
+                self._parts.append((pos.numpy(), pos.to(device)))
         out = []
         for pos, on_device in self._parts:
-            k = int(torch.searchsorted(pos, n)) if n < self._key[1] else len(pos)
+            k = int(np.searchsorted(pos, n)) if n < self._key[1] else len(pos)
             out.append((pos[:k], on_device[:k] if on_device.device == device
-                        else pos[:k].to(device)))
+                        else on_device[:k].to(device)))
         return out
 
 
