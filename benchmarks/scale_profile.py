@@ -65,6 +65,8 @@ def main() -> int:
     parser.add_argument("--keep-freed-memory", action="store_true")
     parser.add_argument("--distributed", action="store_true",
                         help="engine.backend=distributed (start it under torchrun)")
+    parser.add_argument("--exchange", default="auto",
+                        help="engine.exchange: auto, shm or process_group (with --distributed)")
     args = parser.parse_args()
     from benchmarks.scale import overrides
     from gossipfl.assembly.loading import load_config
@@ -75,7 +77,7 @@ def main() -> int:
     sets = overrides(args.clients, args.topology, rounds, "logistic", args.keep_freed_memory,
                      synthetic=True)
     if args.distributed:
-        sets.append("engine.backend=distributed")
+        sets += ["engine.backend=distributed", f"engine.exchange={args.exchange}"]
     parts = _timed_parts()
     runner = Runner(load_config(QUICKSTART, sets))
     rank = os.environ.get("RANK", "0")
@@ -91,6 +93,8 @@ def main() -> int:
               f"sys {cpu[1]:.2f} s ({torch.get_num_threads()} threads; load "
               f"{os.getloadavg()[0]:.2f})", flush=True)
         parts.clear()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # kB on Linux
+    print(f"rank {rank}: peak resident {peak:.2f} GB", flush=True)
     if not args.profile:
         return 0
     with torch.profiler.profile(record_shapes=True) as prof:

@@ -27,6 +27,7 @@ def by_group(tmp_path_factory):
     return cases.spawn(2, "exchange", tmp_path_factory.mktemp("group"))
 
 
+@pytest.mark.represented
 @pytest.mark.parametrize("world", [2, 3])
 def test_shared_memory_gives_the_process_groups_bits(world, tmp_path, monkeypatch, by_group):
     """Final models (torch.equal) and every metric of a ring, an epidemic graph built as

@@ -9,7 +9,9 @@ unchanged. The operations that cross the client dimension become collectives:
   ``isend``/``irecv``), then applies its rows of W to its own and the received rows. When
   every rank needs every other rank's whole block (a dense W) it all-gathers instead. Each of
   Q gossip steps is one exchange; masked (DisPFL) gossip exchanges the masked values and the
-  masks; group gossip only the group's columns. Every rank rebuilds W_t from the seed.
+  masks; group gossip only the group's columns. Every rank rebuilds W_t from the seed. Ranks
+  on one machine's CPU write the rows into each other's segments in ``/dev/shm`` instead
+  (``engine.exchange``, :mod:`.shm`): the same rows in the same order, so the same bits.
 - ``aggregate``: an all-reduce of the rank's weighted partial sum and weight, so the server
   step — every rank holds the server state and applies the same step to the same sum — needs
   no broadcast (``broadcast`` only copies, and charges the bytes a server would send).
@@ -244,13 +246,7 @@ class DistributedWire(Wire):
             # local step they would add about three of this rank's stacks to its peak (at
             # 10^5 clients two ranks no longer fit in 24 GiB)
             flat = self._product(plan.weights, held)
-            self._release()
         return flat.reshape(x.shape)
-
-    def _release(self) -> None:
-        """The held rows are read: give their shared pages back (shared-memory path)."""
-        if self.segments is not None:
-            self.segments.own.release()
 
     def _product(self, weights: Tensor, held: Tensor) -> Tensor:
         """This rank's rows of W times the rows it holds (a CSR W on the CPU into the
@@ -277,7 +273,6 @@ class DistributedWire(Wire):
             held = self._exchange(plan, payload, what)
         senders = self.compress_keys(v, key, compressor, plan.columns)
         decoded = compressor.decode(held, senders, v.shape[1], dtype=q.dtype)
-        self._release()
         return (plan.weights @ decoded).reshape(q.shape)
 
     def plan(self, t: int) -> ExchangePlan:

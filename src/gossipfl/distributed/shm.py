@@ -16,8 +16,11 @@ cannot open a peer's file (ranks on several machines, or without a shared ``/dev
 makes the whole job fall back to the process group (``auto``) or refuse (``shm``).
 
 A segment grows (``ftruncate``) to the bytes an exchange needs, after a check that
-``/dev/shm`` has the room; its pages are released after each product (``MADV_REMOVE``), so a
-rank holds the rows only from the exchange to the product, as on the process-group path.
+``/dev/shm`` has the room, and keeps its pages from round to round, as the Mixer keeps its
+product's output: written again each round, they are not faulted in again (giving them back
+after each product, ``MADV_REMOVE``, made the 2-rank round at 5·10^4 clients 1.7-1.8x
+slower, its exchange mostly page faults, for 0.4 GB less at a rank's peak;
+benchmarks/results/scale_ranks_shm_cpu.txt).
 """
 
 from __future__ import annotations
@@ -76,11 +79,6 @@ class Segment:
             self._map = mmap.mmap(self.fd, size)  # the old mapping goes with its last view
             self._bytes = torch.frombuffer(self._map, dtype=torch.uint8)
         return self._bytes[:nbytes].view(like.dtype).view(count, *row)
-
-    def release(self) -> None:
-        """Give the written pages back (the file keeps its length and reads as zeros)."""
-        if self._map is not None:
-            self._map.madvise(mmap.MADV_REMOVE)
 
     def resident(self) -> int:
         """Bytes of the file that hold pages now."""
