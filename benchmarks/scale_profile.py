@@ -10,7 +10,8 @@ shape.
     python -m torch.distributed.run --nproc-per-node 2 -m benchmarks.scale_profile --distributed
 
 Each timed round also says where its wall time went: the local training, the exchange of
-rows between ranks (``--distributed``), the sparse product, the rest.
+rows between ranks (``--distributed``; of which waiting for the peers' messages: the rows
+through gloo, or the shared-memory path's tokens), the sparse product, the rest.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def _timed_parts() -> dict:
 
     timed(LocalTrainer, "train", "train")
     timed(DistributedWire, "_exchange", "exchange")
+    timed(DistributedWire, "_wait", "of which waiting")  # for the peers' messages
     timed(Mixer, "_sparse_product", "product")
     return parts
 

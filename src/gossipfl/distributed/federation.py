@@ -292,7 +292,7 @@ class DistributedWire(Wire):
         """The rows this rank's product needs: its own, then each peer's (plan order)."""
         if plan.all_gather:
             return self.all_rows(rows)
-        if self.segments is not None:
+        if self.segments is not None and rows.shape[1:].numel():  # (the same on every rank)
             return self._exchange_shared(plan, rows, what)
         ops = []
         for peer, positions in plan.send.items():

@@ -85,9 +85,14 @@ class Segment:
         return os.fstat(self.fd).st_blocks * 512
 
     def close(self) -> None:
+        """Let go of the file (its pages go with the last descriptor and mapping in the job)."""
         self._bytes = self._map = None
-        with suppress(OSError):
-            os.close(self.fd)
+        if self.fd >= 0:
+            with suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+
+    __del__ = close  # a run built again in this process does not keep the old one's pages
 
 
 class SharedSegments:
