@@ -326,16 +326,8 @@ class DistributedWire(Wire):
         segments = self.segments
         count = len(rows) + sum(plan.receive.values())
         row_bytes = rows.shape[1:].numel() * rows.element_size()
-        mine = READY
         free = segments.room_for(count * row_bytes) if plan.receive else None
-        if free is not None:
-            mine = REFUSED if segments.required else FALLBACK
-            if not self._fell_back:
-                self._fell_back = True
-                warnings.warn(f"engine.exchange: rank {self.processes.rank}'s rows need "
-                              f"{count * row_bytes / 1e6:.1f} MB in {SHM_DIR} but "
-                              f"{free / 1e6:.1f} MB are free; its rows come through the "
-                              f"process group.", stacklevel=2)
+        mine = READY if free is None else self._no_room(count * row_bytes, free)
         said = {peer: torch.zeros(1, dtype=torch.int32) for peer in plan.send}
         ops = [dist.P2POp(dist.isend, torch.tensor([mine], dtype=torch.int32), peer)
                for peer in plan.receive]
@@ -371,6 +363,18 @@ class DistributedWire(Wire):
         held[:len(rows)].copy_(rows)
         self._wait(posted, what)
         return held
+
+    def _no_room(self, nbytes: int, free: int) -> int:
+        """What a rank whose segment cannot hold ``nbytes`` tells its senders: its rows come
+        through the process group (``auto``: warned once) or the job ends (``shm``)."""
+        if self.segments.required:
+            return REFUSED
+        if not self._fell_back:
+            self._fell_back = True
+            warnings.warn(f"engine.exchange: rank {self.processes.rank}'s rows need "
+                          f"{nbytes / 1e6:.1f} MB in {SHM_DIR} but {free / 1e6:.1f} MB are "
+                          f"free; its rows come through the process group.", stacklevel=3)
+        return FALLBACK
 
     @staticmethod
     def _post(ops: list) -> list:
