@@ -10,7 +10,8 @@ shape.
     python -m torch.distributed.run --nproc-per-node 2 -m benchmarks.scale_profile --distributed
 
 Each timed round also says where its wall time went: the local training, the exchange of
-rows between ranks (``--distributed``), the sparse product, the rest.
+rows between ranks (``--distributed``; of which waiting for the peers' messages: the rows
+through gloo, or the shared-memory path's tokens), the sparse product, the rest.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def _timed_parts() -> dict:
 
     timed(LocalTrainer, "train", "train")
     timed(DistributedWire, "_exchange", "exchange")
+    timed(DistributedWire, "_wait", "of which waiting")  # for the peers' messages
     timed(Mixer, "_sparse_product", "product")
     return parts
 
@@ -65,6 +67,8 @@ def main() -> int:
     parser.add_argument("--keep-freed-memory", action="store_true")
     parser.add_argument("--distributed", action="store_true",
                         help="engine.backend=distributed (start it under torchrun)")
+    parser.add_argument("--exchange", default="auto",
+                        help="engine.exchange: auto, shm or process_group (with --distributed)")
     args = parser.parse_args()
     from benchmarks.scale import overrides
     from gossipfl.assembly.loading import load_config
@@ -75,7 +79,7 @@ def main() -> int:
     sets = overrides(args.clients, args.topology, rounds, "logistic", args.keep_freed_memory,
                      synthetic=True)
     if args.distributed:
-        sets.append("engine.backend=distributed")
+        sets += ["engine.backend=distributed", f"engine.exchange={args.exchange}"]
     parts = _timed_parts()
     runner = Runner(load_config(QUICKSTART, sets))
     rank = os.environ.get("RANK", "0")
@@ -91,6 +95,8 @@ def main() -> int:
               f"sys {cpu[1]:.2f} s ({torch.get_num_threads()} threads; load "
               f"{os.getloadavg()[0]:.2f})", flush=True)
         parts.clear()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # kB on Linux
+    print(f"rank {rank}: peak resident {peak:.2f} GB", flush=True)
     if not args.profile:
         return 0
     with torch.profiler.profile(record_shapes=True) as prof:

@@ -45,7 +45,7 @@ def work(tmp_path, monkeypatch):
 # others slow). No list of names: a renamed test keeps its marker.
 
 #: Modules whose every test starts several processes (torch.distributed).
-DISTRIBUTED = frozenset({"test_distributed.py"})
+DISTRIBUTED = frozenset({"test_distributed.py", "test_shm.py"})
 
 
 def pytest_collection_modifyitems(config, items):

@@ -235,7 +235,94 @@ def edge_runs(folder: Path, backend: str = "distributed") -> dict:
     return {"sparse": sparse} | {t: measure("dfedavg", t, backend) for t in EDGE_TOPOLOGIES}
 
 
-TASKS = {"cases": run_cases, "edges": edge_runs, "gossip": gossip_variants, "interrupted": interrupted_run,
+#: (algorithm, topology) run through both exchanges (tests/distributed/test_shm.py): rows point
+#: to point on a ring and a directed epidemic graph (built as edges too, when DENSE_MAX_CLIENTS
+#: is lowered), a graph redrawn every round, masked (dispfl) and group (dfedmdc) gossip,
+#: two gossip steps (dfedmdc's gossip_steps), and compressed payloads (uint8 rows).
+EXCHANGE_CASES = (("dfedavg", "ring"), ("dfedavg", "epidemic"), ("dsgt", "one_peer_exponential"),
+                  ("dispfl", "ring"), ("dfedmdc", "ring"), ("dfedavg", "ring+top_k"))
+
+
+def shm_files() -> set[str]:
+    """The files of gossipfl's shared-memory segments now in /dev/shm."""
+    from gossipfl.distributed import shm
+
+    return {name for name in os.listdir(shm.SHM_DIR) if name.startswith(shm.PREFIX)}
+
+
+def exchange_runs(folder: Path, exchange: str = "process_group") -> dict:
+    """Each of EXCHANGE_CASES for 3 rounds on ranks, its rows moved as ``exchange`` says; with
+    whether each took the shared-memory path and the segment files seen during the run."""
+    out = {}
+    for algorithm, topology in EXCHANGE_CASES:
+        setup = config(algorithm, topology, "distributed", rounds=3)
+        setup["engine"]["exchange"] = exchange
+        if algorithm == "dfedmdc":
+            setup["algorithm"]["gossip_steps"] = 2
+        seen = {"shared": [], "files": set()}
+
+        def look(runner, t, row, seen=seen):
+            seen["shared"].append(runner.exp.fed.wire.segments is not None)
+            seen["files"] |= shm_files()
+
+        result = gossipfl.run(setup, callbacks=[look])
+        out[algorithm, topology] = {
+            "rows": [{k: row[k] for k in KEYS if k in row} for row in result.metrics],
+            "params": result.params, "shared": all(seen["shared"]), "files": seen["files"]}
+    return out
+
+
+def shm_runs(folder: Path) -> dict:
+    return exchange_runs(folder, "shm")
+
+
+def apart_runs(folder: Path) -> dict:
+    """Every rank looks for the segments in a folder of its own (ranks on several machines):
+    ``auto`` falls back to the process group, ``shm`` refuses."""
+    from gossipfl.distributed import shm
+
+    own = folder / f"shm{os.environ['RANK']}"
+    own.mkdir(parents=True, exist_ok=True)
+    shm.SHM_DIR = str(own)
+    out = {"auto": exchange_runs(folder, "auto")}
+    try:
+        exchange_runs(folder, "shm")
+        out["error"] = None
+    except GossipflError as exc:
+        out["error"] = str(exc)
+    out["left"] = sorted(p.name for p in own.iterdir())
+    return out
+
+
+def crowded_runs(folder: Path) -> dict:
+    """Rank 1's /dev/shm has no room: ``auto`` sends its rows through the process group (rank
+    0 still through shared memory), ``shm`` refuses."""
+    import shutil
+    from collections import namedtuple
+
+    from gossipfl.distributed import shm
+
+    if os.environ["RANK"] == "1":
+        usage = namedtuple("usage", "total used free")
+        shm.shutil = type("Full", (), {"disk_usage": staticmethod(
+            lambda path: usage(shutil.disk_usage(path).total, 0, 0))})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = {"auto": exchange_runs(folder, "auto")}
+    out["warnings"] = sorted({str(w.message) for w in caught
+                              if str(w.message).startswith("engine.exchange")})
+    try:
+        exchange_runs(folder, "shm")
+        out["error"] = None
+    except GossipflError as exc:
+        out["error"] = str(exc)
+    if os.environ["RANK"] == "1":  # rank 0 returns its own: rank 1 leaves its words here
+        (folder / "rank1.txt").write_text("\n".join([*out["warnings"], out["error"] or ""]))
+    return out
+
+
+TASKS = {"exchange": exchange_runs, "exchange_shm": shm_runs, "apart": apart_runs,
+         "crowded": crowded_runs, "cases": run_cases, "edges": edge_runs, "gossip": gossip_variants, "interrupted": interrupted_run,
          "resumed": resumed_run, "mismatch": mismatched_configs, "stalled": stalled_rank,
          "sequential": sequential_refused}
 

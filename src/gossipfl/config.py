@@ -209,6 +209,10 @@ class EngineConfig:
     # of clients (distributed), or distributed exactly when launched by torchrun (auto)
     backend: str = "auto"  # auto | single | distributed
     timeout: float = 300.0  # seconds a rank waits for the others before the job ends
+    # how the ranks move gossip rows: through shared memory when every rank runs on this
+    # machine's CPU (auto; shm: that or refuse), or the process group's point-to-point
+    # messages (process_group; gloo's TCP on CPU, NCCL on CUDA); the same rows either way
+    exchange: str = "auto"  # auto | shm | process_group
 
 
 

@@ -186,9 +186,11 @@ def test_a_killed_rank_ends_the_job_naming_it_and_the_run_resumes(tmp_path, caps
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(setup))
     run = tmp_path / "run"
+    before = cases.shm_files()
     died = torchrun(2, "run", str(path), "--out", str(tmp_path), "--name", "run", "--quiet",
                     env={"GOSSIPFL_TEST_KILL_RANK": "1", "GOSSIPFL_TEST_KILL_ROUND": "2"})
     assert died.returncode != 0
+    assert cases.shm_files() <= before  # the shared-memory segments went with the ranks
     output = died.stdout + died.stderr
     assert "rank 1 stopped or did not answer" in output or "rank      : 1" in output
     assert RunDirectory(run).read_summary()["checkpoint_round"] == 2

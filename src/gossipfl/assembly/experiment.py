@@ -335,7 +335,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                             state.privacy)
     fed = federation_of(processes, m, groups, sizes, seed=config.seed, mixer=mixer,
                         stages=gossip_stages(config, trust, state),
-                        channels=algo_cls.gossip_channels)
+                        channels=algo_cls.gossip_channels, exchange=config.engine.exchange)
     local = LocalTraining(weight_decay=train.weight_decay, momentum=train.momentum,
                           clip_norm=train.clip_norm)
     counts = label_counts(dataset, parts)

@@ -394,12 +394,14 @@ def _check_eval(evaluation: EvalConfig) -> None:
 
 def _check_engine(engine: EngineConfig) -> None:
     from gossipfl.distributed.launch import BACKENDS
+    from gossipfl.distributed.shm import EXCHANGES
     from gossipfl.engine.compiled import check_switch
     from gossipfl.engine.oracle import ORACLES
     from gossipfl.engine.precision import PRECISIONS
 
     _check_section("engine", engine, {
         "oracle": one_of(*ORACLES), "backend": one_of(*BACKENDS),
+        "exchange": one_of(*EXCHANGES),
         "timeout": Rule(lambda v: v > 0, "> 0 seconds"), "chunk_size": COUNT.or_none(),
         "block_clients": COUNT.or_none(), "precision": one_of(*PRECISIONS)})
     check_switch("engine.compile", engine.compile)

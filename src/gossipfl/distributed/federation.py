@@ -9,7 +9,9 @@ unchanged. The operations that cross the client dimension become collectives:
   ``isend``/``irecv``), then applies its rows of W to its own and the received rows. When
   every rank needs every other rank's whole block (a dense W) it all-gathers instead. Each of
   Q gossip steps is one exchange; masked (DisPFL) gossip exchanges the masked values and the
-  masks; group gossip only the group's columns. Every rank rebuilds W_t from the seed.
+  masks; group gossip only the group's columns. Every rank rebuilds W_t from the seed. Ranks
+  on one machine's CPU write the rows into each other's segments in ``/dev/shm`` instead
+  (``engine.exchange``, :mod:`.shm`): the same rows in the same order, so the same bits.
 - ``aggregate``: an all-reduce of the rank's weighted partial sum and weight, so the server
   step — every rank holds the server state and applies the same step to the same sum — needs
   no broadcast (``broadcast`` only copies, and charges the bytes a server would send).
@@ -24,8 +26,9 @@ not bit for bit. :class:`BlockTraffic` counts the accounted bytes of the block's
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -33,12 +36,17 @@ import torch.distributed as dist
 from torch import Tensor
 
 from gossipfl.distributed.launch import Processes
+from gossipfl.distributed.shm import SHM_DIR, open_segments
 from gossipfl.errors import GossipflError
 from gossipfl.network.federation import Federation, Traffic
 from gossipfl.network.wire import Wire, message_bytes
 from gossipfl.topology.sparse import Edges, unique_sorted
 
 FAILURE_KEY = "gossipfl/failed"
+#: What a rank tells a sender before the shared-memory exchange's writes (its segment is
+#: ready; its rows come through the process group; it has no room and the job ends), and
+#: what a sender tells it after them.
+READY, FALLBACK, REFUSED, WRITTEN = 1, 2, 3, 4
 
 
 class RankLost(GossipflError):
@@ -117,6 +125,20 @@ class ExchangePlan:
     weights: Tensor  # W[lo:hi, columns]: own block, then each peer's rows, ascending peer
     all_gather: bool  # every rank needs every other block whole: all-gather instead
     columns: np.ndarray  # the client id of each row the product reads, in that order
+    # peer -> (where this rank's rows start in the peer's held rows, how many rows the peer
+    # holds): the shared-memory exchange writes them there (gossipfl.distributed.shm)
+    place: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def placement(counts: np.ndarray, sizes: list[int], rank: int, send) -> dict:
+    """``ExchangePlan.place`` from ``counts[r, s]`` (the rows rank r reads from rank s) and
+    the block sizes: peer p holds its block, then each other rank's rows by ascending rank."""
+    place = {}
+    for peer in send:
+        before = sum(int(counts[peer, s]) for s in range(rank) if s != peer)
+        total = sum(int(counts[peer, s]) for s in range(len(sizes)) if s != peer)
+        place[peer] = (sizes[peer] + before, sizes[peer] + total)
+    return place
 
 
 def exchange_plan(W: np.ndarray, processes: Processes, mixer) -> ExchangePlan:
@@ -140,8 +162,11 @@ def exchange_plan(W: np.ndarray, processes: Processes, mixer) -> ExchangePlan:
         receive = {s: len(needs[rank][s]) for s in range(world)
                    if s != rank and len(needs[rank][s])}
         columns = np.concatenate([np.arange(lo, hi)] + [needs[rank][s] for s in receive])
+    counts = np.array([[0 if s == r else len(needs[r][s]) for s in range(world)]
+                       for r in range(world)])
+    place = placement(counts, [b - a for a, b in blocks], rank, send)
     weights = mixer._to_device(W[lo:hi][:, columns], mixer.uses_sparse(1))
-    return ExchangePlan(send, receive, weights, dense, columns)
+    return ExchangePlan(send, receive, weights, dense, columns, place)
 
 
 def exchange_plan_edges(W: Edges, processes: Processes, mixer) -> ExchangePlan:
@@ -159,7 +184,8 @@ def exchange_plan_edges(W: Edges, processes: Processes, mixer) -> ExchangePlan:
     pairs = unique_sorted((reader[crossing] * world + owner[crossing]) * M + W.cols[crossing])
     pair, client = pairs // M, pairs % M
     need_reader, need_owner = pair // world, pair % world
-    full = [np.count_nonzero(pair == r * world + s) == starts[s + 1] - starts[s]
+    counts = np.bincount(pair, minlength=world * world).reshape(world, world)
+    full = [counts[r, s] == starts[s + 1] - starts[s]
             for r in range(world) for s in range(world) if s != r]
     if all(full):
         columns, send, receive = np.arange(M), {}, {}
@@ -181,7 +207,8 @@ def exchange_plan_edges(W: Edges, processes: Processes, mixer) -> ExchangePlan:
     # this rank's rows of W over the columns it reads: [block, len(columns)], as CSR
     block = Edges(len(columns), rows[order], cols[order], W.values[own][order])
     return ExchangePlan(send, receive, block.to_torch(mixer.dtype, mixer.device, rows=hi - lo),
-                        bool(all(full)), columns)
+                        bool(all(full)), columns,
+                        placement(counts, list(np.diff(starts)), rank, send))
 
 
 class DistributedWire(Wire):
@@ -189,11 +216,17 @@ class DistributedWire(Wire):
     clients mix with exchanged point to point (or all-gathered), compressed messages sent as
     their encodings."""
 
-    def __init__(self, processes: Processes, lo: int, hi: int, *args):
+    def __init__(self, processes: Processes, lo: int, hi: int, *args, exchange: str = "auto"):
         super().__init__(*args)
         self.processes = processes
         self.lo, self.hi = lo, hi
         self._plan: tuple[int | None, ExchangePlan] | None = None  # (round or None, plan)
+        # engine.exchange: the ranks' held segments in /dev/shm, or None (the process group)
+        self.segments = None
+        if self.mixer is not None:
+            with communicating(processes, "opening the shared-memory segments"):
+                self.segments = open_segments(processes, exchange, self.mixer.device)
+        self._fell_back = False
 
     @property
     def block_size(self) -> int:
@@ -259,6 +292,8 @@ class DistributedWire(Wire):
         """The rows this rank's product needs: its own, then each peer's (plan order)."""
         if plan.all_gather:
             return self.all_rows(rows)
+        if self.segments is not None and rows.shape[1:].numel():  # (the same on every rank)
+            return self._exchange_shared(plan, rows, what)
         ops = []
         for peer, positions in plan.send.items():
             message = torch.index_select(rows, 0, positions)
@@ -268,19 +303,93 @@ class DistributedWire(Wire):
         # order, without its copy)
         held = rows.new_empty((len(rows) + sum(plan.receive.values()), *rows.shape[1:]))
         held[:len(rows)].copy_(rows)
-        start = len(rows)
+        self._receive_into(held, len(rows), plan, ops)
+        self._wait(self._post(ops), what)
+        return held
+
+    @staticmethod
+    def _receive_into(held: Tensor, start: int, plan: ExchangePlan, ops: list) -> None:
+        """Receive each peer's rows into ``held`` from row ``start`` on, in plan order."""
         for peer, count in plan.receive.items():
             ops.append(dist.P2POp(dist.irecv, held[start:start + count], peer))
             start += count
-        if ops:
-            for op, request in zip(ops, dist.batch_isend_irecv(ops), strict=True):
-                try:
-                    request.wait()
-                except RuntimeError:
-                    raise RankLost(f"rank {self.processes.rank} stopped during {what}: rank "
-                                   f"{op.peer} stopped or did not answer within "
-                                   f"engine.timeout = {self.processes.timeout:g} s.") from None
+
+    def _exchange_shared(self, plan: ExchangePlan, rows: Tensor, what: str) -> Tensor:
+        """:meth:`_exchange` through the ranks' held segments (:mod:`.shm`; the same rows in
+        the same order). Each rank (1) makes its segment large enough and tells the ranks
+        that send to it so (its previous product, which read the segment, is done); (2)
+        writes the rows each peer needs at the peer's place in the peer's segment once the
+        peer said so, and tells it; (3) copies its own rows in and waits for its senders.
+        The messages of (1) and (2) are one number each, through the process group; a
+        segment without room in ``/dev/shm`` falls back to the process group's messages
+        for the rows sent to that rank (``auto``, with a warning) or ends the job (``shm``)."""
+        segments = self.segments
+        count = len(rows) + sum(plan.receive.values())
+        row_bytes = rows.shape[1:].numel() * rows.element_size()
+        free = segments.room_for(count * row_bytes) if plan.receive else None
+        mine = READY if free is None else self._no_room(count * row_bytes, free)
+        said = {peer: torch.zeros(1, dtype=torch.int32) for peer in plan.send}
+        ops = [dist.P2POp(dist.isend, torch.tensor([mine], dtype=torch.int32), peer)
+               for peer in plan.receive]
+        ops += [dist.P2POp(dist.irecv, token, peer) for peer, token in said.items()]
+        self._wait(self._post(ops), what)
+        refused = [peer for peer, token in said.items() if token.item() == REFUSED]
+        if mine == REFUSED or refused:
+            who = self.processes.rank if mine == REFUSED else refused[0]
+            raise GossipflError(
+                f"engine.exchange: 'shm', but {SHM_DIR} has no room for rank {who}'s rows"
+                + (f" ({count * row_bytes / 1e6:.1f} MB, {free / 1e6:.1f} MB free)"
+                   if mine == REFUSED else "")
+                + "; enlarge it or use auto or process_group.")
+        ops = []
+        for peer, positions in plan.send.items():
+            self.traffic.wire += len(positions) * row_bytes
+            if said[peer].item() == READY:
+                at, total = plan.place[peer]
+                into = segments.peers[peer].rows(total, rows)[at:at + len(positions)]
+                torch.index_select(rows, 0, positions, out=into)
+                message = torch.tensor([WRITTEN], dtype=torch.int32)
+            else:
+                message = torch.index_select(rows, 0, positions)
+            ops.append(dist.P2POp(dist.isend, message, peer))
+        if mine == READY and plan.receive:
+            held = segments.own.rows(count, rows)
+            ops += [dist.P2POp(dist.irecv, torch.zeros(1, dtype=torch.int32), peer)
+                    for peer in plan.receive]
+        else:
+            held = rows.new_empty((count, *rows.shape[1:]))
+            self._receive_into(held, len(rows), plan, ops)
+        posted = self._post(ops)  # the peers may read while this rank copies its own rows
+        held[:len(rows)].copy_(rows)
+        self._wait(posted, what)
         return held
+
+    def _no_room(self, nbytes: int, free: int) -> int:
+        """What a rank whose segment cannot hold ``nbytes`` tells its senders: its rows come
+        through the process group (``auto``: warned once) or the job ends (``shm``)."""
+        if self.segments.required:
+            return REFUSED
+        if not self._fell_back:
+            self._fell_back = True
+            warnings.warn(f"engine.exchange: rank {self.processes.rank}'s rows need "
+                          f"{nbytes / 1e6:.1f} MB in {SHM_DIR} but {free / 1e6:.1f} MB are "
+                          f"free; its rows come through the process group.", stacklevel=3)
+        return FALLBACK
+
+    @staticmethod
+    def _post(ops: list) -> list:
+        """Start the point-to-point ``ops``: (op, request) pairs."""
+        return list(zip(ops, dist.batch_isend_irecv(ops), strict=True)) if ops else []
+
+    def _wait(self, posted: list, what: str) -> None:
+        """Wait for the ``posted`` point-to-point ops, naming a peer that fails."""
+        for op, request in posted:
+            try:
+                request.wait()
+            except RuntimeError:
+                raise RankLost(f"rank {self.processes.rank} stopped during {what}: rank "
+                               f"{op.peer} stopped or did not answer within "
+                               f"engine.timeout = {self.processes.timeout:g} s.") from None
 
     def all_rows(self, rows: Tensor) -> Tensor:
         """Every rank's block, in client order (all-gather of blocks padded to equal size)."""
@@ -305,13 +414,15 @@ class DistributedWire(Wire):
 class DistributedFederation(Federation):
     """The Federation of rank ``processes.rank``: its block of clients, collectives across."""
 
-    def __init__(self, processes: Processes, num_clients: int, *args, **kwargs):
+    def __init__(self, processes: Processes, num_clients: int, *args, exchange: str = "auto",
+                 **kwargs):
         if num_clients < processes.world:
             raise GossipflError(f"data.clients: {num_clients} clients cannot be shared by "
                                 f"{processes.world} processes (each rank owns at least one); "
                                 f"start at most {num_clients} processes.")
         self.processes = processes
         self.lo, self.hi = processes.bounds(num_clients)
+        self.exchange = exchange  # engine.exchange
         super().__init__(num_clients, *args, **kwargs)
 
     def _traffic(self) -> BlockTraffic:
@@ -319,7 +430,7 @@ class DistributedFederation(Federation):
 
     def _wire(self, mixer) -> DistributedWire:
         return DistributedWire(self.processes, self.lo, self.hi, self.num_clients, mixer,
-                               self.traffic, self.seed)
+                               self.traffic, self.seed, exchange=self.exchange)
 
     @property
     def block_size(self) -> int:
@@ -392,12 +503,14 @@ class DistributedFederation(Federation):
         return out
 
 
-def federation_of(processes: Processes, num_clients: int, *args, **kwargs) -> Federation:
+def federation_of(processes: Processes, num_clients: int, *args, exchange: str = "auto",
+                  **kwargs) -> Federation:
     """The Federation of this process: every client (one process), or this rank's block of
-    them (:class:`DistributedFederation`)."""
+    them (:class:`DistributedFederation`, its gossip rows moved as ``exchange`` says:
+    ``engine.exchange``)."""
     if not processes.distributed:
         return Federation(num_clients, *args, **kwargs)
-    return DistributedFederation(processes, num_clients, *args, **kwargs)
+    return DistributedFederation(processes, num_clients, *args, exchange=exchange, **kwargs)
 
 
 def _unpadded(parts: list[Tensor], sizes: list[int]) -> Tensor:
