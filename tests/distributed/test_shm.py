@@ -74,11 +74,12 @@ def test_no_room_in_dev_shm_falls_back_or_refuses(tmp_path, by_group):
     assert got["error"] == ("engine.exchange: 'shm', but /dev/shm has no room for rank 1's "
                             "rows; enlarge it or use auto or process_group.")
     warning, error = (tmp_path / "rank1.txt").read_text().splitlines()
-    assert re.fullmatch(r"engine.exchange: rank 1's rows need \d+\.\d MB in /dev/shm but 0.0 MB "
-                        r"are free; its rows come through the process group\.", warning)
+    assert re.fullmatch(r"engine.exchange: rank 1's rows need \d+\.\d MB in /dev/shm \(its "
+                        r"growth for every rank, which may grow at once\) but 0.0 MB are free; "
+                        r"its rows come through the process group\.", warning)
     assert re.fullmatch(r"engine.exchange: 'shm', but /dev/shm has no room for rank 1's rows "
-                        r"\(\d+\.\d MB, 0.0 MB free\); enlarge it or use auto or "
-                        r"process_group\.", error)
+                        r"\(\d+\.\d MB for every rank's growth, 0.0 MB free\); enlarge it or "
+                        r"use auto or process_group\.", error)
 
 
 def test_the_exchange_setting_is_checked():
@@ -130,3 +131,28 @@ def test_the_plan_places_each_ranks_rows_where_the_peer_holds_them():
                 sent = theirs.columns[at:at + len(plan.send[peer])]
                 assert (sent == plan.send[peer].numpy() + lo).all()
                 assert ((sent >= lo) & (sent < hi)).all()
+
+
+def test_a_segment_grows_only_with_room_for_every_ranks_growth(tmp_path, monkeypatch):
+    """Each rank checks /dev/shm alone, and the ranks may grow at once: a rank of 3 grows by
+    G only when 3·G bytes are free (two ranks that each saw room for themselves could fill a
+    tmpfs, whose overfilled write is a SIGBUS)."""
+    import os
+    from collections import namedtuple
+
+    from gossipfl.distributed import shm
+    from gossipfl.distributed.launch import Processes
+
+    usage = namedtuple("usage", "total used free")
+    free = {"bytes": 0}
+    monkeypatch.setattr(shm, "shutil", type("Disk", (), {"disk_usage": staticmethod(
+        lambda path: usage(10**9, 0, free["bytes"]))}))
+    fd = os.open(tmp_path / "segment", os.O_RDWR | os.O_CREAT)
+    segments = shm.SharedSegments(Processes(0, 3, distributed=True), shm.Segment(fd), {}, False)
+    free["bytes"] = 2 * 4096  # room for this rank's 4096 bytes, not for three ranks'
+    assert segments.room_for(4096) == (3 * 4096, 2 * 4096)
+    assert segments.own.size == 0
+    free["bytes"] = 3 * 4096
+    assert segments.room_for(4096) is None and segments.own.size >= 4096
+    assert segments.room_for(4096) is None  # held already: no check
+    segments.close()

@@ -326,8 +326,8 @@ class DistributedWire(Wire):
         segments = self.segments
         count = len(rows) + sum(plan.receive.values())
         row_bytes = rows.shape[1:].numel() * rows.element_size()
-        free = segments.room_for(count * row_bytes) if plan.receive else None
-        mine = READY if free is None else self._no_room(count * row_bytes, free)
+        short = segments.room_for(count * row_bytes) if plan.receive else None
+        mine = READY if short is None else self._no_room(*short)
         said = {peer: torch.zeros(1, dtype=torch.int32) for peer in plan.send}
         ops = [dist.P2POp(dist.isend, torch.tensor([mine], dtype=torch.int32), peer)
                for peer in plan.receive]
@@ -338,8 +338,8 @@ class DistributedWire(Wire):
             who = self.processes.rank if mine == REFUSED else refused[0]
             raise GossipflError(
                 f"engine.exchange: 'shm', but {SHM_DIR} has no room for rank {who}'s rows"
-                + (f" ({count * row_bytes / 1e6:.1f} MB, {free / 1e6:.1f} MB free)"
-                   if mine == REFUSED else "")
+                + (f" ({short[0] / 1e6:.1f} MB for every rank's growth, {short[1] / 1e6:.1f}"
+                   " MB free)" if mine == REFUSED else "")
                 + "; enlarge it or use auto or process_group.")
         ops = []
         for peer, positions in plan.send.items():
@@ -365,15 +365,17 @@ class DistributedWire(Wire):
         return held
 
     def _no_room(self, nbytes: int, free: int) -> int:
-        """What a rank whose segment cannot hold ``nbytes`` tells its senders: its rows come
-        through the process group (``auto``: warned once) or the job ends (``shm``)."""
+        """What a rank whose segment cannot grow (``/dev/shm`` needs ``nbytes`` for every
+        rank's growth, has ``free``) tells its senders: its rows come through the process
+        group (``auto``: warned once) or the job ends (``shm``)."""
         if self.segments.required:
             return REFUSED
         if not self._fell_back:
             self._fell_back = True
             warnings.warn(f"engine.exchange: rank {self.processes.rank}'s rows need "
-                          f"{nbytes / 1e6:.1f} MB in {SHM_DIR} but {free / 1e6:.1f} MB are "
-                          f"free; its rows come through the process group.", stacklevel=3)
+                          f"{nbytes / 1e6:.1f} MB in {SHM_DIR} (its growth for every rank, "
+                          f"which may grow at once) but {free / 1e6:.1f} MB are free; its "
+                          f"rows come through the process group.", stacklevel=3)
         return FALLBACK
 
     @staticmethod

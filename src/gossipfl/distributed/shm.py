@@ -106,14 +106,19 @@ class SharedSegments:
         self.peers = peers
         self.required = required  # engine.exchange: shm (no room is refused, not fallen back)
 
-    def room_for(self, nbytes: int) -> int | None:
+    def room_for(self, nbytes: int) -> tuple[int, int] | None:
         """None when this rank's segment can hold ``nbytes`` (grown if needed); else the bytes
-        ``/dev/shm`` has free for it."""
+        ``/dev/shm`` would need and those it has free. The check is made by each rank alone, and every rank
+        may grow at the same moment (their blocks are alike), so a rank grows only when
+        ``/dev/shm`` has room for its growth once per rank: two ranks that each saw room for
+        themselves alone could together fill it, and a write past a full tmpfs is a SIGBUS,
+        not an error."""
         if self.own.size >= nbytes:
             return None
-        free = shutil.disk_usage(SHM_DIR).free + self.own.resident()
-        if free < nbytes:
-            return free
+        growth = (nbytes - self.own.resident()) * max(self.processes.world, 1)
+        free = shutil.disk_usage(SHM_DIR).free
+        if free < growth:
+            return growth, free
         self.own.grow(max(nbytes, self.own.size + self.own.size // 2))
         return None
 
