@@ -40,11 +40,13 @@ def placement(config: dict) -> tuple[int, ...]:
 
 
 def attack_of(config: dict) -> str:
+    """The attack as a column names it: "spectral", "spectral ε=10", "spectral random"."""
     spec = config.get("byzantine") or {}
     if not spec:
         return "none"
     eps = spec.get("epsilon")
-    return spec["attack"] if eps is None else f"{spec['attack']} ε={eps:g}"
+    name = spec["attack"] if eps is None else f"{spec['attack']} ε={eps:g}"
+    return f"{name} random" if spec.get("direction") == "random" else name
 
 
 def quantities_table(W: np.ndarray, placements: list[tuple[int, ...]], rules: list[dict]

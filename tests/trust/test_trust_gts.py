@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gossipfl.assembly.loading import load_config
+from gossipfl.common.rng import torch_generator
 from gossipfl.core.runner import Runner
 from gossipfl.errors import GossipflError
 from tests.lsq import Problem, assert_close, ring_mh
@@ -71,12 +72,14 @@ def gossip_reference(Z, W, combine, attack=None, byz=()):
 
 
 def dfedavg(p, W, combine, attack=None, byz=()):
+    """DFedAvg's rounds; ``attack`` as :func:`gossip_reference`'s, or a list: round t's."""
     X = p.x0.copy()
     for t in range(ROUNDS):
         Y = X.copy()
         for _ in range(STEPS):
             Y = Y - LR * DECAY ** t * p.grads(Y)
-        X = gossip_reference(Y, W, combine, attack, byz)
+        X = gossip_reference(Y, W, combine, attack[t] if isinstance(attack, list) else attack,
+                             byz)
     return X
 
 
@@ -254,12 +257,15 @@ def search_reference(f, evals=16, delta=1.0, ratio=0.8):
     return best_x
 
 
-def spectral_attack(combine, epsilon, gamma=1.0):
+def spectral_attack(combine, epsilon, gamma=1.0, unit=None):
     """The message of every Byzantine neighbour of i: z_i + ε u_i Σ_{k∈H} u_k z_k, ε given or
-    searched to maximize ‖x_i(ε) − (z_i + γ Σ_{j∈H_i} w_ij (z_j − z_i))‖²."""
+    searched to maximize ‖x_i(ε) − (z_i + γ Σ_{j∈H_i} w_ij (z_j − z_i))‖²; with ``unit``
+    (``[M, P]`` unit rows, ``direction: random``) the push is ‖u_i Σ_k u_k z_k‖ unit_i."""
     def attack(Z, W, i, hood):
         u = fiedler_reference(W, BYZANTINE)
         direction = u[i] * (u @ Z)
+        if unit is not None:
+            direction = np.linalg.norm(direction) * unit[i]
         byz = [k for k, j in enumerate(hood) if j in BYZANTINE]
         w = W[i, hood]
         byz_weight = sum(W[i, j] for j in hood[1:] if j in BYZANTINE)
@@ -383,12 +389,104 @@ def test_spectral_attack_follows_the_round_s_matrix():
         step = Step(z, torch.tensor(BYZANTINE), honest, 0, (0, 0, 0), W)
         scene = Scene(step, z[:, None], torch.ones(M, 1, dtype=z.dtype), honest[:, None],
                       senders)
-        return attack.direction(scene)[:, 0].numpy()
+        return attack.fiedler_push(scene)[:, 0].numpy()
 
     other = 0.5 * W7 + 0.5 * ring_mh(M)
     for W in (W7, other, W7):
         u = fiedler_reference(W, BYZANTINE)
         assert np.allclose(direction(W), u[:, None] * (u @ z.numpy())[None], atol=1e-12)
+
+
+# -- the spectral attack's control: a random direction of the same norm ------------------------------
+def random_units(seed, key, shape, dtype=torch.float32):
+    """``[M, P]`` float64: ξ_i / ‖ξ_i‖, ξ the step's N(0, I) draw from (seed, "spectral", *key)
+    in the run's dtype (the stream is the specification; the normalization is re-derived)."""
+    xi = torch.randn(shape, generator=torch_generator(seed, "spectral", *key), dtype=dtype)
+    xi = xi.double().numpy()
+    return xi / np.linalg.norm(xi, axis=1, keepdims=True)
+
+
+def spectral_scene(z, seed=0, key=(0, 0, 0), W=W7, receivers=None):
+    """A scene of the receivers (default: every client) holding only their own rows."""
+    from gossipfl.trust.attacks import Scene, Step
+
+    honest = torch.as_tensor(~np.isin(np.arange(M), BYZANTINE))
+    ids = torch.arange(M) if receivers is None else torch.as_tensor(np.array(receivers))
+    step = Step(z, torch.tensor(BYZANTINE), honest, seed, key, W)
+    return Scene(step, z[ids][:, None], torch.ones(len(ids), 1, dtype=z.dtype),
+                 honest[ids][:, None], ids[:, None])
+
+
+def random_z(width=50, seed=7):
+    return torch.as_tensor(np.random.default_rng(seed).normal(size=(M, width)))
+
+
+def test_random_direction_has_the_fiedler_norm_per_receiver():
+    from gossipfl.trust.attacks import Spectral
+
+    z = random_z()
+    attack = Spectral(M, len(BYZANTINE), epsilon=1.0, direction="random")
+    scene = spectral_scene(z)
+    fiedler = attack.fiedler_push(scene)[:, 0].numpy()
+    pushed = attack.random_push(scene, attack.fiedler_push(scene))[:, 0].numpy()
+    u = fiedler_reference(W7, BYZANTINE)
+    expected = np.abs(u) * np.linalg.norm(u @ z.numpy())  # ‖u_i Σ_k u_k z_k‖, float64
+    assert np.allclose(np.linalg.norm(fiedler, axis=1), expected, rtol=1e-12, atol=0)
+    assert np.allclose(np.linalg.norm(pushed, axis=1), expected, rtol=1e-12, atol=0)
+    assert np.all(pushed[BYZANTINE] == 0) and np.all(expected[np.setdiff1d(range(M), BYZANTINE)] > 0)
+    cosine = (pushed * fiedler).sum(1) / np.maximum(expected ** 2, 1e-300)
+    assert np.abs(cosine).max() < 0.9  # not the Fiedler direction (50 dimensions)
+
+
+def test_random_direction_is_reproducible_and_new_every_step():
+    from gossipfl.trust.attacks import Spectral
+
+    z = random_z()
+
+    def push(seed, key, receivers=None):
+        attack = Spectral(M, len(BYZANTINE), epsilon=1.0, direction="random")
+        scene = spectral_scene(z, seed, key, receivers=receivers)
+        return attack.random_push(scene, attack.fiedler_push(scene))[:, 0].numpy()
+
+    first = push(0, (2, 0, 1))
+    assert np.array_equal(first, push(0, (2, 0, 1)))
+    honest = np.setdiff1d(range(M), BYZANTINE)
+    assert np.array_equal(push(0, (2, 0, 1), receivers=honest[::-1]), first[honest[::-1]])
+    for seed, key in [(0, (2, 0, 0)), (0, (3, 0, 1)), (0, (2, 1, 1)), (1, (2, 0, 1))]:
+        other = push(seed, key)
+        assert np.abs(other[honest] - first[honest]).min() > 0
+    units = random_units(0, (2, 0, 1), z.shape, torch.float64)
+    u = fiedler_reference(W7, BYZANTINE)
+    expected = np.abs(u)[:, None] * np.linalg.norm(u @ z.numpy()) * units
+    assert np.allclose(first, expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("rule,combine,epsilon", [
+    ({"rule": "mean"}, mean, 2.0), ({"rule": "trimmed_mean", "b": 1}, trimmed_mean, 3.0),
+    ({"rule": "gts", "b": 1}, gts(b=1), "search"),
+    ({"rule": "trimmed_mean", "b": 1}, trimmed_mean, "search"),
+], ids=["mean-2", "trimmed_mean-3", "gts-search", "trimmed_mean-search"])
+def test_spectral_attack_in_a_random_direction_matches_its_equations(rule, combine, epsilon):
+    """m_{→i} = z_i + ε d_i, d_i = ‖u_i Σ_k u_k z_k‖ ξ_i / ‖ξ_i‖ with round t's draw (one
+    gossip call and step a round), ε fixed or searched along d_i."""
+    p = Problem(clients=M)
+    result = run(p, W7, rule, {"clients": BYZANTINE, "attack": "spectral", "epsilon": epsilon,
+                               "direction": "random"})
+    attacks = [spectral_attack(combine, epsilon, unit=random_units(3, (t, 0, 0), (M, p.d)))
+               for t in range(ROUNDS)]
+    expected = dfedavg(p, W7, combine, attacks, BYZANTINE)
+    assert_rederived_and_moved(p, result, expected)
+    fiedler = dfedavg(p, W7, combine, spectral_attack(combine, epsilon), BYZANTINE)
+    assert np.abs(expected - fiedler).max() > 1e-3  # the direction changed the run
+
+
+def test_spectral_direction_fiedler_is_the_default():
+    p = Problem(clients=M)
+    for epsilon in (2.0, "search"):
+        attack = {"clients": BYZANTINE, "attack": "spectral", "epsilon": epsilon}
+        default = run(p, W7, {"rule": "gts", "b": 1}, attack)
+        named = run(p, W7, {"rule": "gts", "b": 1}, {**attack, "direction": "fiedler"})
+        assert torch.equal(default.params, named.params)
 
 
 def test_resume_is_exact_under_the_spectral_attack():
@@ -409,6 +507,8 @@ def test_resume_is_exact_under_the_spectral_attack():
     ({"epsilon": True}, "byzantine.epsilon: must be a number or 'search', got True."),
     ({"epsilon": float("nan")}, "byzantine.epsilon: must be a finite number, got nan."),
     ({"view": "all"}, "byzantine.view: unknown parameter of attack 'spectral'"),
+    ({"direction": "gaussian"},
+     "byzantine.direction: unknown value 'gaussian'; choose one of: fiedler, random."),
 ])
 def test_spectral_attack_refusals(params, words):
     p = Problem(clients=M)

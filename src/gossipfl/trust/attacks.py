@@ -22,7 +22,8 @@ sends the same message from all of B_i.
 - ``dissensus``: z_i − ε Σ_{j∈H_i} w_ij (z_j − z_i) / Σ_{k∈B_i} w_ik (He, Karimireddy & Jaggi
   2022);
 - ``spectral``: z_i + ε u_i Σ_{k∈H} u_k z_k, u the Fiedler vector of the honest graph, ε
-  searched per receiver (Gaucher, Dieuleveut & Hendrikx 2025);
+  searched per receiver (Gaucher, Dieuleveut & Hendrikx 2025); ``direction: random``, a
+  control, pushes along a random direction of the same norm instead;
 - ``label_flip``: data poisoning; the Byzantine clients train on labels c ↦ C − 1 − c and
   send their rows unchanged.
 """
@@ -378,6 +379,13 @@ class Spectral(Attack):
     rule's step, 1 for a rule without one). The authors' code means this objective but
     discards the subtraction of x̂_i, maximizing ‖x_i(ε)‖²; that is not reproduced.
 
+    ``direction``: ``fiedler`` (default, the paper's attack) or ``random``, a control that
+    is not from the paper: u_i Σ_{k∈H} u_k z_k is replaced by d_i = ‖u_i Σ_{k∈H} u_k z_k‖
+    ξ_i / ‖ξ_i‖, ξ_i ~ N(0, I_P) drawn per receiver i and gossip step from (seed,
+    "spectral", round, call, step), with the same ε (fixed, or searched along d_i). It keeps
+    the push's size per receiver and step and the tuning, and drops only its direction, so
+    it isolates what the Fiedler vector contributes.
+
     Stated from the authors' code (only the paper's abstract was readable here). Sees every
     honest message, the round's W (the honest graph) and, with ``search``, the honest
     receivers' rule and its parameters (it simulates their aggregation)."""
@@ -389,9 +397,11 @@ class Spectral(Attack):
     @dataclass(frozen=True)
     class Params(Params):
         epsilon: float | str = "search"  # ε, or searched per receiver
-        rules: ClassVar = {"epsilon": _AMPLITUDE}
+        direction: str = "fiedler"  # u_i Σ_k u_k z_k, or a random one of its norm (a control)
+        rules: ClassVar = {"epsilon": _AMPLITUDE, "direction": one_of("fiedler", "random")}
 
     epsilon: float | str
+    direction: str
 
     def __init__(self, clients: int, byzantine: int, params: Params | None = None,
                  /, **given: Any):
@@ -400,14 +410,16 @@ class Spectral(Attack):
 
     def craft(self, scene):
         own = scene.messages[:, :1]
-        direction = self.direction(scene)
+        direction = self.fiedler_push(scene)
+        if self.direction == "random":
+            direction = self.random_push(scene, direction)
         if self.epsilon != "search":
             return own + float(self.epsilon) * direction
         epsilon = line_search(lambda e: self.damage(scene, own + e[:, None, None] * direction),
                               own[:, 0, 0])
         return own + epsilon[:, None, None] * direction
 
-    def direction(self, scene: Scene) -> Tensor:
+    def fiedler_push(self, scene: Scene) -> Tensor:
         """``[n, 1, P]`` u_i Σ_{k∈H} u_k z_k for the scene's receivers."""
         step = scene.step
         if "fiedler" not in step.cache:
@@ -418,6 +430,20 @@ class Spectral(Attack):
             step.cache["fiedler"] = (u, u @ step.z)
         u, mode = step.cache["fiedler"]
         return u[scene.senders[:, 0]][:, None, None] * mode[None, None]
+
+    def random_push(self, scene: Scene, fiedler: Tensor) -> Tensor:
+        """``[n, 1, P]`` d_i = ‖f_i‖ ξ_i / ‖ξ_i‖ for the scene's receivers, f = ``fiedler``
+        (:meth:`fiedler_push`) and ξ_i ~ N(0, I_P) receiver i's row of the step's draw
+        ``[M, P]`` from (seed, "spectral", round, call, step): a receiver's direction depends
+        on its id and the step only, not on how the receivers are bucketed."""
+        step = scene.step
+        if "random" not in step.cache:
+            z = step.z
+            gen = torch_generator(step.seed, "spectral", *step.key, device=z.device)
+            xi = torch.randn(z.shape, generator=gen, device=z.device, dtype=z.dtype)
+            step.cache["random"] = xi / torch.linalg.vector_norm(xi, dim=1, keepdim=True)
+        unit = step.cache["random"][scene.senders[:, 0]][:, None]
+        return torch.linalg.vector_norm(fiedler, dim=2, keepdim=True) * unit
 
     def damage(self, scene: Scene, crafted: Tensor) -> Tensor:
         """``[n]`` ‖x_i − x̂_i‖² with every Byzantine neighbour sending ``crafted [n, 1, P]``."""
