@@ -40,13 +40,17 @@ class HostReads(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def reads_in_a_round(algorithm: str, local_steps: int, wrap=None) -> collections.Counter:
-    """The host reads of round 1 (round 0 warms up); ``wrap(runner)`` may alter it first."""
+def tiny_data():
     gen = torch.Generator().manual_seed(0)
-    data = from_tensors(torch.randn(64, 1, 4, 4, generator=gen),
+    return from_tensors(torch.randn(64, 1, 4, 4, generator=gen),
                         torch.randint(0, 3, (64,), generator=gen),
                         torch.randn(16, 1, 4, 4, generator=gen),
                         torch.randint(0, 3, (16,), generator=gen))
+
+
+def reads_in_a_round(algorithm: str, local_steps: int, wrap=None) -> collections.Counter:
+    """The host reads of round 1 (round 0 warms up); ``wrap(runner)`` may alter it first."""
+    data = tiny_data()
     config = {"data": {"tensors": data, "clients": 4, "partition": "iid"},
               "model": {"name": "mlp", "options": {"hidden": [8]}},
               "topology": {"name": "ring"}, "algorithm": {"name": algorithm},
@@ -94,11 +98,7 @@ def reads_in_a_packed_round(local_steps: int) -> collections.Counter:
     """A packed study's round (gossipfl.studies.packing): 3 runs, two learning rates."""
     from gossipfl.studies.packing.joint import Pack
 
-    gen = torch.Generator().manual_seed(0)
-    data = from_tensors(torch.randn(64, 1, 4, 4, generator=gen),
-                        torch.randint(0, 3, (64,), generator=gen),
-                        torch.randn(16, 1, 4, 4, generator=gen),
-                        torch.randint(0, 3, (16,), generator=gen))
+    data = tiny_data()
     runners = []
     for seed, lr in ((0, 0.05), (1, 0.05), (2, 0.1)):
         config = {"data": {"tensors": data, "clients": 4, "partition": "dirichlet",

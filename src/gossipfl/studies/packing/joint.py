@@ -133,9 +133,8 @@ class RunSplit:
                 self._parts.append((pos.numpy(), pos.to(device)))
         out = []
         for pos, on_device in self._parts:
-            k = int(np.searchsorted(pos, n)) if n < self._key[1] else len(pos)
-            out.append((pos[:k], on_device[:k] if on_device.device == device
-                        else on_device[:k].to(device)))
+            k = int(np.searchsorted(pos, n))  # the run's positions below n
+            out.append((pos[:k], on_device[:k].to(device)))
         return out
 
 
@@ -233,10 +232,10 @@ class RunRates(LocalOptimizer):
     :class:`LocalOptimizer` of its rate, elementwise the same numbers as alone."""
 
     def __init__(self, group, rates: Sequence[float], m: int, momentum: float, rows: int,
-                 like: Tensor, split: RunSplit | None = None):
+                 like: Tensor):
         super().__init__(group, rates[0], momentum, rows, like)
         self.rates, self.m = list(rates), m
-        self.split = RunSplit(m, len(self.rates)) if split is None else split
+        self.split = RunSplit(m, len(self.rates))
 
     def update(self, d: Tensor, y: Tensor, v: Tensor | None = None) -> None:
         raise RuntimeError("per-run learning rates take the unfused step (StepwiseEnv)")
