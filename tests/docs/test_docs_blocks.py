@@ -248,16 +248,36 @@ def parse_only(module: str, args: list[str], monkeypatch) -> None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
-def check_pip(args: list[str], where: str) -> None:
-    """A pip command through pip's own option parser (nothing is installed)."""
-    pytest.importorskip("pip")
+PIP_PARSE = """
+import sys
+try:
     from pip._internal.commands import commands_dict, create_command
+except ImportError:
+    sys.exit(4)
+args = sys.argv[1:]
+if not args or args[0] not in commands_dict:
+    sys.exit(3)
+create_command(args[0]).parse_args(args[1:])
+"""
 
-    assert args and args[0] in commands_dict, f"{where}: `pip {shlex.join(args)}`: no command"
-    try:
-        create_command(args[0]).parse_args(args[1:])
-    except SystemExit as exc:
-        pytest.fail(f"{where}: `pip {shlex.join(args)}` does not parse (status {exc.code})")
+
+def check_pip(args: list[str], where: str) -> None:
+    """A pip command through pip's own option parser (nothing is installed).
+
+    The parser runs in a child process: even looking pip up switches setuptools' distutils shim off
+    for the rest of the process, after which inductor's C++ build (a compiled test in the same
+    worker) fails on the standard library's distutils.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", PIP_PARSE, *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode == 4:
+        pytest.skip("pip is not installed")
+    assert done.returncode != 3, f"{where}: `pip {shlex.join(args)}`: no command"
+    assert done.returncode == 0, (
+        f"{where}: `pip {shlex.join(args)}` does not parse (status {done.returncode}): "
+        f"{done.stderr.strip()}"
+    )
 
 
 def check_command(words: list[str], where: str, monkeypatch) -> None:
@@ -437,7 +457,8 @@ def parse_block(block: Block, checkout: Path, monkeypatch) -> None:
                 script = Path(args[0])  # compiled; one an earlier command writes is not there
                 if script.is_file():
                     compile(script.read_text(encoding="utf-8"), str(script), "exec")
-            elif name == "python" and not args[1].startswith(("benchmarks", "gossipfl")):
+            elif name == "python" and not args[1].startswith(("benchmarks", "gossipfl", "pip")):
+                # pip is parsed in a child process (check_pip): never looked up here
                 assert importlib.util.find_spec(args[1]), f"{block.id}: no module {args[1]}"
             else:
                 check_command(words, block.id, monkeypatch)
@@ -493,3 +514,13 @@ def test_the_mechanism_catches_rot(tmp_path, checkout, monkeypatch):
     assert names_defined('@register_model("mlp_tanh")\ndef mlp_tanh(): ...\n') <= \
         names_in(["examples/plugins/my_plugin.py"])
     assert names_defined("def gone(): ...\n") - names_in(["examples/plugins/my_plugin.py"])
+
+
+def test_checking_a_pip_command_leaves_setuptools_distutils_shim_on():
+    """Looking pip up in the test process would switch the shim off for the worker, and a
+    compiled CPU test later in it would fail in inductor's C++ build (a CI failure seen)."""
+    shim = pytest.importorskip("_distutils_hack")
+    check_command(["python", "-m", "pip", "install", "--no-deps", "."], "here", None)
+    check_command(["pip", "install", "torch"], "here", None)
+    assert "pip" not in sys.modules
+    assert shim.DISTUTILS_FINDER.spec_for_distutils.__name__ == "spec_for_distutils"
