@@ -112,28 +112,42 @@ class ClientSampler:
         """
         if self.full:
             return [self.full_batch(clients)]
+        idx, mask = self.epoch_streams(round, epoch, *stream, clients=clients,
+                                       counters=counters)
+        return cut_steps(idx, mask, idx.shape[1] // self.batch_size, self.batch_size)
+
+    def epoch_streams(self, round: int, epoch: int, *stream: object, clients=None,
+                      counters=None) -> IndexBatch:
+        """:meth:`epoch`'s batches side by side: ``(idx, mask)`` of shape
+        ``[S, steps_per_epoch · B]``, step s in columns s·B … (s+1)·B − 1 (not full batch)."""
         ids = self._ids(clients)
         steps = self.steps_per_epoch(ids)
         keys = self._keys(ids, ("sampler", round, "epoch", epoch, *stream), counters)
         sizes = self.sizes[ids]
-        idx, mask = self._streams(ids, sizes, steps * self.batch_size, keys)
-        return _cut(idx, mask, steps, self.batch_size)
+        return self._streams(ids, sizes, steps * self.batch_size, keys)
 
     def steps(self, round: int, num_steps: int, *stream: object,
               clients=None, counters=None) -> list[IndexBatch]:
         """``num_steps`` batches; each client cycles through its own reshuffled data, with a
         new permutation each time it wraps. Masks are all True (except empty clients); in
         full-batch mode every step is :meth:`full_batch`."""
-        if not isinstance(num_steps, int | np.integer) or num_steps < 1:
-            raise GossipflError(f"train.local_steps: must be an integer >= 1, got {num_steps}.")
+        _check_steps(num_steps)
         if self.full:
             return [self.full_batch(clients)] * num_steps
+        idx, mask = self.step_streams(round, num_steps, *stream, clients=clients,
+                                      counters=counters)
+        return cut_steps(idx, mask, num_steps, self.batch_size)
+
+    def step_streams(self, round: int, num_steps: int, *stream: object, clients=None,
+                     counters=None) -> IndexBatch:
+        """:meth:`steps`' batches side by side: ``(idx, mask)`` of shape
+        ``[S, num_steps · B]`` (not full batch)."""
+        _check_steps(num_steps)
         ids = self._ids(clients)
         length = num_steps * self.batch_size
         keys = self._keys(ids, ("sampler", round, "steps", *stream), counters)
         lengths = torch.where(self.sizes[ids] > 0, length, 0)
-        idx, mask = self._streams(ids, lengths, length, keys)
-        return _cut(idx, mask, num_steps, self.batch_size)
+        return self._streams(ids, lengths, length, keys)
 
     def _keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
         """The clients' stream keys for ``keys`` (the run's way: gossipfl.common.rng.client_keys)."""
@@ -181,7 +195,12 @@ def shuffled_streams(sizes: Tensor, lengths: Tensor, keys: Tensor) -> Tensor:
     return torch.where(valid, shuffled[flat], 0)
 
 
-def _cut(idx: Tensor, mask: Tensor, steps: int, batch: int) -> list[IndexBatch]:
+def _check_steps(num_steps: object) -> None:
+    if not isinstance(num_steps, int | np.integer) or num_steps < 1:
+        raise GossipflError(f"train.local_steps: must be an integer >= 1, got {num_steps}.")
+
+
+def cut_steps(idx: Tensor, mask: Tensor, steps: int, batch: int) -> list[IndexBatch]:
     """Split ``[M, steps * batch]`` columns into ``steps`` batches of ``[M, batch]``."""
     return [
         (idx[:, s * batch:(s + 1) * batch].contiguous(),

@@ -32,6 +32,7 @@ from torch import Tensor
 from gossipfl.algorithms.base import NO_PLAN, Context, Work
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.common.state import Namespace, RunState
+from gossipfl.data.sampler import cut_steps
 from gossipfl.network.clients import ClientEnv
 from gossipfl.network.federation import Federation
 from gossipfl.network.wire import Wire
@@ -159,34 +160,33 @@ class PackedSampler:
         return torch.as_tensor(clients, dtype=torch.int64)
 
     def _draw(self, clients, counters, draw: Callable) -> list:
-        """``draw(sampler, local_ids, counters)`` of each run, assembled into joint
-        batches (rows in the order of ``clients``)."""
+        """``draw(sampler, local_ids, counters)`` of each run (its batches side by side,
+        ``[rows, steps · B]``), assembled into joint batches (rows in the order of
+        ``clients``): each run's block placed once, then the steps cut once."""
         ids = self._ids(clients)
         parts = []
         for r, (pos, local) in enumerate(_split(ids, self.m, len(self.members))):
             if len(pos):
                 sub = None if counters is None else [counters[i] for i in pos.tolist()]
-                parts.append((pos.to(self.device), draw(self.members[r], local, sub)))
-        steps = max(len(batches) for _, batches in parts)
-        out = []
-        for s in range(steps):
-            width = parts[0][1][0][0].shape[1]
-            idx = torch.zeros((len(ids), width), dtype=torch.int64, device=self.device)
-            mask = torch.zeros((len(ids), width), dtype=torch.bool, device=self.device)
-            for pos, batches in parts:
-                if s < len(batches):
-                    idx[pos], mask[pos] = batches[s]
-                else:  # past this run's epoch: a valid index, masked out
-                    idx[pos] = batches[-1][0]
-            out.append((idx, mask))
-        return out
+                parts.append((pos.to(self.device), *draw(self.members[r], local, sub)))
+        width = max(idx.shape[1] for _, idx, _ in parts)
+        batch = self.members[0].batch_size
+        idx = torch.zeros((len(ids), width), dtype=torch.int64, device=self.device)
+        mask = torch.zeros((len(ids), width), dtype=torch.bool, device=self.device)
+        for pos, run_idx, run_mask in parts:
+            extra = (width - run_idx.shape[1]) // batch
+            if extra:  # past this run's epoch: its last batch's indices, masked out
+                run_idx = torch.cat([run_idx, run_idx[:, -batch:].repeat(1, extra)], dim=1)
+            idx[pos] = run_idx
+            mask[pos, :run_mask.shape[1]] = run_mask
+        return cut_steps(idx, mask, width // batch, batch)
 
     def steps(self, round: int, num_steps: int, *stream: object, clients=None, counters=None):
-        return self._draw(clients, counters, lambda sampler, ids, sub: sampler.steps(
+        return self._draw(clients, counters, lambda sampler, ids, sub: sampler.step_streams(
             round, num_steps, *stream, clients=ids, counters=sub))
 
     def epoch(self, round: int, epoch: int, *stream: object, clients=None, counters=None):
-        return self._draw(clients, counters, lambda sampler, ids, sub: sampler.epoch(
+        return self._draw(clients, counters, lambda sampler, ids, sub: sampler.epoch_streams(
             round, epoch, *stream, clients=ids, counters=sub))
 
     def steps_per_epoch(self, clients=None) -> int:
