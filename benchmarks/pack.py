@@ -9,9 +9,11 @@ rounds per second of the whole study (runs × rounds / wall seconds of the sweep
 The study (default): DFedAvg on a ring of 20 clients, the cnn of gossipfl.models.cnn (or
 ``--model mlp``), ``--local-steps`` steps of batch 32 a round, evaluated at the last round
 only, ``--seeds`` seeds × ``--lrs`` learning rates (8 runs by default: 4 × 2, one pack). Every mode runs the same study into its own temporary
-folder, in this process (``--jobs`` on worker processes), one after the other; each number is
-one sweep, so time it on a quiet machine (nothing else running): the sweep's own start-up
-(data loading, building each run) is part of it, as it is for a user. ``--data synthetic``
+folder, in this process (``--jobs`` on worker processes), one after the other, after an
+untimed one-round sweep (``--warmup``: the first sweep of a process pays its one-time costs,
+2-4 s on the CPU and the CUDA context on a GPU, which the first mode timed would otherwise
+carry); each number is one sweep, so time it on a quiet machine (nothing else running): the
+sweep's own start-up (data loading, building each run) is part of it, as it is for a user. ``--data synthetic``
 needs no dataset files (Gaussian blobs of Fashion-MNIST's shape).
 
 One JSON line per mode goes to ``--out`` (when given), and a Markdown table to stdout.
@@ -81,13 +83,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--out", help="JSON lines, one per mode")
+    parser.add_argument("--warmup", type=int, default=1, choices=(0, 1),
+                        help="first an untimed sweep of one round one at a time (1, the "
+                             "default), which pays the process's one-time costs: imports, "
+                             "the device's context, kernels' first loads, the figures' fonts")
     args = parser.parse_args(argv)
+    if args.warmup:
+        measure("alone", argparse.Namespace(**{**vars(args), "rounds": 1, "seeds": 1,
+                                               "lrs": args.lrs[:1]}))
     rows = []
     for mode in args.modes:
         rows.append(measure(mode, args))
         if args.out:
             with open(args.out, "a") as f:
-                f.write(json.dumps(rows[-1]) + "\n")
+                f.write(json.dumps({**rows[-1], "warmup": args.warmup}) + "\n")
     base = next((r for r in rows if r["mode"] == "alone"), None)
     print(f"\n{rows[0]['runs']} runs × {args.rounds} rounds, {args.clients} clients, "
           f"{args.model}, {args.device}\n")

@@ -122,7 +122,7 @@ class ClientSampler:
         ``[S, steps_per_epoch · B]``, step s in columns s·B … (s+1)·B − 1 (not full batch)."""
         ids = self._ids(clients)
         steps = self.steps_per_epoch(ids)
-        keys = self._keys(ids, ("sampler", round, "epoch", epoch, *stream), counters)
+        keys = self.stream_keys(ids, ("sampler", round, "epoch", epoch, *stream), counters)
         sizes = self.sizes[ids]
         return self._streams(ids, sizes, steps * self.batch_size, keys)
 
@@ -145,11 +145,11 @@ class ClientSampler:
         _check_steps(num_steps)
         ids = self._ids(clients)
         length = num_steps * self.batch_size
-        keys = self._keys(ids, ("sampler", round, "steps", *stream), counters)
+        keys = self.stream_keys(ids, ("sampler", round, "steps", *stream), counters)
         lengths = torch.where(self.sizes[ids] > 0, length, 0)
         return self._streams(ids, lengths, length, keys)
 
-    def _keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
+    def stream_keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
         """The clients' stream keys for ``keys`` (the run's way: gossipfl.common.rng.client_keys)."""
         return client_keys(self.seed, ids, *keys, counters=counters,
                            vectorized=self.vectorized, device=self.device)

@@ -153,7 +153,8 @@ class Oracle(ABC):
                         mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         """Inputs cast to X's dtype, a full bool mask, and the model in train mode."""
         inputs, targets = _prepare(X, inputs, targets)
-        self.model.train()
+        if not self.model.training:  # every mode switch is the whole model's: one check
+            self.model.train()
         return inputs, targets, _full_mask(mask, targets)
 
     def loss_and_step(self, X: Tensor, inputs: Tensor, targets: Tensor, mask: Tensor | None,

@@ -32,7 +32,7 @@ from torch import Tensor
 from gossipfl.algorithms.base import NO_PLAN, Context, Work
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.common.state import Namespace, RunState
-from gossipfl.data.sampler import cut_steps
+from gossipfl.data.sampler import ClientSampler, IndexBatch
 from gossipfl.network.clients import ClientEnv
 from gossipfl.network.federation import Federation
 from gossipfl.network.wire import Wire
@@ -139,67 +139,57 @@ class RunSplit:
         return out
 
 
-class PackedSampler:
-    """Minibatches of the joint rows from each run's own sampler: row r·M + i draws what
-    client i of run r draws alone (its seed, its client id, its data). Every run has the
-    same batch size; a run with fewer batches in an epoch gets empty (masked) rows on the
-    extra steps, as a client with little data does alone."""
+class PackedSampler(ClientSampler):
+    """Minibatches of the joint rows, drawn for every run at once: row r·M + i draws what
+    client i of run r draws alone (its run's seed, its run-local client id, its data). The
+    sampler's draw (:class:`~gossipfl.data.sampler.ClientSampler`) over the joint rows,
+    each row keyed by its run's own sampler (:meth:`stream_keys`): one shuffle of every run's
+    streams instead of one per run. Every run has the same batch size; a run with fewer
+    batches in an epoch gets its last batch's indices, masked out, on the extra steps (as a
+    client with little data gets empty rows alone).
 
-    def __init__(self, members: Sequence[Any], m: int):
+    The same rows as alone up to a tie: a stream's order sorts hashes cut to the bits that
+    the segments of the whole draw leave (62 − ⌈log₂ segments⌉, 52 for 8 runs of 20
+    clients), and two elements of one segment whose hashes agree on those bits but not on
+    the run's own (55) take their stored order: a chance of about 10⁻¹² a segment, the one
+    that any subset of a run's clients already takes (gossipfl.data.sampler)."""
+
+    def __init__(self, members: Sequence[ClientSampler], m: int):
         self.members = list(members)
         self.m = m
-        self.device = members[0].device
+        first = self.members[0]
+        parts = [matrix[i, :n].cpu().numpy() for s in self.members
+                 for matrix in (s.index_matrix,) for i, n in enumerate(s.sizes.tolist())]
+        # keys come from each run's own sampler (stream_keys): this seed is never used
+        super().__init__(parts, first.batch_size, seed=first.seed, device=first.device)
 
-    @property
-    def full(self) -> bool:
-        return self.members[0].full
-
-    def _ids(self, clients) -> Tensor:
-        if clients is None:
-            return torch.arange(self.m * len(self.members))
-        return torch.as_tensor(clients, dtype=torch.int64)
-
-    def _draw(self, clients, counters, draw: Callable) -> list:
-        """``draw(sampler, local_ids, counters)`` of each run (its batches side by side,
-        ``[rows, steps · B]``), assembled into joint batches (rows in the order of
-        ``clients``): each run's block placed once, then the steps cut once."""
-        ids = self._ids(clients)
-        parts = []
+    def stream_keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
+        """Each row's stream key as its run's sampler derives it for its run-local id."""
+        out = torch.empty(len(ids), dtype=torch.int64, device=self.device)
         for r, (pos, local) in enumerate(_split(ids, self.m, len(self.members))):
             if len(pos):
                 sub = None if counters is None else [counters[i] for i in pos.tolist()]
-                parts.append((pos.to(self.device), *draw(self.members[r], local, sub)))
-        width = max(idx.shape[1] for _, idx, _ in parts)
-        batch = self.members[0].batch_size
-        idx = torch.zeros((len(ids), width), dtype=torch.int64, device=self.device)
-        mask = torch.zeros((len(ids), width), dtype=torch.bool, device=self.device)
-        for pos, run_idx, run_mask in parts:
-            extra = (width - run_idx.shape[1]) // batch
-            if extra:  # past this run's epoch: its last batch's indices, masked out
-                run_idx = torch.cat([run_idx, run_idx[:, -batch:].repeat(1, extra)], dim=1)
-            idx[pos] = run_idx
-            mask[pos, :run_mask.shape[1]] = run_mask
-        return cut_steps(idx, mask, width // batch, batch)
-
-    def steps(self, round: int, num_steps: int, *stream: object, clients=None, counters=None):
-        return self._draw(clients, counters, lambda sampler, ids, sub: sampler.step_streams(
-            round, num_steps, *stream, clients=ids, counters=sub))
-
-    def epoch(self, round: int, epoch: int, *stream: object, clients=None, counters=None):
-        return self._draw(clients, counters, lambda sampler, ids, sub: sampler.epoch_streams(
-            round, epoch, *stream, clients=ids, counters=sub))
-
-    def steps_per_epoch(self, clients=None) -> int:
-        return max(self.members[r].steps_per_epoch(local) for r, (_, local) in
-                   enumerate(_split(self._ids(clients), self.m, len(self.members)))
-                   if len(local))
-
-    def batches_per_epoch(self, clients=None) -> Tensor:
-        ids = self._ids(clients)
-        out = torch.zeros(len(ids), dtype=torch.int64, device=self.device)
-        for r, (pos, local) in enumerate(_split(ids, self.m, len(self.members))):
-            out[pos.to(self.device)] = self.members[r].batches_per_epoch(local)
+                own = self.members[r].stream_keys(local.to(self.device), keys, sub)
+                out[pos.to(self.device)] = own
         return out
+
+    def epoch_streams(self, round: int, epoch: int, *stream: object, clients=None,
+                      counters=None) -> IndexBatch:
+        """The joint epoch, each row past its run's own epoch (the run's steps per epoch
+        for its rows asked for) given its last batch's indices (masked out already)."""
+        idx, mask = super().epoch_streams(round, epoch, *stream, clients=clients,
+                                          counters=counters)
+        batch, width = self.batch_size, idx.shape[1]
+        ids = self._ids(clients)
+        own = torch.full((len(ids),), width, dtype=torch.int64)  # host: no synchronization
+        for r, (pos, local) in enumerate(_split(ids, self.m, len(self.members))):
+            if len(pos):
+                own[pos] = self.members[r].steps_per_epoch(local) * batch
+        if bool((own < width).any()):
+            cols = torch.arange(width, device=self.device)[None, :]
+            w = own.to(self.device)[:, None]
+            idx = torch.gather(idx, 1, torch.where(cols < w, cols, w - batch + (cols - w) % batch))
+        return idx, mask
 
 
 class LossTally:

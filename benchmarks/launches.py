@@ -1,0 +1,164 @@
+"""What a small model's round costs the host: device operations launched and host time, for
+one run alone and for a packed study of 8 runs (``gossipfl sweep --pack``), on the CPU.
+
+A small model's GPU round is launch-bound (issue 48): the device waits for the host, which
+spends its time launching operations (each a kernel on a GPU) and in the Python around
+them. Both are counted here on the CPU, where they are the same code:
+
+- **operations** a round dispatches, counted with a ``TorchDispatchMode`` (views, which launch
+  nothing, left out), per round and per local step (the difference between a round of 2
+  and of 4 local steps, halved);
+- **host time** of a round of an mlp so small (16 features, 8 hidden units) that its
+  arithmetic is negligible, one thread: what the host does per round, which bounds a
+  launch-bound GPU round from below.
+
+The study: DFedAvg on a ring of 20 clients, iid, batch 32, ``--steps`` local steps; packed,
+4 seeds x 2 learning rates (the learning rates differ: the per-run update of
+``gossipfl.studies.packing.joint.RunRates``). The host times alternate alone (the 8 runs one
+after the other) and packed, best of ``--repeats``; time it on a quiet machine.
+
+    PYTHONPATH=src python -m benchmarks.launches --out benchmarks/results/launches.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import time
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
+from gossipfl.data import from_tensors
+from gossipfl.studies.packing.joint import Pack
+
+#: dispatched operations that launch no kernel besides the views
+NO_KERNEL = frozenset({"empty", "empty_strided", "detach", "lift_fresh"})
+
+
+class Launches(TorchDispatchMode):
+    """Counts the dispatched operations that launch work (not views) by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts: collections.Counter = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if not func.is_view and name not in NO_KERNEL:
+            self.counts[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def data(features: int):
+    gen = torch.Generator().manual_seed(0)
+    return from_tensors(torch.randn(2000, features, generator=gen),
+                        torch.randint(0, 10, (2000,), generator=gen),
+                        torch.randn(100, features, generator=gen),
+                        torch.randint(0, 10, (100,), generator=gen))
+
+
+def runner(tensors, seed: int, lr: float, steps: int, hidden: int) -> Runner:
+    config = {"data": {"tensors": tensors, "clients": 20, "partition": "iid"},
+              "model": {"name": "mlp", "options": {"hidden": [hidden]}},
+              "topology": {"name": "ring"}, "algorithm": {"name": "dfedavg"},
+              "train": {"rounds": 1000, "batch_size": 32, "lr": lr, "local_steps": steps},
+              "eval": {"local_models": False, "every": 100000}, "device": "cpu",
+              "seed": seed}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Runner(load_config(config))
+
+
+def study(steps: int, hidden: int = 8, features: int = 16):
+    """(the 8 runs alone, the same 8 packed)."""
+    tensors = data(features)
+    specs = [(seed, lr) for seed in range(4) for lr in (0.05, 0.1)]
+    alone = [runner(tensors, s, lr, steps, hidden) for s, lr in specs]
+    packed = Pack([runner(tensors, s, lr, steps, hidden) for s, lr in specs])
+    return alone, packed
+
+
+def count(steps: int) -> dict[str, int]:
+    """Operations of round 1 (round 0 warms up): one run alone, and the packed 8."""
+    alone, packed = study(steps)
+    out = {}
+    with torch.no_grad():
+        alone[0].run_round(0)
+        with Launches() as ops:
+            alone[0].run_round(1)
+        out["alone"] = sum(ops.counts.values())
+        packed.round(0)
+        with Launches() as ops:
+            packed.round(1)
+        out["packed"] = sum(ops.counts.values())
+    return out
+
+
+def host_ms(steps: int, rounds: int, repeats: int) -> dict[str, float]:
+    """Best host time of a round, in ms: the 8 runs alone (all 8), and packed."""
+    alone, packed = study(steps)
+    best = {"alone": float("inf"), "packed": float("inf")}
+    with torch.no_grad():
+        for r in alone:
+            r.run_round(0)
+        packed.round(0)
+        t = 1
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for s in range(t, t + rounds):
+                for r in alone:
+                    r.run_round(s)
+            best["alone"] = min(best["alone"], (time.perf_counter() - start) / rounds)
+            start = time.perf_counter()
+            for s in range(t, t + rounds):
+                packed.round(s)
+            best["packed"] = min(best["packed"], (time.perf_counter() - start) / rounds)
+            t += rounds
+    return {k: 1e3 * v for k, v in best.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", help="append the results as JSON lines here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    two, four, at = count(2), count(4), count(args.steps)
+    ms = host_ms(args.steps, args.rounds, args.repeats)
+    rows = []
+    for mode, runs in (("alone", 1), ("packed", 8)):
+        per_step = (four[mode] - two[mode]) / 2
+        rows.append({"mode": mode, "runs": runs, "local_steps": args.steps,
+                     "ops_per_round": at[mode], "ops_per_step": per_step,
+                     "ops_per_round_fixed": at[mode] - args.steps * per_step,
+                     "host_ms_per_round": round(ms[mode] / (8 if mode == "alone" else 1), 3)})
+    alone, packed = rows
+    summary = {"packed_vs_8_alone_ops": round(8 * alone["ops_per_round"]
+                                              / packed["ops_per_round"], 2),
+               "packed_vs_8_alone_host": round(8 * alone["host_ms_per_round"]
+                                               / packed["host_ms_per_round"], 2)}
+    print(f"{args.steps} local steps, 20 clients, mlp 16-8-10, one thread\n")
+    print("| mode | ops a round | ops a step | ops a round, fixed | host ms a round |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        label = "one run" if row["mode"] == "alone" else "8 runs packed"
+        print(f"| {label} | {row['ops_per_round']} | {row['ops_per_step']:g} | "
+              f"{row['ops_per_round_fixed']:g} | {row['host_ms_per_round']:.2f} |")
+    print(f"\npacked against the 8 runs alone: {summary['packed_vs_8_alone_ops']}x fewer "
+          f"operations, {summary['packed_vs_8_alone_host']}x less host time")
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+            f.write(json.dumps(summary) + "\n")
+
+
+if __name__ == "__main__":
+    main()
