@@ -53,3 +53,21 @@ def test_each_packed_row_draws_what_its_client_draws_alone(kind, clients):
                 assert idx[row].equal(own[s][0][k]) and mask[row].equal(own[s][1][k])
             else:  # past its run's epoch: its last batch's indices, none counted
                 assert idx[row].equal(own[-1][0][k]) and not mask[row].any()
+
+
+def test_each_rows_key_is_its_runs_own_with_its_own_counter():
+    """run_keys (a packed study's sampler and augmentation keys): row j of run r gets what
+    run r derives for its run-local id and that row's counter, whatever the rows' order."""
+    from gossipfl.common.rng import client_keys
+    from gossipfl.studies.packing.joint import run_keys
+
+    ids = torch.tensor([4, 0, 5, 2, 1])
+    counters = [7, 3, 0, 9, 1]
+
+    def keys_of(r, local, sub):
+        return client_keys(10 + r, local, "augment", 2, counters=sub)
+
+    got = run_keys(ids, counters, M, 2, "cpu", keys_of)
+    for j, (client, counter) in enumerate(zip(ids.tolist(), counters, strict=True)):
+        run, local = divmod(client, M)
+        assert got[j] == client_keys(10 + run, [local], "augment", 2, counters=[counter])[0]

@@ -131,8 +131,8 @@ class ClientSampler:
         """``num_steps`` batches; each client cycles through its own reshuffled data, with a
         new permutation each time it wraps. Masks are all True (except empty clients); in
         full-batch mode every step is :meth:`full_batch`."""
-        _check_steps(num_steps)
         if self.full:
+            _check_steps(num_steps)
             return [self.full_batch(clients)] * num_steps
         idx, mask = self.step_streams(round, num_steps, *stream, clients=clients,
                                       counters=counters)

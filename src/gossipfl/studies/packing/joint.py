@@ -97,6 +97,18 @@ def _split(clients: Tensor, m: int, runs: int) -> list[tuple[Tensor, Tensor]]:
     return out
 
 
+def run_keys(ids: Tensor, counters, m: int, runs: int, device,
+             keys_of: Callable[[int, Tensor, list | None], Tensor]) -> Tensor:
+    """``[len(ids)]`` int64 keys of joint rows, each derived by its own run:
+    ``keys_of(r, run-local ids on device, their counters or None)`` for run r's rows."""
+    out = torch.zeros(len(ids), dtype=torch.int64, device=device)
+    for r, (pos, local) in enumerate(_split(ids, m, runs)):
+        if len(pos):
+            sub = None if counters is None else [counters[i] for i in pos.tolist()]
+            out[pos.to(device)] = keys_of(r, local.to(device), sub)
+    return out
+
+
 class RunSplit:
     """:func:`_split` of the rows a local step works on, read from the device once a phase
     rather than once a step (on a GPU each read is a host synchronization, which stops the
@@ -158,20 +170,15 @@ class PackedSampler(ClientSampler):
         self.members = list(members)
         self.m = m
         first = self.members[0]
-        parts = [matrix[i, :n].cpu().numpy() for s in self.members
-                 for matrix in (s.index_matrix,) for i, n in enumerate(s.sizes.tolist())]
+        parts = [row[:n] for s in self.members
+                 for row, n in zip(s.index_matrix.cpu().numpy(), s.sizes.tolist(), strict=True)]
         # keys come from each run's own sampler (stream_keys): this seed is never used
         super().__init__(parts, first.batch_size, seed=first.seed, device=first.device)
 
     def stream_keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
         """Each row's stream key as its run's sampler derives it for its run-local id."""
-        out = torch.empty(len(ids), dtype=torch.int64, device=self.device)
-        for r, (pos, local) in enumerate(_split(ids, self.m, len(self.members))):
-            if len(pos):
-                sub = None if counters is None else [counters[i] for i in pos.tolist()]
-                own = self.members[r].stream_keys(local.to(self.device), keys, sub)
-                out[pos.to(self.device)] = own
-        return out
+        return run_keys(ids, counters, self.m, len(self.members), self.device,
+                        lambda r, local, sub: self.members[r].stream_keys(local, keys, sub))
 
     def epoch_streams(self, round: int, epoch: int, *stream: object, clients=None,
                       counters=None) -> IndexBatch:
@@ -279,13 +286,8 @@ class PackedTrainer(LocalTrainer):
     def augment_keys(self, t: int, rows: Tensor, counters=None) -> Tensor | None:
         if not self.augment:
             return None
-        keys = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
-        for r, (pos, local) in enumerate(_split(rows, self.m, len(self.members))):
-            if len(pos):
-                sub = None if counters is None else [counters[i] for i in pos.tolist()]
-                keys[pos.to(rows.device)] = self.members[r].augment_keys(
-                    t, local.to(rows.device), sub)
-        return keys
+        return run_keys(rows, counters, self.m, len(self.members), rows.device,
+                        lambda r, local, sub: self.members[r].augment_keys(t, local, sub))
 
 
 class Pack:
