@@ -17,12 +17,15 @@ record is one JSON line of ``--out``, written as it comes):
    training TFLOP/s against the measured peak.
 3. ``profile``: the compiled ResNet-18-GN step in TF32, time per op family
    (``torch.profiler``).
-4. ``rounds``: the variants eager, graphs, compile, compile + graphs of the cnn and the mlp
+4. ``rounds``: the variants eager, block graphs (each block's forward and backward graphed,
+   the rest of the step eager), graphs (whole local phases replayed,
+   gossipfl.schedules.phase_graph), compile, compile + graphs of the cnn and the mlp
    784-200-200-10 on 1×28×28, M = 100, one epoch of 600, batch 32 (Fashion-MNIST's task in
    the README).
-5. ``same_numbers``: DFedAvgM with weight decay on the cnn and the mlp (20 clients, Dirichlet
-   0.5, 2 rounds of one epoch): the final models with graphs (bit for bit?) and with compile
-   + graphs (max relative difference) against the eager path, fp32.
+5. ``same_numbers``: DFedAvgM with weight decay on the cnn and the mlp (20 clients, 2 rounds,
+   η decayed by 0.9: Dirichlet 0.5 and one epoch, where phases run step by step, and iid with
+   3 steps, where whole phases are replayed): the final models with block graphs, graphs
+   (bit for bit?) and compile + graphs (max relative difference) against the eager path, fp32.
 """
 
 from __future__ import annotations
@@ -42,8 +45,22 @@ from gossipfl.assembly.loading import load_config
 from gossipfl.core.runner import Runner
 from gossipfl.models import build_model
 
-VARIANTS = {"eager": (False, False), "graphs": (False, True), "compile": (True, False),
-            "compile+graphs": (True, True)}
+#: variant -> (engine.compile, engine.cuda_graphs); "block graphs" is cuda_graphs with the
+#: whole-phase graphs turned off (each block's forward and backward graphed, the rest eager)
+VARIANTS = {"eager": (False, False), "block graphs": (False, True), "graphs": (False, True),
+            "compile": (True, False), "compile+graphs": (True, True)}
+
+
+def build_runner(cfg, variant: str) -> Runner:
+    runner = Runner(cfg)
+    if variant == "block graphs":
+        runner.trainer.phase_graphs = None
+    return runner
+
+
+def phase_replays(runner: Runner) -> int:
+    graphs = runner.trainer.phase_graphs
+    return 0 if graphs is None else graphs.replays
 
 
 class Record:
@@ -105,31 +122,36 @@ def section_machine(record: Record, device: torch.device, small: bool) -> None:
     record("machine", "machine", **row)
 
 
-def final_models(cfg) -> torch.Tensor:
-    runner = Runner(cfg)
+def final_models(cfg, variant: str) -> tuple[torch.Tensor, int]:
+    runner = build_runner(cfg, variant)
     with torch.no_grad():
         for t in range(cfg.train.rounds):
             runner.run_round(t)
-    return runner.client_models().double().cpu()
+    return runner.client_models().double().cpu(), phase_replays(runner)
 
 
 def section_same_numbers(record: Record, device: str, small: bool) -> None:
+    """Final models of 2 rounds against the eager path, fp32: unequal clients (Dirichlet, one
+    epoch: the phases run step by step, blocks graphed) and equal ones (iid, 3 steps a round:
+    whole phases replayed from graphs, a decaying learning rate)."""
     M = 8 if small else 20
     for model in ("mlp", "cnn"):
-        cfgs = {v: config(device, model, M, 64 if small else 300, (1, 28, 28), v,
-                          precision="fp32", algorithm="dfedavgm", partition="dirichlet",
-                          rounds=2, weight_decay=5e-4) for v in ("eager", "graphs",
-                                                                 "compile+graphs")}
-        try:
-            want = final_models(cfgs["eager"])
-            for variant in ("graphs", "compile+graphs"):
-                got = final_models(cfgs[variant])
-                rel = float((got - want).abs().max() / want.abs().max())
-                record("same_numbers", model, variant=variant, bit_equal=bool(
-                    torch.equal(got, want)), max_relative=rel)
-        except Exception as err:  # noqa: BLE001
-            record("same_numbers", model, error=traceback.format_exc()[-2000:],
-                   message=str(err)[:300])
+        for partition, steps in (("dirichlet", None), ("iid", 3)):
+            cfgs = {v: config(device, model, M, 64 if small else 300, (1, 28, 28), v,
+                              precision="fp32", algorithm="dfedavgm", partition=partition,
+                              local_steps=steps, rounds=2, weight_decay=5e-4, lr_decay=0.9)
+                    for v in ("eager", "block graphs", "graphs", "compile+graphs")}
+            case = f"{model} {partition}"
+            try:
+                want, _ = final_models(cfgs["eager"], "eager")
+                for variant in ("block graphs", "graphs", "compile+graphs"):
+                    got, replays = final_models(cfgs[variant], variant)
+                    rel = float((got - want).abs().max() / want.abs().max())
+                    record("same_numbers", case, variant=variant, bit_equal=bool(
+                        torch.equal(got, want)), max_relative=rel, phase_replays=replays)
+            except Exception as err:  # noqa: BLE001
+                record("same_numbers", case, error=traceback.format_exc()[-2000:],
+                       message=str(err)[:300])
 
 
 def round_case(record: Record, name: str, cfgs: dict, reps: int, device: torch.device,
@@ -139,7 +161,7 @@ def round_case(record: Record, name: str, cfgs: dict, reps: int, device: torch.d
     for variant, cfg in cfgs.items():
         try:
             start = time.perf_counter()
-            runners[variant] = Runner(cfg)
+            runners[variant] = build_runner(cfg, variant)
             first = timed_round(runners[variant], 0, device)  # compiles, captures
             record("rounds", name, variant=variant, first_round_s=first,
                    build_s=time.perf_counter() - start - first)
@@ -170,6 +192,7 @@ def round_case(record: Record, name: str, cfgs: dict, reps: int, device: torch.d
             row["of_peak"] = flops / s / 1e12 / peak
         if device.type == "cuda":
             row["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        row["phase_replays"] = phase_replays(runners[variant])
         record("rounds", name, **row)
     runners.clear()
     gc.collect()

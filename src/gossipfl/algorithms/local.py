@@ -6,6 +6,11 @@ the start of every phase of every round):
     μ = 0:  y ← y − η d                   (on the group's coordinates only)
     μ > 0:  v ← μ v − η d,  y ← y + v     (heavy ball; equal to torch.optim.SGD's momentum
                                            with dampening 0 when η is constant in the phase)
+
+η is a number, or a 0-dim tensor on the rows' device (a phase replayed from a CUDA graph,
+:mod:`gossipfl.schedules.phase_graph`, where η changes from round to round without a new
+capture): y − η d is then ``y.addcmul_(d, η, value=-1)``, which CUDA computes as the same
+fused multiply-add as ``y.add_(d, alpha=-η)``.
 """
 
 from __future__ import annotations
@@ -40,9 +45,9 @@ class LocalOptimizer:
         """y ← y − η d, or v ← μ v − η d, y ← y + v: in place, elementwise, on tensors of one
         shape (whole rows, or one parameter's columns of them: the same numbers)."""
         if v is None:
-            y.add_(d, alpha=-self.lr)
+            descend(y, d, self.lr)
             return
-        v.mul_(self.momentum).add_(d, alpha=-self.lr)
+        descend(v.mul_(self.momentum), d, self.lr)
         y.add_(v)
 
     def step(self, work: Work, direction: torch.Tensor) -> None:
@@ -53,12 +58,22 @@ class LocalOptimizer:
         if self.velocity is None:
             for block, d in zip(self.group.columns(y), self.group.columns(direction),
                                 strict=True):
-                block.add_(d, alpha=-lr)
+                descend(block, d, lr)
             return
         velocity = self.velocity[: len(work)]
-        velocity.mul_(self.momentum).add_(self.group.select(direction), alpha=-lr)
+        descend(velocity.mul_(self.momentum), self.group.select(direction), lr)
         start = 0
         for block in self.group.columns(y):
             width = block.shape[-1]
             block.add_(velocity[:, start:start + width])
             start += width
+
+
+def descend(y: torch.Tensor, d: torch.Tensor, lr: float | torch.Tensor) -> None:
+    """y ← y − η d in place: ``y.add_(d, alpha=-η)`` (one fused multiply-add), or for a
+    tensor η ``y.addcmul_(d, η, value=-1)`` (on CUDA the same fused multiply-add, fma(−d, η, y);
+    on the CPU the product rounded first)."""
+    if isinstance(lr, torch.Tensor):
+        y.addcmul_(d, lr, value=-1)
+    else:
+        y.add_(d, alpha=-lr)

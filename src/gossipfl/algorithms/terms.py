@@ -88,6 +88,11 @@ def local_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
     return loss
 
 
+#: a phase of default steps may be replayed from one CUDA graph (gossipfl.schedules.phase_graph):
+#: the step reads nothing of the round on the host
+local_step.graphable = True
+
+
 def _fusable(ctx: Context) -> bool:
     """Whether the phase's step is an elementwise update of the whole model from the
     gradient: the default direction on the group ``all``."""
@@ -101,14 +106,15 @@ def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
     stack. On the CPU a decayed or momentum update is one pass
     (:func:`gossipfl.engine.fused_update.sgd_update`, the same bits as the torch ops)."""
     phase, optimizer, decay = ctx.phase, ctx.optimizer, ctx.env.train.weight_decay
+    one_pass = not isinstance(optimizer.lr, Tensor) and takes(work.y, decay, optimizer.momentum)
 
     def update(grad: Tensor, y: Tensor, *velocity: Tensor) -> None:  # grad is ours to overwrite
-        if not sgd_update(grad, y, velocity[0] if velocity else None, decay, optimizer.lr,
-                          optimizer.momentum):  # one pass on the CPU, the same bits
+        if not (one_pass and sgd_update(grad, y, velocity[0] if velocity else None, decay,
+                                        optimizer.lr, optimizer.momentum)):
             optimizer.update(_decayed(grad, y, decay, inplace=True), y, *velocity)
 
     state = optimizer.state(work)
-    update.whole_rows = takes(work.y, decay, optimizer.momentum)  # one pass: no pieces
+    update.whole_rows = one_pass  # one pass on the CPU, the same bits: no pieces
     if not phase.rho:
         return ctx.env.fused_step(batch, update, state)
     loss, point = sam_point(ctx, work.y, batch, phase.rho, phase.group)

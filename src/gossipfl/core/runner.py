@@ -32,6 +32,7 @@ from gossipfl.common.state import RunState
 from gossipfl.config import Config
 from gossipfl.core.evaluation import Evaluator, consensus_distance
 from gossipfl.distributed.launch import current as current_processes
+from gossipfl.engine.compiled import resolve_switch
 from gossipfl.engine.precision import apply_precision
 from gossipfl.errors import Diverged
 from gossipfl.output.result import Result
@@ -76,7 +77,9 @@ class Runner:
                                     config.seed,
                                     step=apply_precision(config.engine.precision, exp.device,
                                                          local_step),
-                                    block_clients=config.engine.block_clients)
+                                    block_clients=config.engine.block_clients,
+                                    graphs=resolve_switch(config.engine.cuda_graphs,
+                                                          exp.device))
         own = {} if exp.state.schedule is None else {"state": exp.state.schedule}
         self.schedule: Schedule = get_schedule(config.topology.order)(
             exp.algorithm, self.trainer, exp.fed, **own)

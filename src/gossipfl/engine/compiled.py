@@ -162,26 +162,40 @@ def _detached(value: Any) -> Any:
 
 
 class GraphedBlocks:
-    """Blocks of a stacked step replayed from CUDA graphs, one graph per argument signature.
+    """Calls of a function of tensors replayed from CUDA graphs, one graph per argument
+    signature (a block of a stacked step; a whole local phase, :mod:`gossipfl.schedules.phase_graph`).
 
-    ``block(X, inputs, targets, mask)`` → ``(loss [m], {name: grad [m, *shape]})`` is captured
-    on its first call with a new signature (after warm-up iterations on a side stream, which
-    also compile a compiled block) and replayed afterwards. The returned tensors are the
-    graph's static outputs: valid until the next call with the same signature, which is how
-    the oracle uses them (read at once, never kept). ``WARMUP`` eager calls precede the
-    capture (cuDNN and the caching allocator settle there)."""
+    ``block(*args)`` (e.g. ``(X, inputs, targets, mask)`` → ``(loss [m], {name: grad})``) is
+    captured on its first call with a new signature (after warm-up iterations on a side
+    stream, which also compile a compiled block) and replayed afterwards: ``args`` are copied
+    into the graph's static inputs, the graph is replayed, and the arguments at the positions
+    ``inout`` (those the function changes in place) take the static inputs' new values back,
+    so a call means what an eager call means. The returned tensors are the graph's static
+    outputs: valid until the next call with the same signature, which is how the oracle uses
+    them (read at once, never kept). ``WARMUP`` eager calls precede the capture (cuDNN and the
+    caching allocator settle there); they run on the static copies, so a failed capture
+    leaves the arguments as they were and the call runs eagerly.
+
+    ``capture(block, args, warmup)``: what records and replays (default
+    :class:`CapturedGraph`, a ``torch.cuda.CUDAGraph``; :class:`TracedGraph` is its CPU
+    stand-in, with the same contract: Python runs once, the values it reads are baked in, a
+    read of a tensor's value on the host is refused)."""
 
     WARMUP = 2
     #: signatures captured at most (each graph keeps its outputs, a gradient stack of the
     #: block, alive); further ones run eagerly
     MAX_GRAPHS = 4
 
-    def __init__(self, block: Callable[..., tuple[Tensor, dict[str, Tensor]]]):
+    def __init__(self, block: Callable[..., Any], inout: tuple[int, ...] = (),
+                 capture: Callable[..., Any] | None = None):
         self.block = block
-        self._graphs: dict[Any, _Captured | None] = {}
+        self.inout = tuple(inout)
+        self.capture = CapturedGraph if capture is None else capture
+        self._graphs: dict[Any, Any] = {}
         self.failures: dict[str, str] = {}  # reason -> the signature it happened for
+        self.replays = 0  # calls replayed from a graph
 
-    def __call__(self, *args: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    def __call__(self, *args: Tensor) -> Any:
         device = args[0].device
         key = (_signature(args), _autocast_state(device), torch.is_grad_enabled())
         captured = self._graphs.get(key, ())
@@ -190,11 +204,22 @@ class GraphedBlocks:
             captured = self._graphs[key] = None if full else self._capture(args)
         if captured is None:  # the reason was logged at capture
             return self.block(*args)
-        return captured.replay(args)
+        outputs = captured.replay(args)
+        self.replays += 1
+        for i in self.inout:
+            args[i].copy_(captured.inputs[i])
+        return outputs
 
-    def _capture(self, args: tuple[Tensor, ...]) -> _Captured | None:
+    @property
+    def captured(self) -> int:
+        """How many signatures replay from a graph."""
+        return sum(g is not None for g in self._graphs.values())
+
+    def _capture(self, args: tuple[Tensor, ...]) -> Any:
+        global _capturing
+        _capturing += 1
         try:
-            return _Captured(self.block, args, self.WARMUP)
+            return self.capture(self.block, args, self.WARMUP)
         except Exception as err:  # noqa: BLE001 - a block that cannot be captured runs eagerly
             reason = f"{type(err).__name__}: {err}".splitlines()[0][:200]
             if reason not in self.failures:
@@ -204,13 +229,27 @@ class GraphedBlocks:
             if args[0].is_cuda:
                 torch.cuda.synchronize(args[0].device)
             return None
+        finally:
+            _capturing -= 1
 
 
-class _Captured:
-    """One captured block: static inputs, the graph, static outputs."""
+#: graphs being warmed up or captured (a graph's function runs within)
+_capturing = 0
+
+
+def capturing() -> bool:
+    """Whether a graph's function is being warmed up or captured: a graph within it would
+    nest (the oracle's block graphs within a phase's, :mod:`gossipfl.schedules.phase_graph`)."""
+    return _capturing > 0
+
+
+class CapturedGraph:
+    """One captured call: static inputs, the CUDA graph, static outputs."""
 
     def __init__(self, block: Callable, args: tuple[Tensor, ...], warmup: int):
         device = args[0].device
+        if device.type != "cuda":
+            raise RuntimeError("CUDA graphs capture CUDA tensors only")
         self.inputs = tuple(a.detach().clone() for a in args)
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
@@ -223,17 +262,44 @@ class _Captured:
         with torch.cuda.graph(self.graph):
             self.outputs = block(*self.inputs)
 
-    def replay(self, args: tuple[Tensor, ...]) -> tuple[Tensor, dict[str, Tensor]]:
+    def replay(self, args: tuple[Tensor, ...]) -> Any:
         for static, value in zip(self.inputs, args, strict=True):
             static.copy_(value)
         self.graph.replay()
         return self.outputs
 
 
+class TracedGraph:
+    """A CUDA graph's contract on any device, to check a function against it where no GPU is:
+    the call is traced once by ``make_fx`` on fake tensors (its Python runs once, every Python
+    value it reads is baked into the trace, and a read of a tensor's value on the host, which
+    a capture refuses, fails the trace), and each replay runs the trace on the static inputs.
+    Tensors the function reads from its closure (a dataset, a model's buffers) are kept by
+    the trace as they are, as a graph keeps their addresses. The replayed numbers are the
+    eager function's on the same inputs, bit for bit (the same ATen operations)."""
+
+    def __init__(self, block: Callable, args: tuple[Tensor, ...], warmup: int):
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        self.inputs = tuple(a.detach().clone() for a in args)
+        self.trace = make_fx(block, tracing_mode="fake",
+                             _allow_non_fake_inputs=True)(*self.inputs)
+        self.outputs = None
+
+    def replay(self, args: tuple[Tensor, ...]) -> Any:
+        for static, value in zip(self.inputs, args, strict=True):
+            static.copy_(value)
+        self.outputs = self.trace(*self.inputs)
+        return self.outputs
+
+
 __all__ = [
     "SWITCHES",
+    "CapturedGraph",
     "CompiledFunction",
     "GraphedBlocks",
+    "TracedGraph",
+    "capturing",
     "check_switch",
     "resolve_compile",
     "resolve_switch",

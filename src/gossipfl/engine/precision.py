@@ -42,4 +42,6 @@ def apply_precision(precision: str, device: torch.device, local_step: Callable) 
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
             return local_step(*args, **kwargs)
 
+    # autocast keeps nothing on the host: a phase graph may capture it if it may the step
+    bf16_step.graphable = getattr(local_step, "graphable", False)
     return bf16_step

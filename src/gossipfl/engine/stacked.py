@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, fx, nn
 
-from gossipfl.engine.compiled import CompiledFunction, GraphedBlocks
+from gossipfl.engine.compiled import CompiledFunction, GraphedBlocks, capturing
 from gossipfl.engine.oracle import (
     Oracle,
     _prepare,
@@ -402,7 +402,8 @@ class StackedOracle(Oracle):
         :data:`GRAPH_MAX_ROWS_BYTES` (the outputs are then the graph's: read them before the
         next block)."""
         if graphed and self.cuda_graphs and X.is_cuda and \
-                X.numel() * X.element_size() <= GRAPH_MAX_ROWS_BYTES:
+                X.numel() * X.element_size() <= GRAPH_MAX_ROWS_BYTES and \
+                not capturing():  # not within a phase's graph
             blocks = self._graphed.get(wrt)
             if blocks is None:
                 blocks = self._graphed[wrt] = GraphedBlocks(

@@ -23,6 +23,7 @@ from gossipfl.common.rng import client_keys, vectorized_keys
 from gossipfl.data import ClientSampler, Dataset, apply_crop_flip, hashed_crop_flip_params
 from gossipfl.network.clients import ClientEnv
 from gossipfl.network.federation import Federation
+from gossipfl.schedules.phase_graph import PhaseGraphs
 
 
 class LocalTrainer:
@@ -32,7 +33,8 @@ class LocalTrainer:
 
     def __init__(self, train: Any, env: ClientEnv, fed: Federation,
                  sampler: ClientSampler, dataset: Dataset, augment: bool, seed: int,
-                 step: Callable = local_step, block_clients: int | None = None):
+                 step: Callable = local_step, block_clients: int | None = None,
+                 graphs: bool = False):
         self.train_config = train
         self.env = env
         self.fed = fed
@@ -43,6 +45,8 @@ class LocalTrainer:
         # one phase step (terms.local_step, or it wrapped: precision, a profiler, packing)
         self.local_step = step
         self.block_clients = block_clients  # block-major order: clients per block
+        # engine.cuda_graphs: whole phases replayed from CUDA graphs where they can be
+        self.phase_graphs = PhaseGraphs(self) if graphs else None
 
     def lr(self, t: int) -> float:
         train = self.train_config
@@ -178,8 +182,14 @@ class LocalTrainer:
             batches = self.phase_batches(t, index, phase, rows, stream, counters)
             if idle is not None:
                 batches = [(idx, mask & ~idle[:, None]) for idx, mask in batches]
-            for step, ((idx, mask), active) in enumerate(zip(batches, _active_rows(batches),
-                                                              strict=True)):
+            actives = _active_rows(batches)
+            graphs = self.phase_graphs
+            if graphs is not None and graphs.refusal(phase, inner, actives, idle) is None and \
+                    graphs.run(index, phase, inner, rows, batches, keys, drawn, loss_sum, lr,
+                               momentum):
+                loss_count += len(rows) * len(batches)
+                continue
+            for step, ((idx, mask), active) in enumerate(zip(batches, actives, strict=True)):
                 if active == 0:
                     continue
                 augment = None if keys is None else (keys[:active], drawn[:active])

@@ -1,0 +1,143 @@
+"""A local phase replayed from one CUDA graph (``engine.cuda_graphs``).
+
+A small model's round is launch-bound on a GPU: a local step of the mlp is a few dozen
+kernels of microseconds each, and the host's Python between them (the minibatch, the
+context, the fused update parameter by parameter, the counters, the loss tally) takes longer
+than the kernels. A graph of the block alone (:class:`gossipfl.engine.compiled.GraphedBlocks`
+in the oracle) leaves that host work eager. :class:`PhaseGraphs` captures the **whole phase**
+instead — its K steps, each
+
+    ξ = the step's minibatch (gathered from the dataset on the device, augmented),
+    counters: drawn += |ξ_i|, steps += 1,
+    loss, y ← the phase's fused step at y (forward, backward, the update of y and v),
+    loss_sum += Σ_i loss_i
+
+— once per signature, and replays it: one launch a phase, after the rows are copied into the
+graph's static inputs (and back: a pass over y each way).
+
+What changes from call to call enters as a tensor, a static input of the graph: the rows y,
+the step and sample counters, the loss sum, the learning rate η (a 0-dim tensor, so a decayed
+η needs no new capture: :func:`gossipfl.algorithms.local.descend`), the clients' ids, the
+phase's minibatch indices and masks ``[K, S, B]`` and the augmentation keys. What is fixed
+is in the graph's key: the phase, its index and momentum, K, S, B. On CUDA, y − η d with a
+tensor η is the same fused multiply-add as with a number, so the replayed phase is the eager
+one to the bit where the eager block is (the mlp); the CPU has no CUDA graph, and its stand-in
+(:class:`gossipfl.engine.compiled.TracedGraph`) checks the same contract in the tests.
+
+Which phases: :meth:`PhaseGraphs.refusal` says why a phase runs step by step instead, in one
+place — a step that is not the default fused one (an algorithm's own direction or update, a
+group other than ``all``, DP-SGD, a step wrapped by something that keeps host state, such as
+a packed study's loss tally), a step in which some rows have no minibatch (unequal epochs,
+clients offline), rows larger than :data:`gossipfl.engine.stacked.GRAPH_MAX_ROWS_BYTES`, or
+more phase shapes than :data:`PhaseGraphs.MAX_GRAPHS`. A phase whose capture fails runs step
+by step, with its reason logged once (:class:`~gossipfl.engine.compiled.GraphedBlocks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gossipfl.algorithms.base import NO_PLAN, Context, Phase, Work
+from gossipfl.algorithms.local import LocalOptimizer
+from gossipfl.engine.compiled import GraphedBlocks
+from gossipfl.engine.stacked import GRAPH_MAX_ROWS_BYTES
+
+#: the positions of the phase function's arguments it changes in place
+_INOUT = (0, 1, 2, 3)  # y, steps, drawn, loss_sum
+
+
+def graphable(step: Callable) -> Callable:
+    """Mark a local step function (or a wrapper of one that keeps no state on the host, such
+    as bf16 autocast) as one a phase graph may capture."""
+    step.graphable = True
+    return step
+
+
+class PhaseGraphs:
+    """The phases of ``trainer`` (a :class:`~gossipfl.schedules.training.LocalTrainer`)
+    replayed from graphs (see the module docstring). ``capture``: what
+    records a phase (None: a CUDA graph, for rows on a CUDA device; a test hands
+    :class:`~gossipfl.engine.compiled.TracedGraph` to check the contract on the CPU)."""
+
+    #: distinct phases (index, momentum, shapes) kept as graphs; the others run step by step
+    MAX_GRAPHS = 4
+
+    def __init__(self, trainer: Any, capture: Callable[..., Any] | None = None):
+        self.trainer = trainer
+        self.capture = capture
+        self._graphs: dict[tuple, GraphedBlocks] = {}
+
+    @property
+    def replays(self) -> int:
+        """Phases replayed from a graph so far."""
+        return sum(graph.replays for graph in self._graphs.values())
+
+    def refusal(self, phase: Phase, inner: Work, actives: Sequence[int],
+                idle: Tensor | None) -> str | None:
+        """Why ``phase`` on the rows ``inner`` runs step by step (None: it can be a graph)."""
+        trainer, env = self.trainer, self.trainer.env
+        if self.capture is None and inner.y.device.type != "cuda":
+            return "the rows are not on a CUDA device"
+        if not getattr(trainer.local_step, "graphable", False):
+            return "the local step keeps state on the host"
+        if phase.update is not None or phase.direction is not None or \
+                not env.groups[phase.group].is_all or not env.fused or env.privacy is not None:
+            return "the phase's step is not the default fused one"
+        if idle is not None or any(a != len(inner) for a in actives) or not actives:
+            return "some rows have no minibatch in a step"
+        if inner.y.numel() * inner.y.element_size() > GRAPH_MAX_ROWS_BYTES:
+            return "the rows are larger than a graph keeps"
+        return None
+
+    def run(self, index: int, phase: Phase, inner: Work, rows: Tensor,
+            batches: Sequence[tuple[Tensor, Tensor]], keys: Tensor | None, drawn: Tensor,
+            loss_sum: Tensor, lr: float, momentum: float) -> bool:
+        """The phase's steps on ``inner`` (in place; ``drawn`` and ``loss_sum`` too), from a
+        graph; False, touching nothing, when this phase's graph is one too many."""
+        key = (index, phase, momentum, keys is not None)
+        graph = self._graphs.get(key)
+        if graph is None:
+            if len(self._graphs) >= self.MAX_GRAPHS:
+                return False
+            graph = self._graphs[key] = GraphedBlocks(
+                self._phase_function(index, phase, momentum), inout=_INOUT,
+                capture=self.capture)
+        idx = torch.stack([i for i, _ in batches])
+        mask = torch.stack([m for _, m in batches])
+        rate = torch.full((), lr, dtype=inner.y.dtype, device=inner.y.device)
+        extra = () if keys is None else (keys,)
+        graph(inner.y, inner.steps, drawn, loss_sum, rate, rows, idx, mask, *extra)
+        return True
+
+    def _phase_function(self, index: int, phase: Phase, momentum: float) -> Callable:
+        trainer = self.trainer
+        env, rounds = trainer.env, trainer.train_config.rounds
+        group = env.groups[phase.group]
+
+        def steps_of_phase(y: Tensor, steps: Tensor, drawn: Tensor, loss_sum: Tensor,
+                           lr: Tensor, rows: Tensor, idx: Tensor, mask: Tensor,
+                           *keys: Tensor) -> Tensor:
+            work = Work(y, rows, steps=steps)
+            optimizer = LocalOptimizer(group, lr, momentum, len(y), y)
+            for k in range(idx.shape[0]):
+                augment = (keys[0], drawn) if keys else None
+                batch = trainer.make_batch(idx[k], mask[k], augment, rows,
+                                           every_row_active=True)
+                drawn += mask[k].sum(dim=1)
+                steps.add_(1)
+                # round None: nothing of the round may be read here (it would be baked in)
+                ctx = Context(round=None, lr=lr, phase=phase, rounds=rounds,
+                              phase_index=index, step=k, optimizer=optimizer, env=env,
+                              plan=NO_PLAN)
+                loss = trainer.local_step(ctx, work, batch)
+                loss_sum += loss.sum()
+            return loss_sum
+
+        return steps_of_phase
+
+
+__all__ = ["PhaseGraphs", "graphable"]

@@ -1,0 +1,264 @@
+"""A local phase replayed from one graph (gossipfl.schedules.phase_graph, issue 48).
+
+No GPU here: the phases are recorded by :class:`TracedGraph`, a CUDA graph's contract on the
+CPU (the Python of the phase runs once, every value it reads on the host is baked into the
+recording, a read of a tensor's value fails it), and replayed. A phase that read anything of
+the round on the host (the learning rate, the clients, the minibatches) would replay stale
+values and part from the eager numbers; these tests hold the replayed phases to the eager
+bits, round after round.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from gossipfl.algorithms import ALGORITHMS, get_algorithm
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
+from gossipfl.data import from_tensors
+from gossipfl.engine.compiled import TracedGraph
+from gossipfl.schedules.phase_graph import PhaseGraphs
+from gossipfl.testing import least_squares, run_round
+from tests.lsq import assert_close
+
+#: algorithms that need another topology than the ring's defaults to run at all
+SETTINGS = {"d2": {"topology": {"name": "full"}},
+            "adpsgd": {"topology": {"name": "ring", "order": "asynchronous"}}}
+
+
+def tiny_config(algorithm: str = "dfedavgm", model: str = "mlp", **train) -> dict:
+    gen = torch.Generator().manual_seed(0)
+    shape = (1, 16, 16) if model == "cnn" else (1, 4, 4)
+    data = from_tensors(torch.randn(64, *shape, generator=gen),
+                        torch.randint(0, 3, (64,), generator=gen),
+                        torch.randn(16, *shape, generator=gen),
+                        torch.randint(0, 3, (16,), generator=gen))
+    options = {"hidden": [8]} if model == "mlp" else {}
+    return {"data": {"tensors": data, "clients": 4, "partition": "iid"},
+            "model": {"name": model, "options": options},
+            "topology": {"name": "ring"}, "algorithm": {"name": algorithm},
+            "train": {"rounds": 3, "batch_size": 4, "lr": 0.05, "lr_decay": 0.9,
+                      "local_steps": 3, **train},
+            "eval": {"local_models": False, "every": 1000}, "device": "cpu", "seed": 0,
+            **SETTINGS.get(algorithm, {})}
+
+
+def run(config: dict, traced: bool) -> tuple[Runner, dict]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runner = Runner(load_config(config))
+        if traced:
+            runner.trainer.phase_graphs = PhaseGraphs(runner.trainer, capture=TracedGraph)
+        with torch.no_grad():
+            for t in range(config["train"]["rounds"]):
+                runner.run_round(t)
+    return runner, {k: v.clone() for k, v in runner.state.items()}
+
+
+def assert_same_bits(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert torch.equal(got[key], value), key
+
+
+def graphs_of(runner: Runner) -> PhaseGraphs:
+    return runner.trainer.phase_graphs
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS.names())
+def test_every_algorithms_phases_replay_the_eager_bits(algorithm):
+    """Each algorithm's phases, replayed where they are taken (the default fused step), give
+    its eager numbers bit for bit over rounds of a decaying learning rate; a phase that is
+    taken records without a failure, so a CUDA graph can capture it."""
+    config = tiny_config(algorithm, momentum=0.5, weight_decay=5e-4)
+    _, want = run(config, traced=False)
+    runner, got = run(config, traced=True)
+    assert_same_bits(got, want)
+    graphs = graphs_of(runner)
+    assert all(not g.failures for g in graphs._graphs.values()), algorithm
+    assert graphs.replays == sum(g.replays for g in graphs._graphs.values())
+
+
+@pytest.mark.parametrize("algorithm", ["dfedavg", "dfedavgm", "dfedsam", "fedavg"])
+def test_the_default_steps_of_these_algorithms_are_replayed(algorithm):
+    """The plain decentralized rounds, SAM's and a server's sampled clients: one recording of
+    the phase, replayed every round after (the clients at work change: they are an input)."""
+    config = tiny_config(algorithm, momentum=0.5)
+    if algorithm == "fedavg":
+        config["algorithm"]["participation"] = 0.5
+    runner, _ = run(config, traced=True)
+    graphs = graphs_of(runner)
+    assert graphs.replays == config["train"]["rounds"]
+    assert sum(g.captured for g in graphs._graphs.values()) == 1
+
+
+def test_augmented_cnn_phases_replay_the_eager_bits():
+    """The cnn, with the minibatches cropped and flipped from each client's hashed stream:
+    the keys and the samples drawn so far are inputs of the recording."""
+    config = tiny_config("dfedavgm", model="cnn", momentum=0.9, weight_decay=5e-4)
+    config["data"]["augment"] = True
+    _, want = run(config, traced=False)
+    runner, got = run(config, traced=True)
+    assert graphs_of(runner).replays == 3
+    assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"data": {"clients": 5}, "train": {"local_epochs": 1}},  # 13 samples, or 12
+     "some rows have no minibatch in a step"),
+    ({"algorithm": {"name": "fedprox", "mu": 0.1}}, "not the default fused one"),
+    ({"train": {"clip_norm": 1.0}}, None),
+])
+def test_which_phases_run_step_by_step_and_why(change, reason):
+    """Unequal epochs (5 clients of 13 or 12 samples, batches of 4: the last step has no
+    minibatch for the smaller one) and an algorithm's own
+    direction run step by step, with the reason; clipping is part of the fused step."""
+    config = tiny_config("dfedavg")
+    for section, values in change.items():
+        config[section].update(values)
+    if "local_epochs" in change.get("train", {}):
+        config["train"].pop("local_steps")
+    said = []
+    _, want = run(config, traced=False)
+    runner = Runner(load_config(config))
+    graphs = runner.trainer.phase_graphs = PhaseGraphs(runner.trainer, capture=TracedGraph)
+    real = graphs.refusal
+    graphs.refusal = lambda *args: said.append(real(*args)) or said[-1]
+    with torch.no_grad():
+        for t in range(3):
+            runner.run_round(t)
+    assert_same_bits(dict(runner.state.items()), want)
+    if reason is None:
+        assert set(said) == {None} and graphs.replays == 3
+    else:
+        assert any(reason in (s or "") for s in said) and graphs.replays == 0
+
+
+def test_a_packed_studys_loss_tally_keeps_its_phases_step_by_step():
+    """A step wrapped by something that keeps state on the host (a packed study's loss tally
+    per run) is not recorded: its host state would be updated once, at the recording."""
+    from gossipfl.studies.packing.joint import LossTally
+
+    runner = Runner(load_config(tiny_config("dfedavg")))
+    trainer = runner.trainer
+    trainer.local_step = LossTally(trainer.local_step, 4, 1, torch.device("cpu"))
+    graphs = PhaseGraphs(trainer, capture=TracedGraph)
+    inner = runner.schedule.algorithm.begin_round(None, runner.state)
+    phase = runner.schedule.algorithm.phases()[0]
+    assert graphs.refusal(phase, inner, [4, 4, 4], None) == \
+        "the local step keeps state on the host"
+
+
+def test_on_the_cpu_without_a_stand_in_the_phases_run_step_by_step():
+    """``engine.cuda_graphs: true`` on the CPU: the phases are asked for, refused (no CUDA
+    device), and run eagerly; ``auto`` makes no phase graphs at all on the CPU."""
+    config = tiny_config("dfedavgm", momentum=0.5)
+    _, want = run(config, traced=False)
+    config["engine"] = {"cuda_graphs": True}
+    runner, got = run(config, traced=False)
+    assert runner.trainer.phase_graphs is not None and runner.trainer.phase_graphs.replays == 0
+    assert_same_bits(got, want)
+    config["engine"] = {"cuda_graphs": "auto"}
+    assert Runner(load_config(config)).trainer.phase_graphs is None
+
+
+def test_a_phase_that_reads_the_host_runs_eagerly_and_says_why(monkeypatch):
+    """A step declared graphable that reads a tensor's value on the host (a divergence check):
+    the recording fails, the reason is logged once, the phase runs eagerly, the same numbers."""
+    said = []
+    monkeypatch.setattr("gossipfl.engine.compiled.log.warning",
+                        lambda message, *args: said.append(message % args))
+    config = tiny_config("dfedavg")
+    _, want = run(config, traced=False)
+    runner = Runner(load_config(config))
+    real = runner.trainer.local_step
+
+    def checking(ctx, work, batch):
+        loss = real(ctx, work, batch)
+        if not bool(loss.isfinite().all()):
+            raise FloatingPointError("diverged")
+        return loss
+
+    checking.graphable = True
+    runner.trainer.local_step = checking
+    graphs = runner.trainer.phase_graphs = PhaseGraphs(runner.trainer, capture=TracedGraph)
+    with torch.no_grad():
+        for t in range(3):
+            runner.run_round(t)
+    assert_same_bits(dict(runner.state.items()), want)
+    assert graphs.replays == 0 and len(said) == 1 and "without a CUDA graph" in said[0]
+
+
+def test_heavy_ball_replayed_on_least_squares_is_its_equations():
+    """DFedAvgM on least squares, full batch, the phases replayed from their recording,
+    against a float64 NumPy re-derivation: for every client, K steps of
+    d = ∇F_i(y) + wd·y, v ← μ v − η_t d, y ← y + v from y = x_i, v = 0 (η_t = η γ^t), then
+    x ← W Y."""
+    rng = np.random.default_rng(4)
+    m, d, K, T = 5, 3, 3, 4
+    eta, gamma, mu, wd = 0.05, 0.9, 0.5, 0.01
+    A = [rng.standard_normal((4 + i % 3, d)) for i in range(m)]
+    b = [rng.standard_normal(len(a)) for a in A]
+    W = np.full((m, m), 0.1) + np.eye(m) * 0.5
+    bed = least_squares(A, b, W, steps=K, lr=eta, lr_decay=gamma, weight_decay=wd,
+                        momentum=mu)
+    graphs = bed.trainer.phase_graphs = PhaseGraphs(bed.trainer, capture=TracedGraph)
+    algorithm = get_algorithm("dfedavgm")
+    algo = algorithm(algorithm.Params(momentum=mu), bed.env, bed.fed)
+    x0 = rng.standard_normal((m, d))
+    state = algo.init(torch.as_tensor(x0, dtype=torch.float32))
+    X = x0.copy()
+    for t in range(T):
+        run_round(bed, algo, state, t)
+        Y = X.copy()
+        for i in range(m):
+            v = np.zeros(d)
+            for _ in range(K):
+                g = 2.0 / len(b[i]) * A[i].T @ (A[i] @ Y[i] - b[i]) + wd * Y[i]
+                v = mu * v - eta * gamma**t * g
+                Y[i] = Y[i] + v
+        X = W @ Y
+    assert graphs.replays == T
+    assert_close(state["x"].numpy(), X)
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def on_cuda(config: dict, graphs: bool, precision: str = "fp32") -> dict:
+    return {**config, "device": "cuda", "engine": {"cuda_graphs": graphs,
+                                                   "precision": precision}}
+
+
+@cuda
+@pytest.mark.parametrize("algorithm", ["dfedavgm", "dfedsam"])
+def test_a_phase_replayed_from_a_cuda_graph_gives_the_eager_bits(algorithm):
+    """The mlp on a GPU, equal clients, η decayed every round: each phase captured once and
+    replayed every round after; y − η d with η a tensor is the eager step's fused
+    multiply-add, so the replayed phases give the eager bits."""
+    config = tiny_config(algorithm, momentum=0.5, weight_decay=5e-4)
+    _, want = run(on_cuda(config, False), traced=False)
+    runner, got = run(on_cuda(config, True), traced=False)
+    assert graphs_of(runner).replays == 3
+    assert_same_bits(got, want)
+
+
+@cuda
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_an_augmented_cnn_phase_replayed_on_cuda_stays_with_the_eager_one(precision):
+    """The cnn: under capture cuDNN may choose other convolution algorithms than eagerly
+    (another summation order), so the replayed phases equal the eager ones to rounding, which
+    two rounds of a small learning rate keep small; bf16 autocast is captured with the phase."""
+    config = tiny_config("dfedavgm", model="cnn", momentum=0.5, lr=0.005)
+    config["data"]["augment"] = True
+    _, want = run(on_cuda(config, False, precision), traced=False)
+    runner, got = run(on_cuda(config, True, precision), traced=False)
+    assert graphs_of(runner).replays == 3
+    tolerance = 1e-3 if precision == "fp32" else 5e-2
+    for key, value in want.items():
+        difference = (got[key] - value).abs().max() / value.abs().max()
+        assert difference < tolerance, key
