@@ -12,6 +12,13 @@ them. Both are counted here on the CPU, where they are the same code:
   arithmetic is negligible, one thread: what the host does per round, which bounds a
   launch-bound GPU round from below.
 
+With its local phase replayed from one graph (``engine.cuda_graphs`` on a GPU,
+:mod:`gossipfl.schedules.phase_graph`), a run launches the graph once a phase: the mode
+``alone, phase graph`` records the phase with the CPU's stand-in of a CUDA graph
+(:class:`gossipfl.engine.compiled.TracedGraph`) and counts each replay as one launch, the
+operations around it as they are. Its host time is not measured: on the CPU a replay runs the
+recorded operations one by one.
+
 The study: DFedAvg on a ring of 20 clients, iid, batch 32, ``--steps`` local steps; packed,
 4 seeds x 2 learning rates (the learning rates differ: the per-run update of
 ``gossipfl.studies.packing.joint.RunRates``). The host times alternate alone (the 8 runs one
@@ -34,6 +41,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from gossipfl.assembly.loading import load_config
 from gossipfl.core.runner import Runner
 from gossipfl.data import from_tensors
+from gossipfl.engine.compiled import TracedGraph
+from gossipfl.schedules.phase_graph import PhaseGraphs
 from gossipfl.studies.packing.joint import Pack
 
 #: dispatched operations that launch no kernel besides the views
@@ -41,7 +50,8 @@ NO_KERNEL = frozenset({"empty", "empty_strided", "detach", "lift_fresh"})
 
 
 class Launches(TorchDispatchMode):
-    """Counts the dispatched operations that launch work (not views) by name."""
+    """Counts the dispatched operations that launch work (not views) by name; a graph's
+    replay (:class:`OneLaunch`) counts as one."""
 
     def __init__(self):
         super().__init__()
@@ -49,9 +59,27 @@ class Launches(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
-        if not func.is_view and name not in NO_KERNEL:
+        if not func.is_view and name not in NO_KERNEL and not OneLaunch.replaying:
             self.counts[name] += 1
         return func(*args, **(kwargs or {}))
+
+
+class OneLaunch(TracedGraph):
+    """The CPU's stand-in of a CUDA graph, whose replay a :class:`Launches` counts as the one
+    launch a CUDA graph's replay is (its static inputs' copies counted as they are)."""
+
+    replaying = False
+
+    def replay(self, args):
+        for static, value in zip(self.inputs, args, strict=True):
+            static.copy_(value)
+        OneLaunch.replaying = True
+        try:
+            self.outputs = self.trace(*self.inputs)
+        finally:
+            OneLaunch.replaying = False
+        torch.empty(1).zero_()  # the graph's launch, counted as one operation
+        return self.outputs
 
 
 def data(features: int):
@@ -84,18 +112,21 @@ def study(steps: int, hidden: int = 8, features: int = 16):
 
 
 def count(steps: int) -> dict[str, int]:
-    """Operations of round 1 (round 0 warms up): one run alone, and the packed 8."""
+    """Operations of round 1 (round 0 warms up and records): one run alone, the same with
+    its phase replayed from a graph, and the packed 8."""
     alone, packed = study(steps)
+    graphed = alone[1]
+    graphed.trainer.phase_graphs = PhaseGraphs(graphed.trainer, capture=OneLaunch)
     out = {}
     with torch.no_grad():
-        alone[0].run_round(0)
-        with Launches() as ops:
-            alone[0].run_round(1)
-        out["alone"] = sum(ops.counts.values())
-        packed.round(0)
-        with Launches() as ops:
-            packed.round(1)
-        out["packed"] = sum(ops.counts.values())
+        for mode, run in (("alone", alone[0].run_round), ("alone, phase graph",
+                                                          graphed.run_round),
+                          ("packed", packed.round)):
+            run(0)
+            with Launches() as ops:
+                run(1)
+            out[mode] = sum(ops.counts.values())
+    assert graphed.trainer.phase_graphs.replays == 2, "the phase was not replayed"
     return out
 
 
@@ -133,13 +164,15 @@ def main(argv: list[str] | None = None) -> None:
     two, four, at = count(2), count(4), count(args.steps)
     ms = host_ms(args.steps, args.rounds, args.repeats)
     rows = []
-    for mode, runs in (("alone", 1), ("packed", 8)):
+    for mode, runs in (("alone", 1), ("alone, phase graph", 1), ("packed", 8)):
         per_step = (four[mode] - two[mode]) / 2
-        rows.append({"mode": mode, "runs": runs, "local_steps": args.steps,
-                     "ops_per_round": at[mode], "ops_per_step": per_step,
-                     "ops_per_round_fixed": at[mode] - args.steps * per_step,
-                     "host_ms_per_round": round(ms[mode] / (8 if mode == "alone" else 1), 3)})
-    alone, packed = rows
+        row = {"mode": mode, "runs": runs, "local_steps": args.steps,
+               "ops_per_round": at[mode], "ops_per_step": per_step,
+               "ops_per_round_fixed": at[mode] - args.steps * per_step}
+        if mode in ms:
+            row["host_ms_per_round"] = round(ms[mode] / (8 if mode == "alone" else 1), 3)
+        rows.append(row)
+    alone, _, packed = rows
     summary = {"packed_vs_8_alone_ops": round(8 * alone["ops_per_round"]
                                               / packed["ops_per_round"], 2),
                "packed_vs_8_alone_host": round(8 * alone["host_ms_per_round"]
@@ -147,10 +180,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.steps} local steps, 20 clients, mlp 16-8-10, one thread\n")
     print("| mode | ops a round | ops a step | ops a round, fixed | host ms a round |")
     print("|---|---|---|---|---|")
+    labels = {"alone": "one run", "alone, phase graph": "one run, its phase a graph",
+              "packed": "8 runs packed"}
     for row in rows:
-        label = "one run" if row["mode"] == "alone" else "8 runs packed"
-        print(f"| {label} | {row['ops_per_round']} | {row['ops_per_step']:g} | "
-              f"{row['ops_per_round_fixed']:g} | {row['host_ms_per_round']:.2f} |")
+        host = row.get("host_ms_per_round")
+        print(f"| {labels[row['mode']]} | {row['ops_per_round']} | {row['ops_per_step']:g} | "
+              f"{row['ops_per_round_fixed']:g} | {'—' if host is None else f'{host:.2f}'} |")
     print(f"\npacked against the 8 runs alone: {summary['packed_vs_8_alone_ops']}x fewer "
           f"operations, {summary['packed_vs_8_alone_host']}x less host time")
     if args.out:

@@ -200,6 +200,14 @@ def _check_steps(num_steps: object) -> None:
         raise GossipflError(f"train.local_steps: must be an integer >= 1, got {num_steps}.")
 
 
+def step_major(idx: Tensor, mask: Tensor, steps: int, batch: int) -> IndexBatch:
+    """``[S, steps * batch]`` columns as ``[steps, S, batch]``, step s of row i being columns
+    ``s·batch … (s+1)·batch − 1`` of row i: a view, no copy."""
+    rows = idx.shape[0]
+    return (idx.reshape(rows, steps, batch).transpose(0, 1),
+            mask.reshape(rows, steps, batch).transpose(0, 1))
+
+
 def cut_steps(idx: Tensor, mask: Tensor, steps: int, batch: int) -> list[IndexBatch]:
     """Split ``[M, steps * batch]`` columns into ``steps`` batches of ``[M, batch]``."""
     return [

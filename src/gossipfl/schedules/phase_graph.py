@@ -93,11 +93,12 @@ class PhaseGraphs:
             return "the rows are larger than a graph keeps"
         return None
 
-    def run(self, index: int, phase: Phase, inner: Work, rows: Tensor,
-            batches: Sequence[tuple[Tensor, Tensor]], keys: Tensor | None, drawn: Tensor,
-            loss_sum: Tensor, lr: float, momentum: float) -> bool:
-        """The phase's steps on ``inner`` (in place; ``drawn`` and ``loss_sum`` too), from a
-        graph; False, touching nothing, when this phase's graph is one too many."""
+    def run(self, index: int, phase: Phase, inner: Work, rows: Tensor, idx: Tensor,
+            mask: Tensor, keys: Tensor | None, drawn: Tensor, loss_sum: Tensor, lr: float,
+            momentum: float) -> bool:
+        """The phase's steps on ``inner`` (in place; ``drawn`` and ``loss_sum`` too), their
+        minibatches ``idx``, ``mask`` ``[K, S, B]``, from a graph; False, touching nothing,
+        when this phase's graph is one too many."""
         key = (index, phase, momentum, keys is not None)
         graph = self._graphs.get(key)
         if graph is None:
@@ -106,8 +107,6 @@ class PhaseGraphs:
             graph = self._graphs[key] = GraphedBlocks(
                 self._phase_function(index, phase, momentum), inout=_INOUT,
                 capture=self.capture)
-        idx = torch.stack([i for i, _ in batches])
-        mask = torch.stack([m for _, m in batches])
         rate = torch.full((), lr, dtype=inner.y.dtype, device=inner.y.device)
         extra = () if keys is None else (keys,)
         graph(inner.y, inner.steps, drawn, loss_sum, rate, rows, idx, mask, *extra)

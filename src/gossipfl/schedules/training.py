@@ -21,6 +21,7 @@ from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.algorithms.terms import local_step
 from gossipfl.common.rng import client_keys, vectorized_keys
 from gossipfl.data import ClientSampler, Dataset, apply_crop_flip, hashed_crop_flip_params
+from gossipfl.data.sampler import step_major
 from gossipfl.network.clients import ClientEnv
 from gossipfl.network.federation import Federation
 from gossipfl.schedules.phase_graph import PhaseGraphs
@@ -57,10 +58,11 @@ class LocalTrainer:
         return (train.lr if phase.lr is None else phase.lr) * train.lr_decay ** t
 
     def phase_batches(self, t: int, index: int, phase: Phase, rows: torch.Tensor,
-                      stream: str = "phase", counters=None):
-        """Index batches ``(idx [S, B], mask [S, B])`` of a phase of round t for the clients
-        ``rows`` (in that order), from the sampler's ``stream`` (``counters``: one integer per
-        row that the row's stream also hashes, e.g. its update count)."""
+                      stream: str = "phase", counters=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The index batches of a phase of round t for the clients ``rows`` (in that order),
+        from the sampler's ``stream`` (``counters``: one integer per row that the row's stream
+        also hashes, e.g. its update count), step-major: ``(idx [K, S, B], mask [K, S, B])``,
+        step k's minibatch of row i at ``[k, i]`` (views of the sampler's streams)."""
         train = self.train_config
         if phase.steps is not None or phase.epochs is not None:
             kind, count = ("steps", phase.steps) if phase.steps is not None else \
@@ -70,12 +72,19 @@ class LocalTrainer:
         else:
             kind, count = "epochs", train.local_epochs
         if train.full_batch:
-            return [self.sampler.full_batch(rows)] * count
+            idx, mask = self.sampler.full_batch(rows)
+            return idx.expand(count, *idx.shape), mask.expand(count, *mask.shape)
+        batch = self.sampler.batch_size
         if kind == "steps":
-            return self.sampler.steps(t, count, stream, index, clients=rows, counters=counters)
-        return [b for e in range(count)
-                for b in self.sampler.epoch(t, e, stream, index, clients=rows,
-                                            counters=counters)]
+            streams = self.sampler.step_streams(t, count, stream, index, clients=rows,
+                                                counters=counters)
+            return step_major(*streams, count, batch)
+        epochs = [self.sampler.epoch_streams(t, e, stream, index, clients=rows,
+                                             counters=counters) for e in range(count)]
+        epochs = [step_major(idx, mask, idx.shape[1] // batch, batch) for idx, mask in epochs]
+        if len(epochs) == 1:
+            return epochs[0]
+        return torch.cat([idx for idx, _ in epochs]), torch.cat([mask for _, mask in epochs])
 
     def local_optimizer(self, phase: Phase, t: int, lr: float, momentum: float,
                         inner: Work) -> LocalOptimizer:
@@ -179,23 +188,25 @@ class LocalTrainer:
                 phase.begin(Context(round=t, lr=lr, phase=phase, rounds=rounds,
                                     phase_index=index, optimizer=optimizer, env=self.env,
                                     plan=plan), inner)
-            batches = self.phase_batches(t, index, phase, rows, stream, counters)
+            steps_idx, steps_mask = self.phase_batches(t, index, phase, rows, stream, counters)
             if idle is not None:
-                batches = [(idx, mask & ~idle[:, None]) for idx, mask in batches]
-            actives = _active_rows(batches)
+                steps_mask = steps_mask & ~idle[None, :, None]
+            actives = _active_rows(steps_mask)
             graphs = self.phase_graphs
             if graphs is not None and graphs.refusal(phase, inner, actives, idle) is None and \
-                    graphs.run(index, phase, inner, rows, batches, keys, drawn, loss_sum, lr,
-                               momentum):
-                loss_count += len(rows) * len(batches)
+                    graphs.run(index, phase, inner, rows, steps_idx, steps_mask, keys, drawn,
+                               loss_sum, lr, momentum):
+                loss_count += len(rows) * len(actives)
                 continue
-            for step, ((idx, mask), active) in enumerate(zip(batches, actives, strict=True)):
+            for step, active in enumerate(actives):
                 if active == 0:
                     continue
+                idx = steps_idx[step, :active].contiguous()
+                mask = steps_mask[step, :active].contiguous()
                 augment = None if keys is None else (keys[:active], drawn[:active])
-                batch = self.make_batch(idx[:active], mask[:active], augment, rows[:active],
+                batch = self.make_batch(idx, mask, augment, rows[:active],
                                         every_row_active=True)
-                drawn[:active] += mask[:active].sum(dim=1)
+                drawn[:active] += mask.sum(dim=1)
                 step_ctx = Context(round=t, lr=lr, phase=phase, rounds=rounds, phase_index=index,
                                    step=step, optimizer=optimizer, env=self.env, plan=plan)
                 rows_at_work = inner.head(active)
@@ -206,11 +217,9 @@ class LocalTrainer:
         return loss_sum, loss_count
 
 
-def _active_rows(batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[int]:
-    """For each step's ``(idx, mask)``: how many rows have a sample, read from the device once
-    for the whole phase (not once a step). The rows are ordered by data size with the idle
-    ones last, so the rows with a sample are a prefix: every row of ``mask[:active]`` has
-    one."""
-    if not batches:
-        return []
-    return torch.stack([mask.any(dim=1).sum() for _, mask in batches]).tolist()
+def _active_rows(mask: torch.Tensor) -> list[int]:
+    """For each step of a phase's ``mask [K, S, B]``: how many rows have a sample, read from
+    the device once for the whole phase (not once a step). The rows are ordered by data size
+    with the idle ones last, so the rows with a sample are a prefix: every row of
+    ``mask[k, :active]`` has one."""
+    return mask.any(dim=2).sum(dim=1).tolist()
