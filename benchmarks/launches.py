@@ -112,21 +112,26 @@ def study(steps: int, hidden: int = 8, features: int = 16):
 
 
 def count(steps: int) -> dict[str, int]:
-    """Operations of round 1 (round 0 warms up and records): one run alone, the same with
-    its phase replayed from a graph, and the packed 8."""
+    """Operations of round 1 (round 0 warms up and records): one run alone and the packed 8,
+    each also with its phase replayed from a graph."""
     alone, packed = study(steps)
     graphed = alone[1]
     graphed.trainer.phase_graphs = PhaseGraphs(graphed.trainer, capture=OneLaunch)
+    _, packed_graphed = study(steps)
+    packed_graphed.trainer.phase_graphs = PhaseGraphs(packed_graphed.trainer,
+                                                      capture=OneLaunch)
     out = {}
     with torch.no_grad():
-        for mode, run in (("alone", alone[0].run_round), ("alone, phase graph",
-                                                          graphed.run_round),
-                          ("packed", packed.round)):
+        for mode, run in (("alone", alone[0].run_round),
+                          ("alone, phase graph", graphed.run_round),
+                          ("packed", packed.round),
+                          ("packed, phase graph", packed_graphed.round)):
             run(0)
             with Launches() as ops:
                 run(1)
             out[mode] = sum(ops.counts.values())
-    assert graphed.trainer.phase_graphs.replays == 2, "the phase was not replayed"
+    for runner in (graphed, packed_graphed):
+        assert runner.trainer.phase_graphs.replays == 2, "the phase was not replayed"
     return out
 
 
@@ -164,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     two, four, at = count(2), count(4), count(args.steps)
     ms = host_ms(args.steps, args.rounds, args.repeats)
     rows = []
-    for mode, runs in (("alone", 1), ("alone, phase graph", 1), ("packed", 8)):
+    for mode, runs in (("alone", 1), ("alone, phase graph", 1), ("packed", 8),
+                       ("packed, phase graph", 8)):
         per_step = (four[mode] - two[mode]) / 2
         row = {"mode": mode, "runs": runs, "local_steps": args.steps,
                "ops_per_round": at[mode], "ops_per_step": per_step,
@@ -172,22 +178,25 @@ def main(argv: list[str] | None = None) -> None:
         if mode in ms:
             row["host_ms_per_round"] = round(ms[mode] / (8 if mode == "alone" else 1), 3)
         rows.append(row)
-    alone, _, packed = rows
+    alone, alone_graph, packed, packed_graph = rows
     summary = {"packed_vs_8_alone_ops": round(8 * alone["ops_per_round"]
                                               / packed["ops_per_round"], 2),
                "packed_vs_8_alone_host": round(8 * alone["host_ms_per_round"]
-                                               / packed["host_ms_per_round"], 2)}
+                                               / packed["host_ms_per_round"], 2),
+               "graphs_packed_vs_8_alone_ops": round(8 * alone_graph["ops_per_round"]
+                                                     / packed_graph["ops_per_round"], 2)}
     print(f"{args.steps} local steps, 20 clients, mlp 16-8-10, one thread\n")
     print("| mode | ops a round | ops a step | ops a round, fixed | host ms a round |")
     print("|---|---|---|---|---|")
     labels = {"alone": "one run", "alone, phase graph": "one run, its phase a graph",
-              "packed": "8 runs packed"}
+              "packed": "8 runs packed", "packed, phase graph": "8 runs packed, a graph"}
     for row in rows:
         host = row.get("host_ms_per_round")
         print(f"| {labels[row['mode']]} | {row['ops_per_round']} | {row['ops_per_step']:g} | "
               f"{row['ops_per_round_fixed']:g} | {'—' if host is None else f'{host:.2f}'} |")
     print(f"\npacked against the 8 runs alone: {summary['packed_vs_8_alone_ops']}x fewer "
-          f"operations, {summary['packed_vs_8_alone_host']}x less host time")
+          f"operations, {summary['packed_vs_8_alone_host']}x less host time; with phase "
+          f"graphs, {summary['graphs_packed_vs_8_alone_ops']}x fewer launches")
     if args.out:
         with open(args.out, "a", encoding="utf-8") as f:
             for row in rows:

@@ -149,7 +149,8 @@ def test_a_packed_studys_loss_tally_keeps_its_phases_step_by_step():
     graphs = PhaseGraphs(trainer, capture=TracedGraph)
     inner = runner.schedule.algorithm.begin_round(None, runner.state)
     phase = runner.schedule.algorithm.phases()[0]
-    assert graphs.refusal(phase, inner, [4, 4, 4], None) == \
+    rows = torch.arange(4)
+    assert graphs.refusal(phase, inner, rows, [4, 4, 4], None) == \
         "the local step keeps state on the host"
 
 

@@ -95,8 +95,9 @@ local_step.graphable = True
 
 def _fusable(ctx: Context) -> bool:
     """Whether the phase's step is an elementwise update of the whole model from the
-    gradient: the default direction on the group ``all``."""
-    return ctx.phase.direction is None and ctx.optimizer.group.is_all and ctx.env.fused
+    gradient: the default direction on the group ``all``, an optimizer that fuses."""
+    return ctx.phase.direction is None and ctx.optimizer.group.is_all and ctx.env.fused and \
+        ctx.optimizer.fusable
 
 
 def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
@@ -108,10 +109,10 @@ def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:
     phase, optimizer, decay = ctx.phase, ctx.optimizer, ctx.env.train.weight_decay
     one_pass = not isinstance(optimizer.lr, Tensor) and takes(work.y, decay, optimizer.momentum)
 
-    def update(grad: Tensor, y: Tensor, *velocity: Tensor) -> None:  # grad is ours to overwrite
-        if not (one_pass and sgd_update(grad, y, velocity[0] if velocity else None, decay,
+    def update(grad: Tensor, y: Tensor, *rest: Tensor) -> None:  # grad is ours to overwrite
+        if not (one_pass and sgd_update(grad, y, rest[0] if rest else None, decay,
                                         optimizer.lr, optimizer.momentum)):
-            optimizer.update(_decayed(grad, y, decay, inplace=True), y, *velocity)
+            optimizer.update(_decayed(grad, y, decay, inplace=True), y, *rest)
 
     state = optimizer.state(work)
     update.whole_rows = one_pass  # one pass on the CPU, the same bits: no pieces

@@ -26,7 +26,10 @@ Two switches of the ``engine`` section, each ``true``, ``false`` or ``auto``
   captured (every built-in model, with full or partial participation of a fixed sample size);
   where a graph cannot be captured, the block runs eagerly and the reason is logged once.
   ``auto`` is on for a CUDA device: the mlp's DFedAvg round (M = 100, one epoch of 600)
-  3.3x faster on an H200 (``benchmarks/results/gpu_h200_20261128``).
+  3.3x faster on an H200 (``benchmarks/results/gpu_h200_20261128``). Where a whole local
+  phase can be recorded, :mod:`gossipfl.schedules.phase_graph` records it instead (with
+  :class:`GraphedBlocks` too), and the blocks inside it are not graphed again
+  (:func:`capturing`).
 """
 
 from __future__ import annotations

@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from gossipfl.algorithms.base import NO_PLAN, Context, Phase, Work
@@ -47,14 +46,7 @@ from gossipfl.engine.compiled import GraphedBlocks
 from gossipfl.engine.stacked import GRAPH_MAX_ROWS_BYTES
 
 #: the positions of the phase function's arguments it changes in place
-_INOUT = (0, 1, 2, 3)  # y, steps, drawn, loss_sum
-
-
-def graphable(step: Callable) -> Callable:
-    """Mark a local step function (or a wrapper of one that keeps no state on the host, such
-    as bf16 autocast) as one a phase graph may capture."""
-    step.graphable = True
-    return step
+_INOUT = (0, 1, 2, 3)  # y, steps, drawn, the loss tally's accumulator
 
 
 class PhaseGraphs:
@@ -76,14 +68,13 @@ class PhaseGraphs:
         """Phases replayed from a graph so far."""
         return sum(graph.replays for graph in self._graphs.values())
 
-    def refusal(self, phase: Phase, inner: Work, actives: Sequence[int],
+    def refusal(self, phase: Phase, inner: Work, rows: Tensor, actives: Sequence[int],
                 idle: Tensor | None) -> str | None:
-        """Why ``phase`` on the rows ``inner`` runs step by step (None: it can be a graph)."""
+        """Why ``phase`` on the rows ``inner`` (the clients ``rows``) runs step by step (None:
+        it can be a graph)."""
         trainer, env = self.trainer, self.trainer.env
         if self.capture is None and inner.y.device.type != "cuda":
             return "the rows are not on a CUDA device"
-        if not getattr(trainer.local_step, "graphable", False):
-            return "the local step keeps state on the host"
         if phase.update is not None or phase.direction is not None or \
                 not env.groups[phase.group].is_all or not env.fused or env.privacy is not None:
             return "the phase's step is not the default fused one"
@@ -91,14 +82,15 @@ class PhaseGraphs:
             return "some rows have no minibatch in a step"
         if inner.y.numel() * inner.y.element_size() > GRAPH_MAX_ROWS_BYTES:
             return "the rows are larger than a graph keeps"
-        return None
+        return trainer.graph_refusal(rows)
 
-    def run(self, index: int, phase: Phase, inner: Work, rows: Tensor, idx: Tensor,
+    def run(self, t: int, index: int, phase: Phase, inner: Work, rows: Tensor, idx: Tensor,
             mask: Tensor, keys: Tensor | None, drawn: Tensor, loss_sum: Tensor, lr: float,
             momentum: float) -> bool:
-        """The phase's steps on ``inner`` (in place; ``drawn`` and ``loss_sum`` too), their
-        minibatches ``idx``, ``mask`` ``[K, S, B]``, from a graph; False, touching nothing,
-        when this phase's graph is one too many."""
+        """Round t's ``phase`` on ``inner`` (in place; ``drawn`` and the trainer's loss tally
+        too), its minibatches ``idx``, ``mask`` ``[K, S, B]``, from a graph; False, touching
+        nothing, when this phase's graph is one too many."""
+        trainer = self.trainer
         key = (index, phase, momentum, keys is not None)
         graph = self._graphs.get(key)
         if graph is None:
@@ -107,23 +99,26 @@ class PhaseGraphs:
             graph = self._graphs[key] = GraphedBlocks(
                 self._phase_function(index, phase, momentum), inout=_INOUT,
                 capture=self.capture)
-        rate = torch.full((), lr, dtype=inner.y.dtype, device=inner.y.device)
-        extra = () if keys is None else (keys,)
-        graph(inner.y, inner.steps, drawn, loss_sum, rate, rows, idx, mask, *extra)
+        rate = trainer.graph_rate(phase, t, lr, rows, inner.y)
+        tally = trainer.graph_tally(rows, loss_sum)
+        if keys is None:
+            keys = rows.new_empty(0)
+        graph(inner.y, inner.steps, drawn, tally[0], rate, rows, idx, mask, keys, *tally[1:])
+        trainer.graph_tallied(tally, idx.shape[0])
         return True
 
     def _phase_function(self, index: int, phase: Phase, momentum: float) -> Callable:
         trainer = self.trainer
-        env, rounds = trainer.env, trainer.train_config.rounds
+        env, rounds, step = trainer.env, trainer.train_config.rounds, trainer.graph_step
         group = env.groups[phase.group]
 
-        def steps_of_phase(y: Tensor, steps: Tensor, drawn: Tensor, loss_sum: Tensor,
-                           lr: Tensor, rows: Tensor, idx: Tensor, mask: Tensor,
-                           *keys: Tensor) -> Tensor:
+        def steps_of_phase(y: Tensor, steps: Tensor, drawn: Tensor, total: Tensor,
+                           lr: Tensor, rows: Tensor, idx: Tensor, mask: Tensor, keys: Tensor,
+                           *tally: Tensor) -> Tensor:
             work = Work(y, rows, steps=steps)
             optimizer = LocalOptimizer(group, lr, momentum, len(y), y)
             for k in range(idx.shape[0]):
-                augment = (keys[0], drawn) if keys else None
+                augment = (keys, drawn) if keys.numel() else None
                 batch = trainer.make_batch(idx[k], mask[k], augment, rows,
                                            every_row_active=True)
                 drawn += mask[k].sum(dim=1)
@@ -132,11 +127,10 @@ class PhaseGraphs:
                 ctx = Context(round=None, lr=lr, phase=phase, rounds=rounds,
                               phase_index=index, step=k, optimizer=optimizer, env=env,
                               plan=NO_PLAN)
-                loss = trainer.local_step(ctx, work, batch)
-                loss_sum += loss.sum()
-            return loss_sum
+                trainer.tally_in_graph(step(ctx, work, batch), total, *tally)
+            return total
 
         return steps_of_phase
 
 
-__all__ = ["PhaseGraphs", "graphable"]
+__all__ = ["PhaseGraphs"]

@@ -92,6 +92,38 @@ class LocalTrainer:
         trainer gives each run's rows its own learning rate, gossipfl.studies.packing)."""
         return LocalOptimizer(self.env.groups[phase.group], lr, momentum, len(inner), inner.y)
 
+    # -- a phase replayed from a graph (gossipfl.schedules.phase_graph) ---------------------
+    @property
+    def graph_step(self) -> Callable:
+        """The step a phase graph records (the trainer's local step)."""
+        return self.local_step
+
+    def graph_refusal(self, rows: torch.Tensor) -> str | None:
+        """Why this trainer's phase on the clients ``rows`` cannot be recorded (None: it
+        can): a step that keeps state on the host would keep what it had at the recording."""
+        if not getattr(self.graph_step, "graphable", False):
+            return "the local step keeps state on the host"
+        return None
+
+    def graph_rate(self, phase: Phase, t: int, lr: float, rows: torch.Tensor,
+                   like: torch.Tensor) -> torch.Tensor:
+        """η of round t's ``phase`` for the rows of the clients ``rows``, as a graph reads
+        it: a 0-dim tensor."""
+        return torch.full((), lr, dtype=like.dtype, device=like.device)
+
+    def graph_tally(self, rows: torch.Tensor, loss_sum: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The loss tally a graph updates: its accumulator first (changed in place), then
+        what it reads (here: the block's loss sum alone)."""
+        return (loss_sum,)
+
+    def tally_in_graph(self, loss: torch.Tensor, total: torch.Tensor,
+                       *tally: torch.Tensor) -> None:
+        """A recorded step's loss added to the tally: the sum of the rows', as a step does."""
+        total += loss.sum()
+
+    def graph_tallied(self, tally: tuple[torch.Tensor, ...], steps: int) -> None:
+        """After a replay of ``steps`` steps: what the tally keeps on the host."""
+
     def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,
                    augment: tuple[torch.Tensor, torch.Tensor] | None,
                    clients: torch.Tensor | None = None, every_row_active: bool = False
@@ -193,8 +225,9 @@ class LocalTrainer:
                 steps_mask = steps_mask & ~idle[None, :, None]
             actives = _active_rows(steps_mask)
             graphs = self.phase_graphs
-            if graphs is not None and graphs.refusal(phase, inner, actives, idle) is None and \
-                    graphs.run(index, phase, inner, rows, steps_idx, steps_mask, keys, drawn,
+            if graphs is not None and \
+                    graphs.refusal(phase, inner, rows, actives, idle) is None and \
+                    graphs.run(t, index, phase, inner, rows, steps_idx, steps_mask, keys, drawn,
                                loss_sum, lr, momentum):
                 loss_count += len(rows) * len(actives)
                 continue

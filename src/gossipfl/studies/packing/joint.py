@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -226,7 +226,11 @@ class LossTally:
 class RunRates(LocalOptimizer):
     """The local optimizer of joint rows whose runs have their own learning rates
     (``rates[r]``: run r's this phase and round): each run's rows step as a
-    :class:`LocalOptimizer` of its rate, elementwise the same numbers as alone."""
+    :class:`LocalOptimizer` of its rate, elementwise the same numbers as alone. The step
+    is the unfused one (the direction, then each run's update); a phase replayed from a graph
+    takes one rate per row instead (:meth:`PackedTrainer.graph_rate`)."""
+
+    fusable = False
 
     def __init__(self, group, rates: Sequence[float], m: int, momentum: float, rows: int,
                  like: Tensor):
@@ -234,8 +238,8 @@ class RunRates(LocalOptimizer):
         self.rates, self.m = list(rates), m
         self.split = RunSplit(m, len(self.rates))
 
-    def update(self, d: Tensor, y: Tensor, v: Tensor | None = None) -> None:
-        raise RuntimeError("per-run learning rates take the unfused step (StepwiseEnv)")
+    def update(self, d: Tensor, y: Tensor, *rest: Tensor) -> None:
+        raise RuntimeError("per-run learning rates take the unfused step (RunRates.fusable)")
 
     def step(self, work: Work, direction: Tensor) -> None:
         ids = self.split.ids(work.clients, len(work), direction.device)
@@ -255,15 +259,6 @@ class RunRates(LocalOptimizer):
             work.y[rows] = y
             if v is not None:
                 velocity[rows] = v
-
-
-@dataclasses.dataclass
-class StepwiseEnv(ClientEnv):
-    """The joint rows' environment when the runs' learning rates differ: the local step
-    computes the direction, then :class:`RunRates` moves each run's rows (the fused step
-    applies one rate inside the backward; the numbers are the same, tests/test_fused_step)."""
-
-    fused: ClassVar[bool] = False
 
 
 class PackedTrainer(LocalTrainer):
@@ -289,6 +284,44 @@ class PackedTrainer(LocalTrainer):
         return run_keys(rows, counters, self.m, len(self.members), rows.device,
                         lambda r, local, sub: self.members[r].augment_keys(t, local, sub))
 
+    # -- a phase replayed from a graph: each run's rate and loss on the device ------------
+    @property
+    def graph_step(self):
+        return self.local_step.step  # the step the loss tally wraps
+
+    def graph_refusal(self, rows: Tensor) -> str | None:
+        reason = super().graph_refusal(rows)
+        if reason is not None:
+            return reason
+        counts = {len(pos) for pos, _ in self.local_step.split(rows, rows.device)}
+        return None if len(counts) == 1 else "the runs have unequal rows at work"
+
+    def graph_rate(self, phase, t: int, lr: float, rows: Tensor, like: Tensor) -> Tensor:
+        """One η per row (``[S, 1]``: its run's), or one for all when the runs' agree."""
+        rates = [member.phase_lr(phase, t) for member in self.members]
+        if len(set(rates)) == 1:
+            return super().graph_rate(phase, t, lr, rows, like)
+        per_run = torch.tensor(rates, dtype=like.dtype).to(like.device, non_blocking=True)
+        return per_run[rows // self.m][:, None]
+
+    def graph_tally(self, rows: Tensor, loss_sum: Tensor) -> tuple[Tensor, ...]:
+        """Each run's loss sum (``[runs]``, the tally's) and the rows run by run, each run's
+        in its own order (positions in ``rows``)."""
+        tally = self.local_step
+        parts = tally.split(rows, rows.device)
+        self._graph_counts = [len(pos) for pos, _ in parts]
+        return torch.stack(tally.sums), torch.cat([on_device for _, on_device in parts])
+
+    def tally_in_graph(self, loss: Tensor, sums: Tensor, *tally: Tensor) -> None:
+        """Each run's loss summed over its rows in its own order, as alone."""
+        sums += loss.index_select(0, tally[0]).view(len(self.members), -1).sum(1)
+
+    def graph_tallied(self, tally: tuple[Tensor, ...], steps: int) -> None:
+        counter = self.local_step
+        counter.sums = list(tally[0].unbind())
+        for r, count in enumerate(self._graph_counts):
+            counter.counts[r] += steps * count
+
 
 class Pack:
     """S runners (same config but the seed and the learning rate, same round) computed as
@@ -310,8 +343,7 @@ class Pack:
             [e.env.label_counts for e in exps])
         fields = {f.name: getattr(env0, f.name) for f in dataclasses.fields(env0)}
         fields.update(sample_sizes=sizes, label_counts=counts)
-        rates = {r.config.train.lr for r in self.runners}
-        self.env = (ClientEnv if len(rates) == 1 else StepwiseEnv)(**fields)
+        self.env = ClientEnv(**fields)
         self.fed = PackedFederation([e.fed for e in exps], env0.groups, sizes,
                                     type(exps[0].algorithm).gossip_channels)
         config = first.config
@@ -321,7 +353,7 @@ class Pack:
         self.trainer = PackedTrainer(trainers, m, config.train, self.env, self.fed,
                                      PackedSampler([e.sampler for e in exps], m),
                                      first.trainer.dataset, first.trainer.augment, config.seed,
-                                     self.tally)
+                                     self.tally, None, first.trainer.phase_graphs is not None)
         self.schedule = get_schedule(config.topology.order)(self.algorithm, self.trainer,
                                                             self.fed)
         keys = self.algorithm.client_state
