@@ -17,6 +17,8 @@ import pytest
 import torch
 
 from gossipfl.algorithms import ALGORITHMS, get_algorithm
+from gossipfl.algorithms.base import Phase
+from gossipfl.algorithms.terms import pure, sgd
 from gossipfl.assembly.loading import load_config
 from gossipfl.core.runner import Runner
 from gossipfl.data import from_tensors
@@ -83,10 +85,13 @@ def test_every_algorithms_phases_replay_the_eager_bits(algorithm):
     assert graphs.replays == sum(g.replays for g in graphs._graphs.values())
 
 
-@pytest.mark.parametrize("algorithm", ["dfedavg", "dfedavgm", "dfedsam", "fedavg"])
-def test_the_default_steps_of_these_algorithms_are_replayed(algorithm):
-    """The plain decentralized rounds, SAM's and a server's sampled clients: one recording of
-    the phase, replayed every round after (the clients at work change: they are an input)."""
+@pytest.mark.parametrize("algorithm", ["dfedavg", "dfedavgm", "dfedsam", "fedavg", "fedprox",
+                                       "scaffold", "dfedcata"])
+def test_the_steps_of_these_algorithms_are_replayed(algorithm):
+    """The plain decentralized rounds, SAM's, a server's sampled clients, and directions of
+    the built-in terms (FedProx's and DFedCata's proximal pulls, SCAFFOLD's correction: the
+    anchors and corrections are inputs): one recording of the phase, replayed every round
+    after (the clients at work change: they are an input)."""
     config = tiny_config(algorithm, momentum=0.5)
     if algorithm == "fedavg":
         config["algorithm"]["participation"] = 0.5
@@ -110,13 +115,14 @@ def test_augmented_cnn_phases_replay_the_eager_bits():
 @pytest.mark.parametrize(("change", "reason"), [
     ({"data": {"clients": 5}, "train": {"local_epochs": 1}},  # 13 samples, or 12
      "some rows have no minibatch in a step"),
-    ({"algorithm": {"name": "fedprox", "mu": 0.1}}, "not the default fused one"),
+    ({"algorithm": {"name": "dpsgd"}}, "reads more than tensors"),
     ({"train": {"clip_norm": 1.0}}, None),
 ])
 def test_which_phases_run_step_by_step_and_why(change, reason):
     """Unequal epochs (5 clients of 13 or 12 samples, batches of 4: the last step has no
-    minibatch for the smaller one) and an algorithm's own
-    direction run step by step, with the reason; clipping is part of the fused step."""
+    minibatch for the smaller one) and an algorithm's own update (D-PSGD's step kept for
+    after the gossip) run step by step, with the reason; clipping is part of the fused
+    step."""
     config = tiny_config("dfedavg")
     for section, values in change.items():
         config[section].update(values)
@@ -136,6 +142,33 @@ def test_which_phases_run_step_by_step_and_why(change, reason):
         assert set(said) == {None} and graphs.replays == 3
     else:
         assert any(reason in (s or "") for s in said) and graphs.replays == 0
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_a_direction_of_its_own_terms_is_replayed_once_they_are_declared_pure(declared):
+    """A term an algorithm writes may read anything (a Python value of the round would be
+    baked into a recording): its phase runs step by step unless the term is declared
+    :func:`pure`; declared, it is replayed, the same bits."""
+
+    def halve(ctx, work, d):
+        return 0.5 * d
+
+    if declared:
+        pure(halve)
+    phase = Phase(direction=sgd(halve))
+    config = tiny_config("dfedavg")
+    runs = []
+    for traced in (False, True):
+        runner = Runner(load_config(config))
+        runner.schedule.algorithm.phases = lambda: [phase]
+        if traced:
+            runner.trainer.phase_graphs = PhaseGraphs(runner.trainer, capture=TracedGraph)
+        with torch.no_grad():
+            for t in range(3):
+                runner.run_round(t)
+        runs.append(runner)
+    assert_same_bits(dict(runs[1].state.items()), dict(runs[0].state.items()))
+    assert graphs_of(runs[1]).replays == (3 if declared else 0)
 
 
 def test_a_packed_studys_loss_tally_keeps_its_phases_step_by_step():
@@ -263,3 +296,24 @@ def test_an_augmented_cnn_phase_replayed_on_cuda_stays_with_the_eager_one(precis
     for key, value in want.items():
         difference = (got[key] - value).abs().max() / value.abs().max()
         assert difference < tolerance, key
+
+
+def test_a_phase_rebuilt_with_the_same_terms_shares_its_recording():
+    """An algorithm builds its phases afresh every round: the same code and coefficients
+    give the same fingerprint (one recording), another coefficient another one; a closure
+    over a tensor is told apart by identity."""
+    from gossipfl.algorithms.terms import prox
+    from gossipfl.schedules.phase_graph import fingerprint
+
+    def phase(coef):
+        return Phase(direction=sgd(prox(coef)), momentum=0.5)
+
+    assert fingerprint(phase(0.1)) == fingerprint(phase(0.1))
+    assert fingerprint(phase(0.1)) != fingerprint(phase(0.2))
+    a, b = torch.zeros(2), torch.zeros(2)
+
+    def over(t):
+        return lambda ctx, work, d: d + t
+
+    assert fingerprint(over(a)) == fingerprint(over(a))
+    assert fingerprint(over(a)) != fingerprint(over(b))

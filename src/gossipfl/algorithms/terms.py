@@ -39,16 +39,33 @@ Source = Callable[[Context, Work, Batch], tuple[Tensor, Tensor]]
 
 @dataclass(frozen=True)
 class Direction:
-    """loss, d = source(ctx, work, batch); then d = term(ctx, work, d) for each term."""
+    """loss, d = source(ctx, work, batch); then d = term(ctx, work, d) for each term.
+
+    :attr:`graphable`: whether a phase of it may be replayed from a CUDA graph
+    (gossipfl.schedules.phase_graph): its source and every term declare that they read
+    nothing of the round on the host, only tensors of the Work and fixed numbers (a
+    function's ``graphable`` attribute; :func:`pure` sets it; the built-in ones have it)."""
 
     source: Source
     terms: tuple[Term, ...] = ()
+
+    @property
+    def graphable(self) -> bool:
+        return all(getattr(f, "graphable", False) for f in (self.source, *self.terms))
 
     def __call__(self, ctx: Context, work: Work, batch: Batch) -> tuple[Tensor, Tensor]:
         loss, d = self.source(ctx, work, batch)
         for term in self.terms:
             d = term(ctx, work, d)
         return loss, d
+
+
+def pure(function: Callable) -> Callable:
+    """Declare a source or term graphable (:attr:`Direction.graphable`): it reads only
+    tensors of the Work and the batch and numbers fixed for the run, so a CUDA graph that
+    records it once replays what it computes every round."""
+    function.graphable = True
+    return function
 
 
 def chain(source: Source, *terms: Term) -> Direction:
@@ -155,7 +172,7 @@ def gradient(at: Callable[[Context, Work], Tensor] | None = None,
         y = work.y if at is None else at(ctx, work)
         return sam_gradient(ctx, y, batch, phase.rho if rho is None else rho, phase.group)
 
-    return source
+    return source if at is not None else pure(source)
 
 
 def weight_decay(coef: float | None = None, at: Callable[[Context, Work], Tensor] | None = None
@@ -169,7 +186,7 @@ def weight_decay(coef: float | None = None, at: Callable[[Context, Work], Tensor
             return d
         return _decayed(d, work.y if at is None else at(ctx, work), mu)
 
-    return term
+    return term if at is not None else pure(term)
 
 
 def _decayed(d: Tensor, y: Tensor, mu: float, inplace: bool = False) -> Tensor:
@@ -187,7 +204,7 @@ def prox(coef: float, anchor: str = "anchor", skip_zero: bool = False) -> Term:
             return d
         return d + coef * (work.y - work[anchor])
 
-    return term
+    return pure(term)
 
 
 def shift(key: str, coef: float = 1.0) -> Term:
@@ -200,7 +217,7 @@ def shift(key: str, coef: float = 1.0) -> Term:
             return d - work[key]
         return d + coef * work[key]
 
-    return term
+    return pure(term)
 
 
 def masked(key: str) -> Term:
@@ -209,7 +226,7 @@ def masked(key: str) -> Term:
     def term(ctx: Context, work: Work, d: Tensor) -> Tensor:
         return d * work[key]
 
-    return term
+    return pure(term)
 
 
 def extrapolate(x: Tensor, reference: Tensor, beta: float) -> Tensor:
@@ -221,5 +238,5 @@ def extrapolate(x: Tensor, reference: Tensor, beta: float) -> Tensor:
 _DEFAULT = sgd()
 
 __all__ = ["Direction", "Term", "chain", "default_direction", "extrapolate", "gradient",
-           "local_step", "masked", "phase_direction", "prox", "sam_gradient", "sgd", "shift",
-           "weight_decay"]
+           "local_step", "masked", "phase_direction", "prox", "pure", "sam_gradient", "sgd",
+           "shift", "weight_decay"]

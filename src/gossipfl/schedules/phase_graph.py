@@ -25,16 +25,24 @@ one to the bit where the eager block is (the mlp); the CPU has no CUDA graph, an
 (:class:`gossipfl.engine.compiled.TracedGraph`) checks the same contract in the tests.
 
 Which phases: :meth:`PhaseGraphs.refusal` says why a phase runs step by step instead, in one
-place — a step that is not the default fused one (an algorithm's own direction or update, a
-group other than ``all``, DP-SGD, a step wrapped by something that keeps host state, such as
-a packed study's loss tally), a step in which some rows have no minibatch (unequal epochs,
-clients offline), rows larger than :data:`gossipfl.engine.stacked.GRAPH_MAX_ROWS_BYTES`, or
-more phase shapes than :data:`PhaseGraphs.MAX_GRAPHS`. A phase whose capture fails runs step
-by step, with its reason logged once (:class:`~gossipfl.engine.compiled.GraphedBlocks`).
+place — a step that may read more than tensors (an algorithm's own update; a direction with a
+term not declared :func:`~gossipfl.algorithms.terms.pure`: the built-in ``gradient``,
+``weight_decay``, ``prox``, ``shift`` and ``masked`` are; DP-SGD, whose noise is drawn on the
+host; a step wrapped by something that keeps state on the host, such as a packed study's
+loss tally, whose trainer records the tally on the device instead), a step in which some rows
+have no minibatch (unequal epochs, clients offline), rows larger than
+:data:`gossipfl.engine.stacked.GRAPH_MAX_ROWS_BYTES`, or more phases than
+:data:`PhaseGraphs.MAX_GRAPHS`. The scratch tensors of the round's rows (an anchor, a
+correction, a mask) are inputs too; a phase that an algorithm builds afresh every round with
+the same terms and coefficients keeps its recording (:func:`fingerprint`). A phase whose
+capture fails runs step by step, with its reason logged once
+(:class:`~gossipfl.engine.compiled.GraphedBlocks`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,9 +83,10 @@ class PhaseGraphs:
         trainer, env = self.trainer, self.trainer.env
         if self.capture is None and inner.y.device.type != "cuda":
             return "the rows are not on a CUDA device"
-        if phase.update is not None or phase.direction is not None or \
-                not env.groups[phase.group].is_all or not env.fused or env.privacy is not None:
-            return "the phase's step is not the default fused one"
+        if phase.update is not None or env.privacy is not None or not (
+                phase.direction is None or getattr(phase.direction, "graphable", False)):
+            return "the phase's step reads more than tensors (its own update, a direction " \
+                "of its own terms, DP-SGD)"
         if idle is not None or any(a != len(inner) for a in actives) or not actives:
             return "some rows have no minibatch in a step"
         if inner.y.numel() * inner.y.element_size() > GRAPH_MAX_ROWS_BYTES:
@@ -91,31 +100,36 @@ class PhaseGraphs:
         too), its minibatches ``idx``, ``mask`` ``[K, S, B]``, from a graph; False, touching
         nothing, when this phase's graph is one too many."""
         trainer = self.trainer
-        key = (index, phase, momentum, keys is not None)
+        names = tuple(k for k in inner.scratch if k != "steps")
+        key = (index, fingerprint(phase), momentum, keys is not None, names)
         graph = self._graphs.get(key)
         if graph is None:
             if len(self._graphs) >= self.MAX_GRAPHS:
                 return False
             graph = self._graphs[key] = GraphedBlocks(
-                self._phase_function(index, phase, momentum), inout=_INOUT,
+                self._phase_function(index, phase, momentum, names), inout=_INOUT,
                 capture=self.capture)
         rate = trainer.graph_rate(phase, t, lr, rows, inner.y)
         tally = trainer.graph_tally(rows, loss_sum)
         if keys is None:
             keys = rows.new_empty(0)
-        graph(inner.y, inner.steps, drawn, tally[0], rate, rows, idx, mask, keys, *tally[1:])
+        scratch = {k: v for k, v in inner.scratch.items() if k != "steps"}
+        graph(inner.y, inner.steps, drawn, tally[0], rate, rows, idx, mask, keys,
+              *scratch.values(), *tally[1:])
         trainer.graph_tallied(tally, idx.shape[0])
         return True
 
-    def _phase_function(self, index: int, phase: Phase, momentum: float) -> Callable:
+    def _phase_function(self, index: int, phase: Phase, momentum: float,
+                        names: tuple[str, ...]) -> Callable:
         trainer = self.trainer
         env, rounds, step = trainer.env, trainer.train_config.rounds, trainer.graph_step
         group = env.groups[phase.group]
 
         def steps_of_phase(y: Tensor, steps: Tensor, drawn: Tensor, total: Tensor,
                            lr: Tensor, rows: Tensor, idx: Tensor, mask: Tensor, keys: Tensor,
-                           *tally: Tensor) -> Tensor:
-            work = Work(y, rows, steps=steps)
+                           *rest: Tensor) -> Tensor:
+            scratch, tally = dict(zip(names, rest, strict=False)), rest[len(names):]
+            work = Work(y, rows, steps=steps, **scratch)
             optimizer = LocalOptimizer(group, lr, momentum, len(y), y)
             for k in range(idx.shape[0]):
                 augment = (keys, drawn) if keys.numel() else None
@@ -133,4 +147,38 @@ class PhaseGraphs:
         return steps_of_phase
 
 
-__all__ = ["PhaseGraphs"]
+class _Same:
+    """An object compared by identity (and held, so that its id is not reused)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+def fingerprint(value: Any) -> Any:
+    """What a recording of ``value`` depends on, comparable across rounds: numbers and
+    strings as they are; a function by its code and what its closure holds (an algorithm
+    builds its phases' terms afresh every round, with the same code and coefficients: they
+    share one recording); a dataclass (a phase, a direction) field by field; anything else by
+    identity (a new object, a new recording)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, *(fingerprint(v) for v in value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value), *(fingerprint(getattr(value, f.name))
+                               for f in dataclasses.fields(value)))
+    if isinstance(value, types.FunctionType):
+        cells = tuple(fingerprint(c.cell_contents) for c in value.__closure__ or ())
+        return (value.__code__, cells, fingerprint(value.__defaults__))
+    return _Same(value)
+
+
+__all__ = ["PhaseGraphs", "fingerprint"]
