@@ -118,6 +118,7 @@ def test_augmented_cnn_phases_replay_the_eager_bits():
     ({"algorithm": {"name": "dpsgd"}}, "reads more than tensors"),
     ({"train": {"clip_norm": 1.0}}, None),
 ])
+@pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")  # dpsgd: 1 step
 def test_which_phases_run_step_by_step_and_why(change, reason):
     """Unequal epochs (5 clients of 13 or 12 samples, batches of 4: the last step has no
     minibatch for the smaller one) and an algorithm's own update (D-PSGD's step kept for
