@@ -16,7 +16,9 @@ carry); each number is one sweep, so time it on a quiet machine (nothing else ru
 sweep's own start-up (data loading, building each run) is part of it, as it is for a user. ``--data synthetic``
 needs no dataset files (Gaussian blobs of Fashion-MNIST's shape).
 
-One JSON line per mode goes to ``--out`` (when given), and a Markdown table to stdout.
+One JSON line per mode goes to ``--out`` (when given), with the phases replayed from a CUDA
+graph (``engine.cuda_graphs``, on for CUDA: gossipfl.schedules.phase_graph), and a Markdown
+table to stdout.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from gossipfl.schedules.phase_graph import PhaseGraphs
 from gossipfl.studies.sweep import load_study, run_study
 
 MODES = ("packed", "alone", "jobs")
@@ -53,9 +56,26 @@ def study(args: argparse.Namespace) -> dict:
             "seeds": list(range(args.seeds))}
 
 
+#: phases replayed from a CUDA graph in this process (engine.cuda_graphs, on for CUDA)
+REPLAYS = {"phases": 0}
+
+
+def _count_replays() -> None:
+    real = PhaseGraphs.run
+
+    def run(self, *args, **kwargs):
+        before = self.replays
+        done = real(self, *args, **kwargs)
+        REPLAYS["phases"] += self.replays - before
+        return done
+
+    PhaseGraphs.run = run
+
+
 def measure(mode: str, args: argparse.Namespace) -> dict:
     parsed = load_study(study(args))
     runs = args.seeds * len(args.lrs)
+    replayed = REPLAYS["phases"]
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         outcome = run_study(parsed, out=Path(out), pack=mode == "packed",
@@ -66,7 +86,8 @@ def measure(mode: str, args: argparse.Namespace) -> dict:
     return {"mode": mode if mode != "jobs" else f"jobs {args.jobs}", "runs": runs,
             "clients": args.clients, "rounds": args.rounds, "model": args.model,
             "device": args.device, "seconds": round(seconds, 3),
-            "rounds_per_second": round(runs * args.rounds / seconds, 3)}
+            "rounds_per_second": round(runs * args.rounds / seconds, 3),
+            "phases_replayed": REPLAYS["phases"] - replayed}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
                              "default), which pays the process's one-time costs: imports, "
                              "the device's context, kernels' first loads, the figures' fonts")
     args = parser.parse_args(argv)
+    _count_replays()
     if args.warmup:
         measure("alone", argparse.Namespace(**{**vars(args), "rounds": 1, "seeds": 1,
                                                "lrs": args.lrs[:1]}))
