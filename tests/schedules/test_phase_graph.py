@@ -318,3 +318,17 @@ def test_a_phase_rebuilt_with_the_same_terms_shares_its_recording():
 
     assert fingerprint(over(a)) == fingerprint(over(a))
     assert fingerprint(over(a)) != fingerprint(over(b))
+
+
+@pytest.mark.parametrize("setting", [{"engine": {"block_clients": 2}},
+                                     {"topology": {"name": "ring", "order": "sequential"}}],
+                         ids=["block-major", "sequential"])
+def test_block_major_and_sequential_rounds_replay_the_eager_bits(setting):
+    """Blocks of clients (each block's phase a replay of one recording) and the sequential
+    order (each wave's clients at work: their ids, anchors and minibatches are inputs)."""
+    config = tiny_config("dfedavgm", momentum=0.5, weight_decay=5e-4)
+    config.update(setting)
+    _, want = run(config, traced=False)
+    runner, got = run(config, traced=True)
+    assert graphs_of(runner).replays > 0
+    assert_same_bits(got, want)
