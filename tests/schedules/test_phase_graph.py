@@ -73,16 +73,18 @@ def graphs_of(runner: Runner) -> PhaseGraphs:
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS.names())
 def test_every_algorithms_phases_replay_the_eager_bits(algorithm):
-    """Each algorithm's phases, replayed where they are taken (the default fused step), give
-    its eager numbers bit for bit over rounds of a decaying learning rate; a phase that is
-    taken records without a failure, so a CUDA graph can capture it."""
+    """Each algorithm's phases, replayed where they are taken (a step of the built-in terms),
+    give its eager numbers bit for bit over rounds of a decaying learning rate; a phase that
+    is taken records without a failure, so a CUDA graph can capture it, and once."""
     config = tiny_config(algorithm, momentum=0.5, weight_decay=5e-4)
     _, want = run(config, traced=False)
     runner, got = run(config, traced=True)
     assert_same_bits(got, want)
     graphs = graphs_of(runner)
     assert all(not g.failures for g in graphs._graphs.values()), algorithm
-    assert graphs.replays == sum(g.replays for g in graphs._graphs.values())
+    # each phase recorded once, though the algorithm builds its phases afresh every round
+    recorded = sum(g.captured for g in graphs._graphs.values())
+    assert recorded <= len(runner.schedule.algorithm.phases()), algorithm
 
 
 @pytest.mark.parametrize("algorithm", ["dfedavg", "dfedavgm", "dfedsam", "fedavg", "fedprox",

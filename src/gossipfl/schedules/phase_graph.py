@@ -166,7 +166,7 @@ def fingerprint(value: Any) -> Any:
     """What a recording of ``value`` depends on, comparable across rounds: numbers and
     strings as they are; a function by its code and what its closure holds (an algorithm
     builds its phases' terms afresh every round, with the same code and coefficients: they
-    share one recording); a dataclass (a phase, a direction) field by field; anything else by
+    share one recording), a bound method by its function and its object; a dataclass (a phase, a direction) field by field; anything else by
     identity (a new object, a new recording)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -178,6 +178,8 @@ def fingerprint(value: Any) -> Any:
     if isinstance(value, types.FunctionType):
         cells = tuple(fingerprint(c.cell_contents) for c in value.__closure__ or ())
         return (value.__code__, cells, fingerprint(value.__defaults__))
+    if isinstance(value, types.MethodType):  # made afresh at every attribute access
+        return (fingerprint(value.__func__), _Same(value.__self__))
     return _Same(value)
 
 
