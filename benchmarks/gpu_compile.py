@@ -22,7 +22,9 @@ record is one JSON line of ``--out``, written as it comes):
    gossipfl.schedules.phase_graph), compile, compile + graphs of the cnn and the mlp
    784-200-200-10 on 1×28×28, M = 100, one epoch of 600, batch 32 (Fashion-MNIST's task in
    the README).
-5. ``same_numbers``: DFedAvgM with weight decay on the cnn and the mlp (20 clients, 2 rounds,
+5. ``anatomy``: where the mlp round's time goes (wall, the kernels' device time, the host's
+   launches and synchronizations), eager, with block graphs and with phase graphs.
+6. ``same_numbers``: DFedAvgM with weight decay on the cnn and the mlp (20 clients, 2 rounds,
    η decayed by 0.9: Dirichlet 0.5 and one epoch, where phases run step by step, and iid with
    3 steps, where whole phases are replayed): the final models with block graphs, graphs
    (bit for bit?) and compile + graphs (max relative difference) against the eager path, fp32.
@@ -273,9 +275,47 @@ def section_profile(record: Record, device: str, small: bool) -> None:
            top_kernels=kernels[:15])
 
 
+def section_anatomy(record: Record, device: str, small: bool) -> None:
+    """Where a launch-bound round's time goes: the mlp's round (M = 100, one epoch of 600)
+    eager, with block graphs and with phase graphs: its wall time (median of 3), the time
+    its kernels keep the device busy (the profiler's device time, summed), the host's kernel
+    and graph launches and its synchronizations with the device (a wall time far above the
+    kernels' time: the host bounds the round)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    dev = torch.device(device)
+    M, per = (8, 64) if small else (100, 600)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda"
+                                           else [])
+    for variant in ("eager", "block graphs", "graphs"):
+        runner = build_runner(config(device, "mlp", M, per, (1, 28, 28), variant), variant)
+        timed_round(runner, 0, dev)  # records the phase (graphs)
+        wall = median([timed_round(runner, t, dev) for t in (1, 2, 3)])
+        with profile(activities=activities) as prof:
+            timed_round(runner, 4, dev)
+        kernel_ms, calls = 0.0, {"launch": 0, "graph_launch": 0, "sync": 0}
+        for e in prof.key_averages():
+            t = getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0)
+            if t and not e.key.startswith(("aten::", "Torch-Compiled")):
+                kernel_ms += t / 1e3
+            key = e.key.lower()
+            if "graphlaunch" in key:
+                calls["graph_launch"] += e.count
+            elif "launchkernel" in key:
+                calls["launch"] += e.count
+            elif "synchronize" in key or ("memcpy" in key and "async" not in key):
+                calls["sync"] += e.count
+        record("anatomy", f"mlp M={M} 1 epoch of {per}", variant=variant, wall_s=wall,
+               kernel_ms=kernel_ms, device_busy=kernel_ms / 1e3 / wall if wall else None,
+               phase_replays=phase_replays(runner), **calls)
+        del runner
+        gc.collect()
+
+
 #: in this order: the headline case first, its profile next (the compiled graph comes from
-#: inductor's cache then), the small models, the same-numbers check
-SECTIONS = ("machine", "resnet", "profile", "rounds", "same_numbers")
+#: inductor's cache then), the small models, where their rounds' time goes, the same-numbers
+#: check
+SECTIONS = ("machine", "resnet", "profile", "rounds", "anatomy", "same_numbers")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
                 section_rounds(record, args.device, args.small, args, deadline)
             elif name == "profile" and time.perf_counter() < deadline:
                 section_profile(record, args.device, args.small)
+            elif name == "anatomy" and time.perf_counter() < deadline:
+                section_anatomy(record, args.device, args.small)
         except Exception as err:  # noqa: BLE001
             record(name, "section", error=traceback.format_exc()[-2500:], message=str(err))
         record(name, "section_done", seconds=time.perf_counter() - start)

@@ -4,7 +4,8 @@
 # paper-scale ResNet rounds were measured in the first call (benchmarks/results/
 # gpu_h200_20261128); this call measures what it could not reach and what was built since,
 # most wanted first, each step bounded by its own timeout and by what is left of the budget:
-#   1. the mlp and cnn rounds: eager / block graphs / whole-phase graphs / compiled, and the
+#   1. the mlp and cnn rounds: eager / block graphs / whole-phase graphs / compiled, where
+#      the mlp round's time goes (wall, kernels, launches, synchronizations), and the
 #      same-numbers check (benchmarks/gpu_compile.py --sections machine,rounds,same_numbers);
 #      since the first call: a whole local phase replayed from one CUDA graph
 #      (gossipfl.schedules.phase_graph), the phase's minibatches step-major;
@@ -35,7 +36,7 @@ python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version
     >> "$OUT/device.txt" 2>&1
 t=$(bounded 170)
 timeout "$t" python -m benchmarks.gpu_compile --out "$OUT/gpu_compile.jsonl" \
-    --sections machine,rounds,same_numbers --models mlp,cnn --budget $((t - 30)) \
+    --sections machine,rounds,anatomy,same_numbers --models mlp,cnn --budget $((t - 30)) \
     > "$OUT/gpu_compile.log" 2>&1
 echo "gpu_compile rc=$?" >> "$OUT/gpu_compile.log"
 for rounds in 10 40; do
