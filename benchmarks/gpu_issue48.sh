@@ -6,7 +6,8 @@
 # most wanted first, each step bounded by its own timeout and by what is left of the budget:
 #   1. the mlp and cnn rounds: eager / block graphs / whole-phase graphs / compiled, where
 #      the mlp round's time goes (wall, kernels, launches, synchronizations), and the
-#      same-numbers check (benchmarks/gpu_compile.py --sections machine,rounds,same_numbers);
+#      same-numbers check (benchmarks/gpu_compile.py --sections
+#      machine,rounds,anatomy,same_numbers);
 #      since the first call: a whole local phase replayed from one CUDA graph
 #      (gossipfl.schedules.phase_graph), the phase's minibatches step-major;
 #   2. a packed study of 8 mlp runs against one run at a time, 10 and 40 rounds, warmed up
