@@ -47,17 +47,10 @@ from gossipfl.assembly.loading import load_config
 from gossipfl.core.runner import Runner
 from gossipfl.models import build_model
 
-#: variant -> (engine.compile, engine.cuda_graphs); "block graphs" is cuda_graphs with the
-#: whole-phase graphs turned off (each block's forward and backward graphed, the rest eager)
-VARIANTS = {"eager": (False, False), "block graphs": (False, True), "graphs": (False, True),
+#: variant -> (engine.compile, engine.cuda_graphs); "block graphs" is cuda_graphs: blocks
+#: (each block's forward and backward graphed, the rest of a step eager)
+VARIANTS = {"eager": (False, False), "block graphs": (False, "blocks"), "graphs": (False, True),
             "compile": (True, False), "compile+graphs": (True, True)}
-
-
-def build_runner(cfg, variant: str) -> Runner:
-    runner = Runner(cfg)
-    if variant == "block graphs":
-        runner.trainer.phase_graphs = None
-    return runner
 
 
 def phase_replays(runner: Runner) -> int:
@@ -124,8 +117,8 @@ def section_machine(record: Record, device: torch.device, small: bool) -> None:
     record("machine", "machine", **row)
 
 
-def final_models(cfg, variant: str) -> tuple[torch.Tensor, int]:
-    runner = build_runner(cfg, variant)
+def final_models(cfg) -> tuple[torch.Tensor, int]:
+    runner = Runner(cfg)
     with torch.no_grad():
         for t in range(cfg.train.rounds):
             runner.run_round(t)
@@ -145,9 +138,9 @@ def section_same_numbers(record: Record, device: str, small: bool) -> None:
                     for v in ("eager", "block graphs", "graphs", "compile+graphs")}
             case = f"{model} {partition}"
             try:
-                want, _ = final_models(cfgs["eager"], "eager")
+                want, _ = final_models(cfgs["eager"])
                 for variant in ("block graphs", "graphs", "compile+graphs"):
-                    got, replays = final_models(cfgs[variant], variant)
+                    got, replays = final_models(cfgs[variant])
                     rel = float((got - want).abs().max() / want.abs().max())
                     record("same_numbers", case, variant=variant, bit_equal=bool(
                         torch.equal(got, want)), max_relative=rel, phase_replays=replays)
@@ -163,7 +156,7 @@ def round_case(record: Record, name: str, cfgs: dict, reps: int, device: torch.d
     for variant, cfg in cfgs.items():
         try:
             start = time.perf_counter()
-            runners[variant] = build_runner(cfg, variant)
+            runners[variant] = Runner(cfg)
             first = timed_round(runners[variant], 0, device)  # compiles, captures
             record("rounds", name, variant=variant, first_round_s=first,
                    build_s=time.perf_counter() - start - first)
@@ -288,7 +281,7 @@ def section_anatomy(record: Record, device: str, small: bool) -> None:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda"
                                            else [])
     for variant in ("eager", "block graphs", "graphs"):
-        runner = build_runner(config(device, "mlp", M, per, (1, 28, 28), variant), variant)
+        runner = Runner(config(device, "mlp", M, per, (1, 28, 28), variant))
         timed_round(runner, 0, dev)  # records the phase (graphs)
         wall = median([timed_round(runner, t, dev) for t in (1, 2, 3)])
         with profile(activities=activities) as prof:

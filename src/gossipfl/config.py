@@ -197,9 +197,9 @@ class EngineConfig:
     # the stacked oracle's GPU paths (gossipfl.engine.compiled), each true, false or auto:
     # the local step's forward and backward compiled by torch.compile (the numbers to float
     # rounding, not bit for bit; auto: on for CUDA and a GroupNorm model, the ResNet-18-GN
-    # measured 1.5-2x faster on an H200), and each block's step replayed from a CUDA graph
-    # (the same kernels: the same bits for matmuls, cuDNN rounding for convolutions; auto: on
-    # for CUDA)
+    # measured 1.5-2x faster on an H200), and a whole local phase (or, where it cannot be,
+    # each block's step; "blocks": the blocks alone) replayed from a CUDA graph (the same
+    # kernels: the same bits for matmuls, cuDNN rounding for convolutions; auto: on for CUDA)
     compile: bool | str = "auto"
     cuda_graphs: bool | str = "auto"
     # on CPU: glibc reuses freed pages (10-30 % faster rounds), while one [M, P] stack is at

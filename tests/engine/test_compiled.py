@@ -15,7 +15,12 @@ from torch import nn
 import gossipfl
 from gossipfl.assembly.loading import load_config
 from gossipfl.data import from_tensors
-from gossipfl.engine.compiled import GraphedBlocks, resolve_compile, resolve_switch
+from gossipfl.engine.compiled import (
+    GraphedBlocks,
+    resolve_compile,
+    resolve_graphs,
+    resolve_switch,
+)
 from gossipfl.engine.stacked import StackedOracle
 from gossipfl.engine.stacked_layers import conv2d_gemm, per_client_gemm
 from gossipfl.errors import GossipflError
@@ -174,6 +179,14 @@ def test_the_switches():
     with pytest.raises(GossipflError, match=r"engine\.cuda_graphs: must be true or false or "
                                             r"a string, got 3\."):
         load_config({"engine": {"cuda_graphs": 3}})
+    with pytest.raises(GossipflError, match=r"engine\.cuda_graphs: must be true, false, auto "
+                                            r"or blocks, got 'phases'\."):
+        load_config({"engine": {"cuda_graphs": "phases"}})
+    assert load_config({"engine": {"cuda_graphs": "blocks"}}).engine.cuda_graphs == "blocks"
+    assert resolve_graphs("blocks", "cuda") == (True, False)
+    assert resolve_graphs("auto", "cuda") == (True, True)
+    assert resolve_graphs("auto", "cpu") == resolve_graphs(False, "cuda") == (False, False)
+    assert resolve_graphs(True, "cpu") == (True, True)
 
 
 def run_setup(device: str, model: str = "cnn", **engine) -> dict:

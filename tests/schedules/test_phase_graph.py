@@ -192,7 +192,8 @@ def test_a_packed_studys_loss_tally_keeps_its_phases_step_by_step():
 
 def test_on_the_cpu_without_a_stand_in_the_phases_run_step_by_step():
     """``engine.cuda_graphs: true`` on the CPU: the phases are asked for, refused (no CUDA
-    device), and run eagerly; ``auto`` makes no phase graphs at all on the CPU."""
+    device), and run eagerly; ``auto`` makes no phase graphs at all on the CPU, ``blocks``
+    none anywhere (the oracle's blocks alone)."""
     config = tiny_config("dfedavgm", momentum=0.5)
     _, want = run(config, traced=False)
     config["engine"] = {"cuda_graphs": True}
@@ -201,6 +202,9 @@ def test_on_the_cpu_without_a_stand_in_the_phases_run_step_by_step():
     assert_same_bits(got, want)
     config["engine"] = {"cuda_graphs": "auto"}
     assert Runner(load_config(config)).trainer.phase_graphs is None
+    config["engine"] = {"cuda_graphs": "blocks"}  # the oracle's blocks alone, anywhere
+    blocks = Runner(load_config(config))
+    assert blocks.trainer.phase_graphs is None and blocks.exp.oracle.cuda_graphs is True
 
 
 def test_a_phase_that_reads_the_host_runs_eagerly_and_says_why(monkeypatch):

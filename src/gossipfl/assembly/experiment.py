@@ -35,7 +35,7 @@ from gossipfl.data import (
 from gossipfl.distributed import start_processes
 from gossipfl.distributed.federation import federation_of
 from gossipfl.engine import ParamLayout, keep_freed_memory, make_oracle
-from gossipfl.engine.compiled import resolve_compile, resolve_switch
+from gossipfl.engine.compiled import resolve_compile, resolve_graphs
 from gossipfl.engine.groups import ParamGroups
 from gossipfl.engine.memory import require_memory
 from gossipfl.errors import GossipflError
@@ -310,7 +310,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
     oracle = make_oracle(config.engine.oracle, model, loss=train.loss,
                          chunk_size=config.engine.chunk_size, device=device,
                          compile=resolve_compile(config.engine.compile, device, model),
-                         cuda_graphs=resolve_switch(config.engine.cuda_graphs, device))
+                         cuda_graphs=resolve_graphs(config.engine.cuda_graphs, device)[0])
     algo_cls = get_algorithm(config.algorithm.name)
     world = processes.world if processes.distributed else None
     draws = systems_model(config, m)

@@ -405,7 +405,7 @@ def _check_engine(engine: EngineConfig) -> None:
         "timeout": Rule(lambda v: v > 0, "> 0 seconds"), "chunk_size": COUNT.or_none(),
         "block_clients": COUNT.or_none(), "precision": one_of(*PRECISIONS)})
     check_switch("engine.compile", engine.compile)
-    check_switch("engine.cuda_graphs", engine.cuda_graphs)
+    check_switch("engine.cuda_graphs", engine.cuda_graphs, "blocks")
 
 
 def _check_output(output: OutputConfig) -> None:

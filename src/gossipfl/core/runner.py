@@ -32,7 +32,7 @@ from gossipfl.common.state import RunState
 from gossipfl.config import Config
 from gossipfl.core.evaluation import Evaluator, consensus_distance
 from gossipfl.distributed.launch import current as current_processes
-from gossipfl.engine.compiled import resolve_switch
+from gossipfl.engine.compiled import resolve_graphs
 from gossipfl.engine.precision import apply_precision
 from gossipfl.errors import Diverged
 from gossipfl.output.result import Result
@@ -78,8 +78,8 @@ class Runner:
                                     step=apply_precision(config.engine.precision, exp.device,
                                                          local_step),
                                     block_clients=config.engine.block_clients,
-                                    graphs=resolve_switch(config.engine.cuda_graphs,
-                                                          exp.device))
+                                    graphs=resolve_graphs(config.engine.cuda_graphs,
+                                                          exp.device)[1])
         own = {} if exp.state.schedule is None else {"state": exp.state.schedule}
         self.schedule: Schedule = get_schedule(config.topology.order)(
             exp.algorithm, self.trainer, exp.fed, **own)

@@ -1,7 +1,8 @@
 """The GPU paths of the stacked oracle: a compiled training step and CUDA graphs.
 
 Two switches of the ``engine`` section, each ``true``, ``false`` or ``auto``
-(:func:`resolve_switch`, :func:`resolve_compile`):
+(:func:`resolve_switch`, :func:`resolve_compile`; ``engine.cuda_graphs`` also ``blocks``:
+:func:`resolve_graphs`):
 
 - ``engine.compile``: the stacked program's client losses (forward, and through AOTAutograd
   the backward) as one compiled graph per input signature. The program is an interpreter
@@ -48,11 +49,14 @@ log = logging.getLogger(__name__)
 SWITCHES = ("auto", True, False)
 
 
-def check_switch(key: str, value: Any) -> bool | str:
-    """``engine.compile`` / ``engine.cuda_graphs``: true, false or "auto"."""
-    if isinstance(value, bool) or value == "auto":
+def check_switch(key: str, value: Any, *more: str) -> bool | str:
+    """``engine.compile`` / ``engine.cuda_graphs``: true, false or "auto" (or one of
+    ``more``: ``engine.cuda_graphs`` takes "blocks")."""
+    if isinstance(value, bool) or value == "auto" or value in more:
         return value
-    raise GossipflError(f"{key}: must be true, false or auto, got {value!r}.")
+    words = ", ".join(("true", "false", "auto", *more)[:-1])
+    last = ("auto", *more)[-1]
+    raise GossipflError(f"{key}: must be {words} or {last}, got {value!r}.")
 
 
 def resolve_switch(value: bool | str, device: torch.device | str) -> bool:
@@ -60,6 +64,18 @@ def resolve_switch(value: bool | str, device: torch.device | str) -> bool:
     if value == "auto":
         return torch.device(device).type == "cuda"
     return bool(value)
+
+
+def resolve_graphs(value: bool | str, device: torch.device | str) -> tuple[bool, bool]:
+    """``engine.cuda_graphs`` on ``device`` as (the oracle's blocks graphed, whole local
+    phases graphed): true and "auto" on a CUDA device both; "blocks" the blocks alone (each
+    block's forward and backward, the rest of a step eager: what a phase graph supersedes,
+    kept as a way back); false neither."""
+    check_switch("engine.cuda_graphs", value, "blocks")
+    if value == "blocks":
+        return True, False
+    on = resolve_switch(value, device)
+    return on, on
 
 
 def resolve_compile(value: bool | str, device: torch.device | str,
@@ -305,5 +321,6 @@ __all__ = [
     "capturing",
     "check_switch",
     "resolve_compile",
+    "resolve_graphs",
     "resolve_switch",
 ]
