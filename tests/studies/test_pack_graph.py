@@ -81,3 +81,32 @@ def test_a_packed_tally_is_the_graphs_and_the_loss_tally_the_eager_paths(traced)
     rows = torch.arange(8)
     assert pack.trainer.graph_refusal(rows) is None
     assert pack.trainer.graph_refusal(rows[:6]) == "the runs have unequal rows at work"
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["step by step", "graph"])
+@pytest.mark.parametrize("length", ["local_steps", "local_epochs"])
+def test_packed_runs_of_unequal_clients_equal_the_runs_alone(traced, graphs, length):
+    """5 clients of 13 or 12 samples: the joint rows, sorted by size, interleave the runs
+    (run 0's smaller client after run 1's larger ones), so each run's rates and losses must
+    follow its clients, not its positions; two learning rates, local steps (a graph) and one
+    epoch (the last step without a minibatch for the smaller clients: step by step)."""
+    def cfg(seed, lr, graphs):
+        c = config(seed, lr, graphs=graphs)
+        c["data"]["clients"] = 5
+        if length == "local_epochs":
+            del c["train"]["local_steps"]
+            c["train"]["local_epochs"] = 1
+        return c
+
+    specs = [(seed, lr) for seed in (0, 1) for lr in (0.05, 0.1)]
+    alone = [runner(cfg(seed, lr, False)) for seed, lr in specs]
+    want = [[r.run_round(t)["train_loss"] for t in range(ROUNDS)] for r in alone]
+    pack = Pack([runner(cfg(seed, lr, graphs)) for seed, lr in specs])
+    sizes = pack.env.sample_sizes
+    assert not bool((sizes[:-1] >= sizes[1:]).all())  # the joint rows are reordered
+    got = [pack.round(t) for t in range(ROUNDS)]
+    replayed = graphs and length == "local_steps"
+    assert (pack.trainer.phase_graphs.replays if graphs else 0) == (ROUNDS if replayed else 0)
+    for r, run in enumerate(pack.runners):
+        assert torch.equal(run.state["x"], alone[r].state["x"]), specs[r]
+        assert [g[r]["train_loss"] for g in got] == want[r], specs[r]

@@ -176,9 +176,11 @@ class LocalTrainer:
             sizes = torch.where(out, torch.zeros_like(sizes), sizes)
         order = torch.argsort(sizes, descending=True, stable=True)
         permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
-        inner = work.take(order, None if clients is None else clients[order]) if permuted \
-            else work
         rows = ids[order]
+        # permuted rows are no longer "all the process's clients in order": name them, so
+        # that a step reading its rows' clients (a packed study's runs, FedRoD's priors)
+        # reads theirs
+        inner = work.take(order, rows) if permuted else work
         if counters is not None:
             counters = counters.cpu()[order.cpu()].tolist()
         keys = self.augment_keys(t, rows, counters)
