@@ -20,8 +20,8 @@ operations around it as they are. Its host time is not measured: on the CPU a re
 recorded operations one by one.
 
 The study: DFedAvg on a ring of 20 clients, iid, batch 32, ``--steps`` local steps; packed,
-4 seeds x 2 learning rates (the learning rates differ: the per-run update of
-``gossipfl.studies.packing.joint.RunRates``). The host times alternate alone (the 8 runs one
+4 seeds x 2 learning rates (the learning rates differ: each row steps at its run's rate,
+``gossipfl.studies.packing.joint.PackedTrainer.row_rates``). The host times alternate alone (the 8 runs one
 after the other) and packed, best of ``--repeats``; time it on a quiet machine.
 
     PYTHONPATH=src python -m benchmarks.launches --out benchmarks/results/launches.jsonl
@@ -70,9 +70,7 @@ class OneLaunch(TracedGraph):
 
     replaying = False
 
-    def replay(self, args):
-        for static, value in zip(self.inputs, args, strict=True):
-            static.copy_(value)
+    def replay(self):
         OneLaunch.replaying = True
         try:
             self.outputs = self.trace(*self.inputs)

@@ -31,9 +31,6 @@ class LocalOptimizer:
     ``velocity``: the ``[rows, n_group]`` buffer to keep v in (default: a new zero one);
     ``lr``: η (see the module docstring; a ``[rows, 1]`` tensor: each row's)."""
 
-    #: whether a step may fuse the update into the backward (one η for the rows it is given)
-    fusable: bool = True
-
     def __init__(self, group: ParamGroup, lr: float | torch.Tensor, momentum: float,
                  rows: int, like: torch.Tensor, velocity: torch.Tensor | None = None):
         self.group, self.lr, self.momentum = group, lr, momentum

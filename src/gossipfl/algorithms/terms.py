@@ -112,9 +112,8 @@ local_step.graphable = True
 
 def _fusable(ctx: Context) -> bool:
     """Whether the phase's step is an elementwise update of the whole model from the
-    gradient: the default direction on the group ``all``, an optimizer that fuses."""
-    return ctx.phase.direction is None and ctx.optimizer.group.is_all and ctx.env.fused and \
-        ctx.optimizer.fusable
+    gradient: the default direction on the group ``all``."""
+    return ctx.phase.direction is None and ctx.optimizer.group.is_all and ctx.env.fused
 
 
 def _fused_step(ctx: Context, work: Work, batch: Batch) -> Tensor:

@@ -209,9 +209,7 @@ def step_major(idx: Tensor, mask: Tensor, steps: int, batch: int) -> IndexBatch:
 
 
 def cut_steps(idx: Tensor, mask: Tensor, steps: int, batch: int) -> list[IndexBatch]:
-    """Split ``[M, steps * batch]`` columns into ``steps`` batches of ``[M, batch]``."""
-    return [
-        (idx[:, s * batch:(s + 1) * batch].contiguous(),
-         mask[:, s * batch:(s + 1) * batch].contiguous())
-        for s in range(steps)
-    ]
+    """Split ``[M, steps * batch]`` columns into ``steps`` batches of ``[M, batch]``
+    (:func:`step_major`'s steps, each made contiguous)."""
+    return [(i.contiguous(), m.contiguous())
+            for i, m in zip(*step_major(idx, mask, steps, batch), strict=True)]

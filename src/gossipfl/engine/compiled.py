@@ -223,7 +223,9 @@ class GraphedBlocks:
             captured = self._graphs[key] = None if full else self._capture(args)
         if captured is None:  # the reason was logged at capture
             return self.block(*args)
-        outputs = captured.replay(args)
+        for static, value in zip(captured.inputs, args, strict=True):
+            static.copy_(value)
+        outputs = captured.replay()
         self.replays += 1
         for i in self.inout:
             args[i].copy_(captured.inputs[i])
@@ -281,9 +283,8 @@ class CapturedGraph:
         with torch.cuda.graph(self.graph):
             self.outputs = block(*self.inputs)
 
-    def replay(self, args: tuple[Tensor, ...]) -> Any:
-        for static, value in zip(self.inputs, args, strict=True):
-            static.copy_(value)
+    def replay(self) -> Any:
+        """The graph on its static inputs (the caller has copied the call's values in)."""
         self.graph.replay()
         return self.outputs
 
@@ -305,9 +306,8 @@ class TracedGraph:
                              _allow_non_fake_inputs=True)(*self.inputs)
         self.outputs = None
 
-    def replay(self, args: tuple[Tensor, ...]) -> Any:
-        for static, value in zip(self.inputs, args, strict=True):
-            static.copy_(value)
+    def replay(self) -> Any:
+        """The trace on its static inputs (the caller has copied the call's values in)."""
         self.outputs = self.trace(*self.inputs)
         return self.outputs
 

@@ -100,7 +100,8 @@ class PhaseGraphs:
         too), its minibatches ``idx``, ``mask`` ``[K, S, B]``, from a graph; False, touching
         nothing, when this phase's graph is one too many."""
         trainer = self.trainer
-        names = tuple(k for k in inner.scratch if k != "steps")
+        scratch = {k: v for k, v in inner.scratch.items() if k != "steps"}
+        names = tuple(scratch)
         key = (index, fingerprint(phase), momentum, keys is not None, names)
         graph = self._graphs.get(key)
         if graph is None:
@@ -113,7 +114,6 @@ class PhaseGraphs:
         tally = trainer.graph_tally(rows, loss_sum)
         if keys is None:
             keys = rows.new_empty(0)
-        scratch = {k: v for k, v in inner.scratch.items() if k != "steps"}
         graph(inner.y, inner.steps, drawn, tally[0], rate, rows, idx, mask, keys,
               *scratch.values(), *tally[1:])
         trainer.graph_tallied(tally, idx.shape[0])

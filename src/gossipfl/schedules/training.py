@@ -217,7 +217,9 @@ class LocalTrainer:
         for index, phase in enumerate(phases):
             lr = self.phase_lr(phase, t)
             momentum = momentum_default if phase.momentum is None else phase.momentum
-            optimizer = self.local_optimizer(phase, t, lr, momentum, inner)
+            # made when it is used: a phase replayed from a graph makes its own
+            optimizer = None if phase.begin is None else \
+                self.local_optimizer(phase, t, lr, momentum, inner)
             if phase.begin is not None:
                 phase.begin(Context(round=t, lr=lr, phase=phase, rounds=rounds,
                                     phase_index=index, optimizer=optimizer, env=self.env,
@@ -233,6 +235,8 @@ class LocalTrainer:
                                loss_sum, lr, momentum):
                 loss_count += len(rows) * len(actives)
                 continue
+            if optimizer is None:
+                optimizer = self.local_optimizer(phase, t, lr, momentum, inner)
             for step, active in enumerate(actives):
                 if active == 0:
                     continue

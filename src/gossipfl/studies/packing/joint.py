@@ -3,7 +3,7 @@ r·M … (r+1)·M − 1), each run's numbers those it computes alone.
 
 The runs differ in their seeds and, where the algorithm's update takes the learning rate
 only through the phase's local optimizer (``fits.RATE_PACKABLE``), in ``train.lr``: each
-run's rows then step with their own rate (:class:`RunRates`).
+run's rows then step with their own rate (:meth:`PackedTrainer.row_rates`).
 
 What is joined, and how each run keeps its own numbers:
 
@@ -223,44 +223,6 @@ class LossTally:
         return loss
 
 
-class RunRates(LocalOptimizer):
-    """The local optimizer of joint rows whose runs have their own learning rates
-    (``rates[r]``: run r's this phase and round): each run's rows step as a
-    :class:`LocalOptimizer` of its rate, elementwise the same numbers as alone. The step
-    is the unfused one (the direction, then each run's update); a phase replayed from a graph
-    takes one rate per row instead (:meth:`PackedTrainer.graph_rate`)."""
-
-    fusable = False
-
-    def __init__(self, group, rates: Sequence[float], m: int, momentum: float, rows: int,
-                 like: Tensor):
-        super().__init__(group, rates[0], momentum, rows, like)
-        self.rates, self.m = list(rates), m
-        self.split = RunSplit(m, len(self.rates))
-
-    def update(self, d: Tensor, y: Tensor, *rest: Tensor) -> None:
-        raise RuntimeError("per-run learning rates take the unfused step (RunRates.fusable)")
-
-    def step(self, work: Work, direction: Tensor) -> None:
-        ids = self.split.ids(work.clients, len(work), direction.device)
-        velocity = None if self.velocity is None else self.velocity[: len(work)]
-        for r, (pos, rows) in enumerate(self.split(ids, direction.device)):
-            if not len(pos):
-                continue
-            first, count = int(pos[0]), len(pos)  # host values: no synchronization
-            if int(pos[-1]) - first + 1 == count:  # a run's rows in a row: step views
-                rows = slice(first, first + count)
-            y = work.y[rows]
-            v = None if velocity is None else velocity[rows]
-            LocalOptimizer(self.group, self.rates[r], self.momentum, count, y,
-                           velocity=v).step(Work(y), direction[rows])
-            if isinstance(rows, slice):  # stepped in place
-                continue
-            work.y[rows] = y
-            if v is not None:
-                velocity[rows] = v
-
-
 class PackedTrainer(LocalTrainer):
     """The local trainer of the joint rows; each row's augmentation is drawn with its run's
     seed and its run-local client id (``members``: the runs' own trainers)."""
@@ -272,11 +234,22 @@ class PackedTrainer(LocalTrainer):
 
     def local_optimizer(self, phase, t: int, lr: float, momentum: float,
                         inner: Work) -> LocalOptimizer:
+        """Each row at its own run's rate when the runs' rates differ (:meth:`row_rates`)."""
+        clients = inner.clients if inner.clients is not None else \
+            torch.arange(len(inner), device=inner.y.device)
+        rates = self.row_rates(phase, t, clients, inner.y)
+        return super().local_optimizer(phase, t, lr if rates is None else rates, momentum,
+                                       inner)
+
+    def row_rates(self, phase, t: int, clients: Tensor, like: Tensor) -> Tensor | None:
+        """``[S, 1]``: the rate of round t's ``phase`` of each row's run (the rows of the joint
+        ids ``clients``), elementwise the same numbers as each run alone
+        (:func:`gossipfl.algorithms.local.descend`); None when the runs' rates agree."""
         rates = [member.phase_lr(phase, t) for member in self.members]
         if len(set(rates)) == 1:
-            return super().local_optimizer(phase, t, lr, momentum, inner)
-        return RunRates(self.env.groups[phase.group], rates, self.m, momentum, len(inner),
-                        inner.y)
+            return None
+        per_run = torch.tensor(rates, dtype=like.dtype).to(like.device, non_blocking=True)
+        return per_run[clients // self.m][:, None]
 
     def augment_keys(self, t: int, rows: Tensor, counters=None) -> Tensor | None:
         if not self.augment:
@@ -298,11 +271,8 @@ class PackedTrainer(LocalTrainer):
 
     def graph_rate(self, phase, t: int, lr: float, rows: Tensor, like: Tensor) -> Tensor:
         """One η per row (``[S, 1]``: its run's), or one for all when the runs' agree."""
-        rates = [member.phase_lr(phase, t) for member in self.members]
-        if len(set(rates)) == 1:
-            return super().graph_rate(phase, t, lr, rows, like)
-        per_run = torch.tensor(rates, dtype=like.dtype).to(like.device, non_blocking=True)
-        return per_run[rows // self.m][:, None]
+        rates = self.row_rates(phase, t, rows, like)
+        return super().graph_rate(phase, t, lr, rows, like) if rates is None else rates
 
     def graph_tally(self, rows: Tensor, loss_sum: Tensor) -> tuple[Tensor, ...]:
         """Each run's loss sum (``[runs]``, the tally's) and the rows run by run, each run's
