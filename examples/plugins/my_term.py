@@ -20,12 +20,15 @@ from typing import ClassVar
 from gossipfl.algorithms import Phase, register
 from gossipfl.algorithms.base import NON_NEGATIVE
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg, GossipParams
-from gossipfl.algorithms.terms import Term, sgd
+from gossipfl.algorithms.terms import Term, pure, sgd
 
 
 def l1(coef: float) -> Term:
-    """d + μ sign(y): the subgradient of μ‖y‖₁ at the working iterates."""
+    """d + μ sign(y): the subgradient of μ‖y‖₁ at the working iterates. Declared pure: it
+    reads only the Work's tensors and its coefficient, never the round, so on a GPU its phase
+    is replayed from one CUDA graph (engine.cuda_graphs)."""
 
+    @pure
     def term(ctx, work, d):
         return d + coef * work.y.sign()
 

@@ -81,6 +81,9 @@ def test_a_packed_tally_is_the_graphs_and_the_loss_tally_the_eager_paths(traced)
     rows = torch.arange(8)
     assert pack.trainer.graph_refusal(rows) is None
     assert pack.trainer.graph_refusal(rows[:6]) == "the runs have unequal rows at work"
+    # rows that run out of minibatches would leave some runs' tallies short of rows
+    assert pack.trainer.graph_refusal(rows, ragged=True) == \
+        "some rows have no minibatch in a step"
 
 
 @pytest.mark.parametrize("graphs", [False, True], ids=["step by step", "graph"])

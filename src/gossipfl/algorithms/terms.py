@@ -61,10 +61,19 @@ class Direction:
 
 
 def pure(function: Callable) -> Callable:
-    """Declare a source or term graphable (:attr:`Direction.graphable`): it reads only
-    tensors of the Work and the batch and numbers fixed for the run, so a CUDA graph that
-    records it once replays what it computes every round."""
+    """Declare a source, a term, a lookahead point or a phase's own update graphable
+    (:attr:`Direction.graphable`, gossipfl.schedules.phase_graph): it reads only tensors (of
+    the Work, the batch, the context's η) and numbers fixed for the run, never the round, so
+    a CUDA graph that records it once replays what it computes every round. It may write the
+    Work's tensors in place (the graph copies them back)."""
     function.graphable = True
+    return function
+
+
+def _pure_if(function: Callable, *parts: Callable | None) -> Callable:
+    """``function``, declared :func:`pure` when each of ``parts`` is (or is None)."""
+    if all(p is None or getattr(p, "graphable", False) for p in parts):
+        return pure(function)
     return function
 
 
@@ -171,7 +180,7 @@ def gradient(at: Callable[[Context, Work], Tensor] | None = None,
         y = work.y if at is None else at(ctx, work)
         return sam_gradient(ctx, y, batch, phase.rho if rho is None else rho, phase.group)
 
-    return source if at is not None else pure(source)
+    return _pure_if(source, at)
 
 
 def weight_decay(coef: float | None = None, at: Callable[[Context, Work], Tensor] | None = None
@@ -185,7 +194,7 @@ def weight_decay(coef: float | None = None, at: Callable[[Context, Work], Tensor
             return d
         return _decayed(d, work.y if at is None else at(ctx, work), mu)
 
-    return term if at is not None else pure(term)
+    return _pure_if(term, at)
 
 
 def _decayed(d: Tensor, y: Tensor, mu: float, inplace: bool = False) -> Tensor:

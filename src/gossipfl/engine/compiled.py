@@ -187,9 +187,10 @@ class GraphedBlocks:
     ``block(*args)`` (e.g. ``(X, inputs, targets, mask)`` → ``(loss [m], {name: grad})``) is
     captured on its first call with a new signature (after warm-up iterations on a side
     stream, which also compile a compiled block) and replayed afterwards: ``args`` are copied
-    into the graph's static inputs, the graph is replayed, and the arguments at the positions
-    ``inout`` (those the function changes in place) take the static inputs' new values back,
-    so a call means what an eager call means. The returned tensors are the graph's static
+    into the graph's static inputs, the graph is replayed, and the arguments that the function
+    changes in place (those whose version counters its warm-up moved: the recorder's
+    ``written``) take the static inputs' new values back, so a call means what an eager call
+    means. The returned tensors are the graph's static
     outputs: valid until the next call with the same signature, which is how the oracle uses
     them (read at once, never kept). ``WARMUP`` eager calls precede the capture (cuDNN and the
     caching allocator settle there); they run on the static copies, so a failed capture
@@ -205,10 +206,8 @@ class GraphedBlocks:
     #: block, alive); further ones run eagerly
     MAX_GRAPHS = 4
 
-    def __init__(self, block: Callable[..., Any], inout: tuple[int, ...] = (),
-                 capture: Callable[..., Any] | None = None):
+    def __init__(self, block: Callable[..., Any], capture: Callable[..., Any] | None = None):
         self.block = block
-        self.inout = tuple(inout)
         self.capture = CapturedGraph if capture is None else capture
         self._graphs: dict[Any, Any] = {}
         self.failures: dict[str, str] = {}  # reason -> the signature it happened for
@@ -227,7 +226,7 @@ class GraphedBlocks:
             static.copy_(value)
         outputs = captured.replay()
         self.replays += 1
-        for i in self.inout:
+        for i in captured.written:
             args[i].copy_(captured.inputs[i])
         return outputs
 
@@ -265,13 +264,16 @@ def capturing() -> bool:
 
 
 class CapturedGraph:
-    """One captured call: static inputs, the CUDA graph, static outputs."""
+    """One captured call: static inputs, the CUDA graph, static outputs, and the inputs the
+    call changes in place (:attr:`written`: seen by their version counters over the warm-up
+    and the capture)."""
 
     def __init__(self, block: Callable, args: tuple[Tensor, ...], warmup: int):
         device = args[0].device
         if device.type != "cuda":
             raise RuntimeError("CUDA graphs capture CUDA tensors only")
         self.inputs = tuple(a.detach().clone() for a in args)
+        versions = _versions(self.inputs)
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
@@ -282,11 +284,23 @@ class CapturedGraph:
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
             self.outputs = block(*self.inputs)
+        self.written = _written(self.inputs, versions)
 
     def replay(self) -> Any:
         """The graph on its static inputs (the caller has copied the call's values in)."""
         self.graph.replay()
         return self.outputs
+
+
+def _versions(inputs: tuple[Tensor, ...]) -> tuple[int, ...]:
+    return tuple(t._version for t in inputs)
+
+
+def _written(inputs: tuple[Tensor, ...], versions: tuple[int, ...]) -> tuple[int, ...]:
+    """The positions of ``inputs`` changed in place since ``versions`` (a write through a
+    view moves its base's counter too)."""
+    return tuple(i for i, (t, v) in enumerate(zip(inputs, versions, strict=True))
+                 if t._version != v)
 
 
 class TracedGraph:
@@ -296,12 +310,17 @@ class TracedGraph:
     a capture refuses, fails the trace), and each replay runs the trace on the static inputs.
     Tensors the function reads from its closure (a dataset, a model's buffers) are kept by
     the trace as they are, as a graph keeps their addresses. The replayed numbers are the
-    eager function's on the same inputs, bit for bit (the same ATen operations)."""
+    eager function's on the same inputs, bit for bit (the same ATen operations). One eager
+    call on the static inputs precedes the trace, as a capture's warm-up does: the inputs it
+    changes in place are :attr:`written`."""
 
     def __init__(self, block: Callable, args: tuple[Tensor, ...], warmup: int):
         from torch.fx.experimental.proxy_tensor import make_fx
 
         self.inputs = tuple(a.detach().clone() for a in args)
+        versions = _versions(self.inputs)
+        block(*self.inputs)  # eager, as a capture's warm-up: it shows what the call writes
+        self.written = _written(self.inputs, versions)
         self.trace = make_fx(block, tracing_mode="fake",
                              _allow_non_fake_inputs=True)(*self.inputs)
         self.outputs = None

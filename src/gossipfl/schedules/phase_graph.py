@@ -25,18 +25,27 @@ one to the bit where the eager block is (the mlp); the CPU has no CUDA graph, an
 (:class:`gossipfl.engine.compiled.TracedGraph`) checks the same contract in the tests.
 
 Which phases: :meth:`PhaseGraphs.refusal` says why a phase runs step by step instead, in one
-place — a step that may read more than tensors (an algorithm's own update; a direction with a
-term not declared :func:`~gossipfl.algorithms.terms.pure`: the built-in ``gradient``,
-``weight_decay``, ``prox``, ``shift`` and ``masked`` are; DP-SGD, whose noise is drawn on the
-host; a step wrapped by something that keeps state on the host, such as a packed study's
-loss tally, whose trainer records the tally on the device instead), a step in which some rows
-have no minibatch (unequal epochs, clients offline), rows larger than
+place — a step that may read more than tensors (an algorithm's own update, or a direction
+with a term, not declared :func:`~gossipfl.algorithms.terms.pure`: the built-in ``gradient``,
+``weight_decay``, ``prox``, ``shift`` and ``masked`` are, and the algorithms' own updates and
+terms that read only tensors and fixed numbers; DP-SGD, whose noise is drawn on the host; a
+step wrapped by something that keeps state on the host, such as a packed study's loss tally,
+whose trainer records the tally on the device instead), rows larger than
 :data:`gossipfl.engine.stacked.GRAPH_MAX_ROWS_BYTES`, or more phases than
 :data:`PhaseGraphs.MAX_GRAPHS`. The scratch tensors of the round's rows (an anchor, a
-correction, a mask) are inputs too; a phase that an algorithm builds afresh every round with
-the same terms and coefficients keeps its recording (:func:`fingerprint`). A phase whose
-capture fails runs step by step, with its reason logged once
-(:class:`~gossipfl.engine.compiled.GraphedBlocks`).
+correction, a mask, an update's kept step) are inputs too, and those the phase writes are
+copied back; a phase that an algorithm builds afresh every round with the same terms and
+coefficients keeps its recording (:func:`fingerprint`). A phase whose capture fails runs
+step by step, with its reason logged once (:class:`~gossipfl.engine.compiled.GraphedBlocks`).
+
+**Ragged phases.** Clients of unequal data run out of minibatches at different steps of an
+epoch (the papers' Dirichlet partitions, ``local_epochs``): the rows are ordered by data size,
+so at step k the rows with a sample are the first ``a_k``, and the step-by-step loop moves
+those only. A recording of such a phase bakes ``(a_1 … a_K)`` in (part of its key) and moves
+the same prefixes: the same numbers, no step of an exhausted row. With all the clients at work
+the prefixes are the same every round; a sampled set of clients (partial participation,
+clients offline) may never repeat its own, so a ragged phase is recorded when its prefixes
+come a second time, and runs step by step the first.
 """
 
 from __future__ import annotations
@@ -53,9 +62,6 @@ from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.engine.compiled import GraphedBlocks
 from gossipfl.engine.stacked import GRAPH_MAX_ROWS_BYTES
 
-#: the positions of the phase function's arguments it changes in place
-_INOUT = (0, 1, 2, 3)  # y, steps, drawn, the loss tally's accumulator
-
 
 class PhaseGraphs:
     """The phases of ``trainer`` (a :class:`~gossipfl.schedules.training.LocalTrainer`)
@@ -70,45 +76,54 @@ class PhaseGraphs:
         self.trainer = trainer
         self.capture = capture
         self._graphs: dict[tuple, GraphedBlocks] = {}
+        self._seen: set[tuple] = set()  # ragged phases run once (recorded the next time)
 
     @property
     def replays(self) -> int:
         """Phases replayed from a graph so far."""
         return sum(graph.replays for graph in self._graphs.values())
 
-    def refusal(self, phase: Phase, inner: Work, rows: Tensor, actives: Sequence[int],
-                idle: Tensor | None) -> str | None:
+    def refusal(self, phase: Phase, inner: Work, rows: Tensor, actives: Sequence[int]
+                ) -> str | None:
         """Why ``phase`` on the rows ``inner`` (the clients ``rows``) runs step by step (None:
         it can be a graph)."""
         trainer, env = self.trainer, self.trainer.env
         if self.capture is None and inner.y.device.type != "cuda":
             return "the rows are not on a CUDA device"
-        if phase.update is not None or env.privacy is not None or not (
-                phase.direction is None or getattr(phase.direction, "graphable", False)):
-            return "the phase's step reads more than tensors (its own update, a direction " \
-                "of its own terms, DP-SGD)"
-        if idle is not None or any(a != len(inner) for a in actives) or not actives:
-            return "some rows have no minibatch in a step"
+        if env.privacy is not None or not all(
+                f is None or getattr(f, "graphable", False)
+                for f in (phase.update, phase.direction)):
+            return "the phase's step reads more than tensors (an update or a direction of " \
+                "its own not declared pure, DP-SGD)"
+        if not any(actives):
+            return "no row has a minibatch"
         if inner.y.numel() * inner.y.element_size() > GRAPH_MAX_ROWS_BYTES:
             return "the rows are larger than a graph keeps"
-        return trainer.graph_refusal(rows)
+        return trainer.graph_refusal(rows, ragged=_ragged(actives, len(inner)))
 
     def run(self, t: int, index: int, phase: Phase, inner: Work, rows: Tensor, idx: Tensor,
             mask: Tensor, keys: Tensor | None, drawn: Tensor, loss_sum: Tensor, lr: float,
-            momentum: float) -> bool:
+            momentum: float, actives: Sequence[int]) -> bool:
         """Round t's ``phase`` on ``inner`` (in place; ``drawn`` and the trainer's loss tally
-        too), its minibatches ``idx``, ``mask`` ``[K, S, B]``, from a graph; False, touching
-        nothing, when this phase's graph is one too many."""
+        too), its minibatches ``idx``, ``mask`` ``[K, S, B]`` of which the first
+        ``actives[k]`` rows have a sample at step k, from a graph; False, touching nothing,
+        when this phase's graph is one too many, or its rows run out of minibatches in an
+        order seen for the first time."""
         trainer = self.trainer
         scratch = {k: v for k, v in inner.scratch.items() if k != "steps"}
         names = tuple(scratch)
-        key = (index, fingerprint(phase), momentum, keys is not None, names)
+        ragged = _ragged(actives, len(inner))
+        key = (index, fingerprint(phase), momentum, keys is not None, names,
+               tuple(actives) if ragged else None)
         graph = self._graphs.get(key)
         if graph is None:
             if len(self._graphs) >= self.MAX_GRAPHS:
                 return False
+            if ragged and not self._seen_before(key):
+                return False
             graph = self._graphs[key] = GraphedBlocks(
-                self._phase_function(index, phase, momentum, names), inout=_INOUT,
+                self._phase_function(index, phase, momentum, names,
+                                     tuple(actives) if ragged else None),
                 capture=self.capture)
         rate = trainer.graph_rate(phase, t, lr, rows, inner.y)
         tally = trainer.graph_tally(rows, loss_sum)
@@ -119,8 +134,18 @@ class PhaseGraphs:
         trainer.graph_tallied(tally, idx.shape[0])
         return True
 
+    def _seen_before(self, key: tuple) -> bool:
+        """Whether a phase of ``key`` ran before (it is counted now): the rows of a ragged
+        phase run out of minibatches in an order that a sampled set of clients may never
+        repeat, so it is recorded when it comes again (full participation: every round)."""
+        seen = key in self._seen
+        self._seen.add(key)
+        return seen
+
     def _phase_function(self, index: int, phase: Phase, momentum: float,
-                        names: tuple[str, ...]) -> Callable:
+                        names: tuple[str, ...], actives: tuple[int, ...] | None) -> Callable:
+        """The phase's K steps; with ``actives``, step k moves the first ``actives[k]`` rows
+        only (the others have no minibatch left), as the step-by-step loop does."""
         trainer = self.trainer
         env, rounds, step = trainer.env, trainer.train_config.rounds, trainer.graph_step
         group = env.groups[phase.group]
@@ -132,19 +157,29 @@ class PhaseGraphs:
             work = Work(y, rows, steps=steps, **scratch)
             optimizer = LocalOptimizer(group, lr, momentum, len(y), y)
             for k in range(idx.shape[0]):
-                augment = (keys, drawn) if keys.numel() else None
-                batch = trainer.make_batch(idx[k], mask[k], augment, rows,
-                                           every_row_active=True)
-                drawn += mask[k].sum(dim=1)
-                steps.add_(1)
+                active = len(y) if actives is None else actives[k]
+                if active == 0:
+                    continue
+                augment = (keys[:active], drawn[:active]) if keys.numel() else None
+                batch = trainer.make_batch(idx[k, :active], mask[k, :active], augment,
+                                           rows[:active], every_row_active=True)
+                drawn[:active] += mask[k, :active].sum(dim=1)
+                rows_at_work = work.head(active)
+                rows_at_work.steps.add_(1)
                 # round None: nothing of the round may be read here (it would be baked in)
                 ctx = Context(round=None, lr=lr, phase=phase, rounds=rounds,
                               phase_index=index, step=k, optimizer=optimizer, env=env,
                               plan=NO_PLAN)
-                trainer.tally_in_graph(step(ctx, work, batch), total, *tally)
+                trainer.tally_in_graph(step(ctx, rows_at_work, batch), total, *tally)
             return total
 
         return steps_of_phase
+
+
+def _ragged(actives: Sequence[int], rows: int) -> bool:
+    """Whether some row has no minibatch at some step of the phase (unequal epochs, clients
+    offline)."""
+    return any(a != rows for a in actives)
 
 
 class _Same:

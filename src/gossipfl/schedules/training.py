@@ -98,9 +98,10 @@ class LocalTrainer:
         """The step a phase graph records (the trainer's local step)."""
         return self.local_step
 
-    def graph_refusal(self, rows: torch.Tensor) -> str | None:
+    def graph_refusal(self, rows: torch.Tensor, ragged: bool = False) -> str | None:
         """Why this trainer's phase on the clients ``rows`` cannot be recorded (None: it
-        can): a step that keeps state on the host would keep what it had at the recording."""
+        can); ``ragged``: some rows have no minibatch at some step. A step that keeps state
+        on the host would keep what it had at the recording."""
         if not getattr(self.graph_step, "graphable", False):
             return "the local step keeps state on the host"
         return None
@@ -230,10 +231,10 @@ class LocalTrainer:
             actives = _active_rows(steps_mask)
             graphs = self.phase_graphs
             if graphs is not None and \
-                    graphs.refusal(phase, inner, rows, actives, idle) is None and \
+                    graphs.refusal(phase, inner, rows, actives) is None and \
                     graphs.run(t, index, phase, inner, rows, steps_idx, steps_mask, keys, drawn,
-                               loss_sum, lr, momentum):
-                loss_count += len(rows) * len(actives)
+                               loss_sum, lr, momentum, actives):
+                loss_count += sum(actives)
                 continue
             if optimizer is None:
                 optimizer = self.local_optimizer(phase, t, lr, momentum, inner)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from gossipfl.algorithms import register
 from gossipfl.algorithms.centralized.fedavg import MomentumParams
 from gossipfl.algorithms.centralized.global_momentum import GlobalMomentum
+from gossipfl.algorithms.terms import pure
 
 
 @register
@@ -32,6 +33,7 @@ class FedANAG(GlobalMomentum):
              "Heterogeneous Data with Partial Client Participation (TPAMI)")
     Params = MomentumParams
 
+    @pure
     def client_direction(self, ctx, work, gradient):
         beta = self.params.beta
         return (1 + beta) * gradient + beta * beta * work["m"]

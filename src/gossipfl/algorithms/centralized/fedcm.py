@@ -28,6 +28,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import FRACTION
 from gossipfl.algorithms.centralized.fedavg import ServerParams
 from gossipfl.algorithms.centralized.global_momentum import GlobalMomentum
+from gossipfl.algorithms.terms import pure
 
 
 @dataclass
@@ -42,6 +43,7 @@ class FedCM(GlobalMomentum):
     paper = "Xu et al. 2021, FedCM: Federated Learning with Client-level Momentum"
     Params = FedCMParams
 
+    @pure
     def client_direction(self, ctx, work, gradient):
         alpha = self.params.alpha
         return alpha * gradient + (1 - alpha) * work["m"]

@@ -33,7 +33,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import one_of
 from gossipfl.algorithms.centralized.fedavg import MomentumParams
 from gossipfl.algorithms.centralized.global_momentum import OwnMomentum
-from gossipfl.algorithms.terms import Direction, chain, default_direction, sgd
+from gossipfl.algorithms.terms import Direction, chain, default_direction, pure, sgd
 
 
 @dataclass
@@ -59,17 +59,21 @@ class FedLNAG(OwnMomentum):
             return chain(self.lookahead_gradient, self.damped_buffer)
         return sgd(self.nesterov)
 
+    @pure
     def nesterov(self, ctx, work, direction):
         """u ← β u + g;  the step g + β u."""
         beta, u = self.params.beta, work["u"]
         u.mul_(beta).add_(direction)
         return direction + beta * u
 
+    # not pure: η β is one rounding of two numbers here, a product of tensors in a graph
+    # (where η is a tensor), so a replayed phase would not be this one to the bit
     def lookahead_gradient(self, ctx, work, batch):
         """g = ∇F_i(y − η_l β u; ξ) + wd·(y − η_l β u)."""
         point = work.y - ctx.lr * self.params.beta * work["u"]
         return default_direction()(ctx, work.at(point), batch)
 
+    @pure
     def damped_buffer(self, ctx, work, direction):
         """u ← β u + (1 − β) g;  the step u."""
         beta, u = self.params.beta, work["u"]

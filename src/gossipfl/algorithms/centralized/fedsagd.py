@@ -34,7 +34,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import NON_NEGATIVE, UNIT_INTERVAL
 from gossipfl.algorithms.centralized.fedavg import ServerParams
 from gossipfl.algorithms.centralized.global_momentum import GlobalMomentum
-from gossipfl.algorithms.terms import chain, gradient
+from gossipfl.algorithms.terms import chain, gradient, pure
 
 
 @dataclass
@@ -67,6 +67,7 @@ class FedSAGD(GlobalMomentum):
         work = super().begin_round(ctx, state)  # the anchor: x_t
         return work.with_scratch(anchor=work.replicated(state["server"]))
 
+    @pure
     def client_direction(self, ctx, work, gradient):
         p = self.params
         return gradient + p.beta * work["m"] + (p.lam + p.mu) * work.y \

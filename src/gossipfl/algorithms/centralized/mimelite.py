@@ -27,7 +27,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Phase
 from gossipfl.algorithms.centralized.fedavg import MomentumParams
 from gossipfl.algorithms.centralized.global_momentum import GlobalMomentum
-from gossipfl.algorithms.terms import phase_direction
+from gossipfl.algorithms.terms import phase_direction, pure
 from gossipfl.network.federation import Weighting
 
 
@@ -47,6 +47,7 @@ class MimeLite(GlobalMomentum):
         rows = torch.zeros(len(work), 1, dtype=work.y.dtype, device=work.y.device)
         return work.with_scratch(gradient_sum=torch.zeros_like(work.y), samples=rows)
 
+    @pure
     def accumulate_gradient(self, ctx, work, batch):
         """Σ_b |b| ∇F_i(x_t; b) over one epoch (no step: y stays x_t)."""
         loss, gradient = phase_direction(ctx, work, batch)
@@ -55,6 +56,7 @@ class MimeLite(GlobalMomentum):
         work["samples"].add_(samples)
         return loss
 
+    @pure
     def client_direction(self, ctx, work, gradient):
         beta = self.params.beta
         return (1 - beta) * gradient + beta * work["m"]

@@ -24,7 +24,7 @@ import torch
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Hyperparams, Phase, Work, one_of
 from gossipfl.algorithms.decentralized.dfedavg import DFedAvg
-from gossipfl.algorithms.terms import phase_direction
+from gossipfl.algorithms.terms import phase_direction, pure
 
 VARIANTS = ("lian", "local_epoch")
 
@@ -62,6 +62,7 @@ class DPSGD(DFedAvg):
         x = state["x"]
         return Work(x.clone(), step=torch.zeros_like(x)) if self.lian else Work(x.clone())
 
+    @pure
     def gradient_step(self, ctx, work, batch):
         """η_t (∇F_i(x_i^t; ξ) + wd·x_i^t), kept for after the gossip; x stays."""
         loss, direction = phase_direction(ctx, work, batch)

@@ -35,7 +35,7 @@ import torch
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Algorithm, Hyperparams, Phase, Work, one_of
-from gossipfl.algorithms.terms import phase_direction
+from gossipfl.algorithms.terms import phase_direction, pure
 
 FORMS = ("atc", "cta")
 
@@ -50,6 +50,7 @@ def gradient_into(key: str):
     """A phase update that stores the step's direction g (gradient + weight decay) in
     ``work[key]`` and leaves the rows where they are (the model moves in ``end_round``)."""
 
+    @pure
     def update(ctx, work, batch):
         loss, direction = phase_direction(ctx, work, batch)
         work[key][: len(work)].copy_(direction)

@@ -30,7 +30,7 @@ import torch
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Algorithm, Phase, Work
-from gossipfl.algorithms.terms import phase_direction
+from gossipfl.algorithms.terms import phase_direction, pure
 
 
 @register
@@ -50,6 +50,7 @@ class SGP(Algorithm):
     def begin_round(self, ctx, state):
         return Work(state["x"] / state["w"], x=state["x"].clone())
 
+    @pure
     def push_step(self, ctx, work, batch):
         """The direction at z = ``work.y`` (gradient + wd·z), the local optimizer's step on
         the numerator ``work["x"]``: x^{t+½} = x^t − η_t d."""

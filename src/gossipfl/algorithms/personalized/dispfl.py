@@ -36,7 +36,7 @@ import torch
 
 from gossipfl.algorithms import register
 from gossipfl.algorithms.base import FRACTION, NON_NEGATIVE, Algorithm, Hyperparams, Phase, Work
-from gossipfl.algorithms.terms import masked, sgd
+from gossipfl.algorithms.terms import masked, pure, sgd
 from gossipfl.common.rng import numpy_generator
 
 
@@ -102,6 +102,7 @@ class DisPFL(Algorithm):
     def begin_round(self, ctx, state):
         return Work(state["x"].clone(), mask=state["mask"], score=torch.zeros_like(state["x"]))
 
+    @pure
     def screen(self, ctx, work, batch):
         """The dense gradient's magnitudes, the regrowth scores; no step."""
         loss, grad = ctx.env.raw_gradient(work.y, batch)

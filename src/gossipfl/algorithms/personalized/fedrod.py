@@ -31,6 +31,7 @@ from gossipfl.algorithms import register
 from gossipfl.algorithms.base import Phase, Work
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.algorithms.personalized.personal_server import PersonalServer
+from gossipfl.algorithms.terms import pure
 from gossipfl.engine.groups import ParamGroup
 from gossipfl.errors import GossipflError
 
@@ -93,6 +94,7 @@ class FedRoD(PersonalServer):
                               ctx.optimizer.momentum, len(work), work.y,
                               velocity=work["head_velocity"])
 
+    @pure
     def two_heads_step(self, ctx, work, batch):
         """The generic model on the balanced softmax, the personal head on the sum."""
         env, decay = ctx.env, ctx.env.train.weight_decay

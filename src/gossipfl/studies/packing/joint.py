@@ -262,10 +262,12 @@ class PackedTrainer(LocalTrainer):
     def graph_step(self):
         return self.local_step.step  # the step the loss tally wraps
 
-    def graph_refusal(self, rows: Tensor) -> str | None:
-        reason = super().graph_refusal(rows)
+    def graph_refusal(self, rows: Tensor, ragged: bool = False) -> str | None:
+        reason = super().graph_refusal(rows, ragged)
         if reason is not None:
             return reason
+        if ragged:  # each run's loss is tallied over its rows in its own order: all of them
+            return "some rows have no minibatch in a step"
         counts = {len(pos) for pos, _ in self.local_step.split(rows, rows.device)}
         return None if len(counts) == 1 else "the runs have unequal rows at work"
 
