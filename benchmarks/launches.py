@@ -12,6 +12,9 @@ them. Both are counted here on the CPU, where they are the same code:
   arithmetic is negligible, one thread: what the host does per round, which bounds a
   launch-bound GPU round from below.
 
+A run of clients of unequal data over whole epochs (a ragged phase: at step k only the
+clients with a minibatch left step) is counted too, step by step and with its phase a graph.
+
 With its local phase replayed from one graph (``engine.cuda_graphs`` on a GPU,
 :mod:`gossipfl.schedules.phase_graph`), a run launches the graph once a phase: the mode
 ``alone, phase graph`` records the phase with the CPU's stand-in of a CUDA graph
@@ -133,6 +136,39 @@ def count(steps: int) -> dict[str, int]:
     return out
 
 
+def ragged_count(epochs: int = 2) -> dict[str, int]:
+    """Operations of round 2 of one run whose clients hold unequal data (the classic
+    Dirichlet split, natural sizes) over whole local epochs: at step k only the clients that
+    still have a minibatch step. Step by step, and its phase replayed from a graph (recorded
+    with its prefixes at round 1, the second time they come)."""
+    tensors = data(16)
+    out = {}
+    for mode in ("unequal clients", "unequal clients, phase graph"):
+        config = {"data": {"tensors": tensors, "clients": 20, "partition": "dirichlet",
+                           "alpha": 0.5, "balanced": False},
+                  "model": {"name": "mlp", "options": {"hidden": [8]}},
+                  "topology": {"name": "ring"}, "algorithm": {"name": "dfedavg"},
+                  "train": {"rounds": 1000, "batch_size": 32, "lr": 0.05,
+                            "local_epochs": epochs},
+                  "eval": {"local_models": False, "every": 100000}, "device": "cpu"}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run = Runner(load_config(config))
+        if "graph" in mode:
+            run.trainer.phase_graphs = PhaseGraphs(run.trainer, capture=OneLaunch)
+        with torch.no_grad():
+            run.run_round(0)
+            run.run_round(1)
+            with Launches() as ops:
+                run.run_round(2)
+        out[mode] = sum(ops.counts.values())
+        if "graph" in mode:
+            assert run.trainer.phase_graphs.replays == 2, "the ragged phase was not replayed"
+        sizes = run.trainer.env.sample_sizes
+        out["steps"] = int(epochs * ((sizes.max() + 31) // 32))
+    return out
+
+
 def host_ms(steps: int, rounds: int, repeats: int) -> dict[str, float]:
     """Best host time of a round, in ms: the 8 runs alone (all 8), and packed."""
     alone, packed = study(steps)
@@ -195,6 +231,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\npacked against the 8 runs alone: {summary['packed_vs_8_alone_ops']}x fewer "
           f"operations, {summary['packed_vs_8_alone_host']}x less host time; with phase "
           f"graphs, {summary['graphs_packed_vs_8_alone_ops']}x fewer launches")
+    ragged = ragged_count()
+    summary["ragged"] = ragged
+    print(f"\none run of 20 clients of unequal data (Dirichlet 0.5, natural sizes), 2 local "
+          f"epochs ({ragged['steps']} steps): {ragged['unequal clients']} operations a round "
+          f"step by step, {ragged['unequal clients, phase graph']} with its phase a graph")
     if args.out:
         with open(args.out, "a", encoding="utf-8") as f:
             for row in rows:

@@ -420,6 +420,23 @@ def test_a_phase_replayed_from_a_cuda_graph_gives_the_eager_bits(algorithm):
 
 
 @cuda
+@pytest.mark.parametrize("algorithm", ["dpsgd", "fedsagd", "ragged"])
+@pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
+def test_own_steps_and_ragged_phases_replayed_on_cuda_give_the_eager_bits(algorithm):
+    """On a GPU, the mlp: an own update (D-PSGD's step kept in the Work's scratch, copied
+    back from the graph), a global-momentum term (FedSAGD), and a ragged phase (clients of
+    unequal data, whole epochs: the prefixes recorded): the eager bits."""
+    config = ragged_config("dfedavgm") if algorithm == "ragged" else \
+        tiny_config(algorithm, momentum=0.5, weight_decay=5e-4)
+    if algorithm == "fedsagd":
+        config["algorithm"]["participation"] = 1.0
+    _, want = run(on_cuda(config, False), traced=False)
+    runner, got = run(on_cuda(config, True), traced=False)
+    assert graphs_of(runner).replays >= 2
+    assert_same_bits(got, want)
+
+
+@cuda
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_an_augmented_cnn_phase_replayed_on_cuda_stays_with_the_eager_one(precision):
     """The cnn: under capture cuDNN may choose other convolution algorithms than eagerly
