@@ -50,6 +50,7 @@ come a second time, and runs step by step the first.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import types
 from collections.abc import Callable, Sequence
@@ -71,12 +72,15 @@ class PhaseGraphs:
 
     #: distinct phases (index, momentum, shapes) kept as graphs; the others run step by step
     MAX_GRAPHS = 4
+    #: ragged phases remembered as seen once (the latest ones)
+    SEEN = 64
 
     def __init__(self, trainer: Any, capture: Callable[..., Any] | None = None):
         self.trainer = trainer
         self.capture = capture
         self._graphs: dict[tuple, GraphedBlocks] = {}
-        self._seen: set[tuple] = set()  # ragged phases run once (recorded the next time)
+        # ragged phases run once (recorded the next time), the latest SEEN of them
+        self._seen: collections.OrderedDict[tuple, None] = collections.OrderedDict()
 
     @property
     def replays(self) -> int:
@@ -139,7 +143,10 @@ class PhaseGraphs:
         phase run out of minibatches in an order that a sampled set of clients may never
         repeat, so it is recorded when it comes again (full participation: every round)."""
         seen = key in self._seen
-        self._seen.add(key)
+        self._seen[key] = None
+        self._seen.move_to_end(key)
+        while len(self._seen) > self.SEEN:  # a key may hold a round's tensors (by identity)
+            self._seen.popitem(last=False)
         return seen
 
     def _phase_function(self, index: int, phase: Phase, momentum: float,
