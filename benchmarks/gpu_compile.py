@@ -23,7 +23,9 @@ record is one JSON line of ``--out``, written as it comes):
    784-200-200-10 on 1×28×28, M = 100, one epoch of 600, batch 32 (Fashion-MNIST's task in
    the README).
 5. ``anatomy``: where the mlp round's time goes (wall, the kernels' device time, the host's
-   launches and synchronizations), eager, with block graphs and with phase graphs.
+   launches and synchronizations), eager, with block graphs and with phase graphs; with
+   phase graphs, where the round makes the host wait for the device (``sync_sites``: CUDA's
+   synchronization debug mode, each warning's innermost gossipfl frames).
 6. ``same_numbers``: DFedAvgM with weight decay on the cnn and the mlp (20 clients, 2 rounds,
    η decayed by 0.9: Dirichlet 0.5 and one epoch, where phases run step by step, and iid with
    3 steps, where whole phases are replayed): the final models with block graphs, graphs
@@ -33,6 +35,8 @@ record is one JSON line of ``--out``, written as it comes):
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
 import gc
 import json
 import time
@@ -298,11 +302,42 @@ def section_anatomy(record: Record, device: str, small: bool) -> None:
                 calls["launch"] += e.count
             elif "synchronize" in key or ("memcpy" in key and "async" not in key):
                 calls["sync"] += e.count
+        sites = sync_sites(functools.partial(timed_round, runner, 5, dev), dev) \
+            if variant == "graphs" else None
         record("anatomy", f"mlp M={M} 1 epoch of {per}", variant=variant, wall_s=wall,
                kernel_ms=kernel_ms, device_busy=kernel_ms / 1e3 / wall if wall else None,
-               phase_replays=phase_replays(runner), **calls)
+               phase_replays=phase_replays(runner), sync_sites=sites, **calls)
         del runner
         gc.collect()
+
+
+def sync_sites(call, dev: torch.device) -> dict[str, int] | None:
+    """Where ``call`` makes the host wait for the device: CUDA's synchronization debug mode
+    warns at each synchronizing operation (a read of a value, a blocking copy), and the
+    innermost gossipfl frames of the Python stack at each warning are counted (None off
+    CUDA)."""
+    import warnings
+
+    if dev.type != "cuda":
+        return None
+    sites: collections.Counter = collections.Counter()
+
+    def seen(*args, **kwargs):
+        frames = [f for f in traceback.extract_stack()[:-1] if "gossipfl" in f.filename]
+        where = " <- ".join(f"{f.filename.split('gossipfl/')[-1]}:{f.lineno} {f.name}"
+                            for f in frames[-3:][::-1])
+        sites[where or "outside gossipfl"] += 1
+
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = seen
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            call()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    return dict(sites.most_common())
 
 
 #: in this order: the headline case first, its profile next (the compiled graph comes from
