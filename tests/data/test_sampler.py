@@ -122,6 +122,30 @@ def test_shuffled_streams_rows():
     assert out[3].tolist() == [0] * 7
 
 
+def test_shapes_from_the_hosts_sizes_give_the_same_streams():
+    """``shuffled_streams`` with the sizes and lengths on the host (``host``: no read of the
+    device) gives the streams it computes from the device's; and the sampler with the host's
+    ids (a NumPy array, or none: all clients) gives the minibatches of the ids as a tensor
+    (whose values it reads), in any order of the clients."""
+    sizes, lengths = torch.tensor([3, 1, 4, 0, 5]), torch.tensor([7, 2, 4, 0, 5])
+    keys = torch.tensor([1, 2, 3, 4, 5])
+    want = shuffled_streams(sizes, lengths, keys)
+    got = shuffled_streams(sizes, lengths, keys, (sizes.numpy(), lengths.numpy()))
+    assert torch.equal(got, want)
+    sampler = ClientSampler(CLIENTS, 4, seed=3)
+    reading = ClientSampler(CLIENTS, 4, seed=3)
+    reading.host_ids = lambda clients: None  # as for ids on a GPU: their values are read
+    order = np.array([3, 0, 1, 2])
+    for clients in (order, None):
+        ids = None if clients is None else torch.as_tensor(order)
+        for draw in ("step_streams", "epoch_streams"):
+            want = getattr(reading, draw)(2, 3, "s", clients=ids)
+            got = getattr(sampler, draw)(2, 3, "s", clients=clients)
+            for a, b in zip(got, want, strict=True):
+                assert torch.equal(a, b)
+        assert sampler.steps_per_epoch(clients) == reading.steps_per_epoch(ids)
+
+
 def test_sampler_validation():
     with pytest.raises(GossipflError, match="data.batch_size: .* got 0"):
         ClientSampler(CLIENTS, 0, seed=0)

@@ -21,32 +21,11 @@ from gossipfl.algorithms.base import Phase
 from gossipfl.algorithms.terms import pure, sgd
 from gossipfl.assembly.loading import load_config
 from gossipfl.core.runner import Runner
-from gossipfl.data import from_tensors
 from gossipfl.engine.compiled import TracedGraph
 from gossipfl.schedules.phase_graph import PhaseGraphs
 from gossipfl.testing import least_squares, run_round
 from tests.lsq import assert_close
-
-#: algorithms that need another topology than the ring's defaults to run at all
-SETTINGS = {"d2": {"topology": {"name": "full"}},
-            "adpsgd": {"topology": {"name": "ring", "order": "asynchronous"}}}
-
-
-def tiny_config(algorithm: str = "dfedavgm", model: str = "mlp", **train) -> dict:
-    gen = torch.Generator().manual_seed(0)
-    shape = (1, 16, 16) if model == "cnn" else (1, 4, 4)
-    data = from_tensors(torch.randn(64, *shape, generator=gen),
-                        torch.randint(0, 3, (64,), generator=gen),
-                        torch.randn(16, *shape, generator=gen),
-                        torch.randint(0, 3, (16,), generator=gen))
-    options = {"hidden": [8]} if model == "mlp" else {}
-    return {"data": {"tensors": data, "clients": 4, "partition": "iid"},
-            "model": {"name": model, "options": options},
-            "topology": {"name": "ring"}, "algorithm": {"name": algorithm},
-            "train": {"rounds": 3, "batch_size": 4, "lr": 0.05, "lr_decay": 0.9,
-                      "local_steps": 3, **train},
-            "eval": {"local_models": False, "every": 1000}, "device": "cpu", "seed": 0,
-            **SETTINGS.get(algorithm, {})}
+from tests.schedules.phase_cases import ragged_config, tiny_config
 
 
 def run(config: dict, traced: bool) -> tuple[Runner, dict]:
@@ -141,19 +120,6 @@ def test_which_phases_run_step_by_step_and_why(change, reason):
         assert set(said) == {None} and graphs.replays == 3
     else:
         assert any(reason in (s or "") for s in said) and graphs.replays == 0
-
-
-def ragged_config(name: str, **changes) -> dict:
-    """Clients of unequal data (the classic Dirichlet split of 64 samples over 4 clients,
-    natural sizes; batches of 4), two local epochs: rows run out of minibatches at different
-    steps of an epoch, as with LEAF's natural partitions."""
-    config = tiny_config(name, momentum=0.5, weight_decay=5e-4)
-    config["data"].update(partition="dirichlet", alpha=0.5, balanced=False, min_size=2)
-    config["train"].pop("local_steps")
-    config["train"]["local_epochs"] = 2
-    for section, values in changes.items():
-        config.setdefault(section, {}).update(values)
-    return config
 
 
 def phase_prefixes(runner: Runner) -> list[list[int]]:

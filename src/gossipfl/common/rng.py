@@ -12,6 +12,8 @@ import hashlib
 import numpy as np
 import torch
 
+from gossipfl.common.transfer import to_device
+
 
 def derive_seed(seed: int, *keys: object) -> int:
     """A 63-bit integer seed derived from ``seed`` and any number of keys (str or int)."""
@@ -82,23 +84,27 @@ def client_keys(seed: int, clients, *keys: object,
     splitmix64 of (blake2b(seed, *keys), counter, client), computed on int64 tensors; the
     default hashes each client's string (other keys: a run uses one way throughout)."""
     if vectorized:
-        base = torch.tensor(_signed(derive_seed(seed, *keys)), dtype=torch.int64,
-                            device=device)
-        ids = torch.as_tensor(clients, dtype=torch.int64, device=device)
-        x = mix64(base + (ids + 1) * _GOLDEN)
+        base = _signed(derive_seed(seed, *keys))  # a number: no copy to the device
+        ids = _int64_on(clients, device)
+        x = mix64((ids + 1) * _GOLDEN + base)
         if counters is not None:
-            x = mix64(x + (torch.as_tensor(counters, dtype=torch.int64, device=device) + 1)
-                      * _MIX1)
+            x = mix64(x + (_int64_on(counters, device) + 1) * _MIX1)
         return _shift_right(mix64(x), 1)  # 63 bits, as derive_seed's
-    if isinstance(clients, torch.Tensor):  # ids as Python ints: one string per client
+    if isinstance(clients, torch.Tensor | np.ndarray):  # ids as Python ints: one string each
         clients = clients.tolist()
     if counters is not None:
-        if isinstance(counters, torch.Tensor):
+        if isinstance(counters, torch.Tensor | np.ndarray):
             counters = counters.tolist()
         values = [derive_seed(seed, *keys, int(k), int(c)) for c, k in zip(clients, counters)]
-        return torch.tensor(values, dtype=torch.int64, device=device)
+        return _int64_on(values, device)
     values = [derive_seed(seed, *keys, int(c)) for c in clients]
-    return torch.tensor(values, dtype=torch.int64, device=device)
+    return _int64_on(values, device)
+
+
+def _int64_on(values, device: str | torch.device) -> torch.Tensor:
+    """``values`` (a tensor, a NumPy array or a sequence of ints) as int64 on ``device``;
+    from the host without waiting for the device (:func:`gossipfl.common.transfer.to_device`)."""
+    return to_device(values, device, torch.int64)
 
 
 def counter_bits(keys: torch.Tensor, counters: torch.Tensor, bits: int) -> torch.Tensor:

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from gossipfl.common.rng import client_keys, counter_bits, vectorized_keys
+from gossipfl.common.transfer import to_device
 from gossipfl.errors import GossipflError
 
 IndexBatch = tuple[Tensor, Tensor]  # (idx [M, B], mask [M, B])
@@ -52,6 +53,7 @@ class ClientSampler:
                            else bool(vectorized))
         sizes = [len(ix) for ix in client_indices]
         self.sizes = torch.tensor(sizes, dtype=torch.int64, device=self.device)
+        self.host_sizes = np.asarray(sizes, dtype=np.int64)  # read without the device
         self.num_clients = len(sizes)
         self.n_max = max(sizes)
         self.batch_size = int(batch_size) if batch_size is not None else None
@@ -71,7 +73,20 @@ class ClientSampler:
     def _ids(self, clients) -> Tensor:
         if clients is None:
             return torch.arange(self.num_clients, device=self.device)
+        if isinstance(clients, np.ndarray):  # the host's ids: copied without waiting
+            return to_device(clients, self.device, torch.int64)
         return torch.as_tensor(clients, dtype=torch.int64, device=self.device)
+
+    def host_ids(self, clients) -> np.ndarray | None:
+        """``clients`` as the host knows them without reading the device (None: all M in
+        order; a NumPy array: as they are; a tensor on the CPU), else None."""
+        if clients is None:
+            return np.arange(self.num_clients)
+        if isinstance(clients, np.ndarray):
+            return clients
+        if isinstance(clients, torch.Tensor) and clients.device.type == "cpu":
+            return clients.numpy()
+        return None
 
     @property
     def full(self) -> bool:
@@ -82,9 +97,17 @@ class ClientSampler:
         """Steps in one pass: ``max_i ceil(n_i / B)`` over the clients (1 for full batch)."""
         if self.full:
             return 1
-        sizes = self.sizes[self._ids(clients)]
-        n_max = int(sizes.max()) if len(sizes) else 0
+        n_max = self._largest(clients)
         return max(1, math.ceil(n_max / self.batch_size))
+
+    def _largest(self, clients) -> int:
+        """The largest data size among ``clients`` (0 for none), from the host's copy of the
+        sizes where the ids are known there."""
+        host = self.host_ids(clients)
+        if host is not None:
+            return int(self.host_sizes[host].max()) if len(host) else 0
+        sizes = self.sizes[self._ids(clients)]
+        return int(sizes.max()) if len(sizes) else 0
 
     def batches_per_epoch(self, clients=None) -> Tensor:
         """``[S]`` each client's own number of batches in one pass (0 for an empty client)."""
@@ -97,7 +120,7 @@ class ClientSampler:
         """``(idx [S, n_max], mask)`` with each client's indices in stored order."""
         ids = self._ids(clients)
         sizes = self.sizes[ids]
-        width = max(int(sizes.max()) if len(ids) else 0, 1)
+        width = max(self._largest(clients), 1)
         mask = torch.arange(width, device=self.device)[None, :] < sizes[:, None]
         return self.index_matrix[ids, :width], mask
 
@@ -120,11 +143,14 @@ class ClientSampler:
                       counters=None) -> IndexBatch:
         """:meth:`epoch`'s batches side by side: ``(idx, mask)`` of shape
         ``[S, steps_per_epoch · B]``, step s in columns s·B … (s+1)·B − 1 (not full batch)."""
-        ids = self._ids(clients)
-        steps = self.steps_per_epoch(ids)
-        keys = self.stream_keys(ids, ("sampler", round, "epoch", epoch, *stream), counters)
+        ids, host = self._ids(clients), self.host_ids(clients)
+        steps = self.steps_per_epoch(clients)
+        keys = self.stream_keys(ids if host is None else host,
+                                ("sampler", round, "epoch", epoch, *stream), counters)
         sizes = self.sizes[ids]
-        return self._streams(ids, sizes, steps * self.batch_size, keys)
+        host_sizes = None if host is None else self.host_sizes[host]
+        return self._streams(ids, sizes, steps * self.batch_size, keys,
+                             None if host is None else (host_sizes, host_sizes))
 
     def steps(self, round: int, num_steps: int, *stream: object,
               clients=None, counters=None) -> list[IndexBatch]:
@@ -143,37 +169,55 @@ class ClientSampler:
         """:meth:`steps`' batches side by side: ``(idx, mask)`` of shape
         ``[S, num_steps · B]`` (not full batch)."""
         _check_steps(num_steps)
-        ids = self._ids(clients)
+        ids, host = self._ids(clients), self.host_ids(clients)
         length = num_steps * self.batch_size
-        keys = self.stream_keys(ids, ("sampler", round, "steps", *stream), counters)
+        keys = self.stream_keys(ids if host is None else host,
+                                ("sampler", round, "steps", *stream), counters)
         lengths = torch.where(self.sizes[ids] > 0, length, 0)
-        return self._streams(ids, lengths, length, keys)
+        host_sizes = None if host is None else self.host_sizes[host]
+        return self._streams(ids, lengths, length, keys, None if host is None else
+                             (host_sizes, np.where(host_sizes > 0, length, 0)))
 
-    def stream_keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
-        """The clients' stream keys for ``keys`` (the run's way: gossipfl.common.rng.client_keys)."""
+    def stream_keys(self, ids: Tensor | np.ndarray, keys: tuple, counters) -> Tensor:
+        """The clients' stream keys for ``keys`` (the run's way: gossipfl.common.rng.client_keys);
+        ``ids`` on the device, or the host's (a NumPy array)."""
         return client_keys(self.seed, ids, *keys, counters=counters,
                            vectorized=self.vectorized, device=self.device)
 
-    def _streams(self, ids: Tensor, lengths: Tensor, width: int, keys: Tensor) -> IndexBatch:
+    def _streams(self, ids: Tensor, lengths: Tensor, width: int, keys: Tensor,
+                 host: tuple[np.ndarray, np.ndarray] | None = None) -> IndexBatch:
         """Global indices ``[S, width]`` of the first ``lengths[i]`` elements of each client's
-        stream (padded with a valid index), and the mask of those elements."""
-        positions = shuffled_streams(self.sizes[ids], lengths, keys)
+        stream (padded with a valid index), and the mask of those elements; ``host``: the
+        clients' sizes and ``lengths`` on the host, so that nothing is read from the device."""
+        positions = shuffled_streams(self.sizes[ids], lengths, keys, host)
         local = torch.nn.functional.pad(positions, (0, width - positions.shape[1]))
         mask = torch.arange(width, device=self.device)[None, :] < lengths[:, None]
         return torch.gather(self.index_matrix[ids], 1, local), mask
 
 
-def shuffled_streams(sizes: Tensor, lengths: Tensor, keys: Tensor) -> Tensor:
+def shuffled_streams(sizes: Tensor, lengths: Tensor, keys: Tensor,
+                     host: tuple[np.ndarray, np.ndarray] | None = None) -> Tensor:
     """Row i: the first ``lengths[i]`` entries of independent random permutations of
     ``0..sizes[i]-1`` laid end to end, zero-padded to ``max(lengths)`` columns; the
-    permutations of row i depend only on ``keys[i]`` (int64).
+    permutations of row i depend only on ``keys[i]`` (int64). ``host``: ``(sizes,
+    lengths)`` as NumPy arrays, whence the shapes are taken without reading the device (on a
+    GPU each read stops the host until the device has caught up).
     """
     device = sizes.device
     keys = keys.to(device)
     reps = torch.where(sizes > 0, (lengths + sizes - 1) // sizes.clamp(min=1), 0)
     seg_len = reps * sizes                                     # [M] elements per client
-    total = int(seg_len.sum())
-    client = torch.repeat_interleave(torch.arange(len(sizes), device=device), seg_len)
+    if host is not None:
+        host_sizes, host_lengths = host
+        host_reps = np.where(host_sizes > 0,
+                             (host_lengths + host_sizes - 1) // np.maximum(host_sizes, 1), 0)
+        total, segments = int((host_reps * host_sizes).sum()), int(host_reps.sum())
+        width = int(host_lengths.max()) if len(host_lengths) else 0
+    else:
+        total, segments = int(seg_len.sum()), int(reps.sum())
+        width = int(lengths.max()) if len(lengths) else 0
+    client = torch.repeat_interleave(torch.arange(len(sizes), device=device), seg_len,
+                                     output_size=total)
     start = torch.cumsum(seg_len, 0) - seg_len                 # [M] offset of each client
     pos = torch.arange(total, device=device) - start[client]   # position in client's region
     n = sizes[client]
@@ -182,11 +226,10 @@ def shuffled_streams(sizes: Tensor, lengths: Tensor, keys: Tensor) -> Tensor:
     # One sort of int64 keys (segment id in the high bits, random low bits) shuffles every
     # segment in place; >= 40 random bits (up to 4M segments) make ties negligible; a stable sort
     # resolves any the same way on every device.
-    bits = 62 - max(int(reps.sum()), 1).bit_length()
+    bits = 62 - max(segments, 1).bit_length()
     noise = counter_bits(keys[client], pos, bits)
     order = torch.argsort((segment << bits) | noise, stable=True)
     shuffled = local[order]                                    # aligned with flat layout
-    width = int(lengths.max()) if len(lengths) else 0
     cols = torch.arange(width, device=device)
     valid = cols[None, :] < lengths[:, None]
     flat = (start[:, None] + cols[None, :]).clamp(max=max(total - 1, 0))

@@ -14,12 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from gossipfl.algorithms.base import NO_PLAN, Batch, Context, Phase, RoundPlan, Work
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.algorithms.terms import local_step
 from gossipfl.common.rng import client_keys, vectorized_keys
+from gossipfl.common.transfer import to_device
 from gossipfl.data import ClientSampler, Dataset, apply_crop_flip, hashed_crop_flip_params
 from gossipfl.data.sampler import step_major
 from gossipfl.network.clients import ClientEnv
@@ -57,20 +59,25 @@ class LocalTrainer:
         train = self.train_config
         return (train.lr if phase.lr is None else phase.lr) * train.lr_decay ** t
 
-    def phase_batches(self, t: int, index: int, phase: Phase, rows: torch.Tensor,
-                      stream: str = "phase", counters=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The index batches of a phase of round t for the clients ``rows`` (in that order),
-        from the sampler's ``stream`` (``counters``: one integer per row that the row's stream
-        also hashes, e.g. its update count), step-major: ``(idx [K, S, B], mask [K, S, B])``,
-        step k's minibatch of row i at ``[k, i]`` (views of the sampler's streams)."""
+    def phase_length(self, phase: Phase) -> tuple[str, int]:
+        """``("steps", K)`` or ``("epochs", E)``: the phase's own, else the config's."""
         train = self.train_config
         if phase.steps is not None or phase.epochs is not None:
-            kind, count = ("steps", phase.steps) if phase.steps is not None else \
+            return ("steps", phase.steps) if phase.steps is not None else \
                 ("epochs", phase.epochs)
-        elif train.local_steps:
-            kind, count = "steps", train.local_steps
-        else:
-            kind, count = "epochs", train.local_epochs
+        if train.local_steps:
+            return "steps", train.local_steps
+        return "epochs", train.local_epochs
+
+    def phase_batches(self, t: int, index: int, phase: Phase, rows: torch.Tensor | np.ndarray,
+                      stream: str = "phase", counters=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The index batches of a phase of round t for the clients ``rows`` (in that order;
+        on the device, or the host's ids as a NumPy array), from the sampler's ``stream``
+        (``counters``: one integer per row that the row's stream also hashes, e.g. its
+        update count), step-major: ``(idx [K, S, B], mask [K, S, B])``, step k's minibatch of
+        row i at ``[k, i]`` (views of the sampler's streams)."""
+        train = self.train_config
+        kind, count = self.phase_length(phase)
         if train.full_batch:
             idx, mask = self.sampler.full_batch(rows)
             return idx.expand(count, *idx.shape), mask.expand(count, *mask.shape)
@@ -143,10 +150,14 @@ class LocalTrainer:
         return Batch(inputs=inputs, targets=data.train_y[idx], mask=mask, clients=clients,
                      every_row_active=every_row_active)
 
-    def augment_keys(self, t: int, rows: torch.Tensor, counters=None) -> torch.Tensor | None:
+    def augment_keys(self, t: int, rows: torch.Tensor | np.ndarray, counters=None,
+                     device: torch.device | None = None) -> torch.Tensor | None:
+        """The augmentation keys of round t of the clients ``rows`` (on the device, or the
+        host's ids), on ``device`` (None: the rows')."""
         if not self.augment:
             return None
-        return client_keys(self.seed, rows, "augment", t, device=rows.device,
+        return client_keys(self.seed, rows, "augment", t,
+                           device=rows.device if device is None else device,
                            counters=counters, vectorized=vectorized_keys(self.fed.num_clients))
 
     def train(self, t: int, work: Work, phases: Sequence[Phase],
@@ -171,21 +182,31 @@ class LocalTrainer:
         offline = plan.offline if offline is None else offline
         clients = work.clients
         ids = self.fed.own_clients(work.y.device) if clients is None else clients
-        sizes = self.env.sample_sizes[ids]
-        out = None if offline is None else torch.as_tensor(offline, device=ids.device)[ids]
-        if out is not None:  # they sort last, and every batch of theirs is empty
-            sizes = torch.where(out, torch.zeros_like(sizes), sizes)
-        order = torch.argsort(sizes, descending=True, stable=True)
-        permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
-        rows = ids[order]
+        host = None if offline is not None else self._host_rows(clients)
+        if host is not None:  # the order from the host's copy of the sizes: no device read
+            order_host = np.argsort(-self._host_sizes()[host], kind="stable")
+            permuted = bool((order_host != np.arange(len(order_host))).any())
+            order = to_device(order_host, ids.device)
+            rows, host = (ids[order], host[order_host]) if permuted else (ids, host)
+            out = idle = None
+        else:
+            sizes = self.env.sample_sizes[ids]
+            out = None if offline is None else \
+                torch.as_tensor(offline, device=ids.device)[ids]
+            if out is not None:  # they sort last, and every batch of theirs is empty
+                sizes = torch.where(out, torch.zeros_like(sizes), sizes)
+            order = torch.argsort(sizes, descending=True, stable=True)
+            permuted = not bool((order == torch.arange(len(order), device=order.device)).all())
+            rows = ids[order]
+            idle = None if out is None or not bool(out.any()) else out[order]
         # permuted rows are no longer "all the process's clients in order": name them, so
         # that a step reading its rows' clients (a packed study's runs, FedRoD's priors)
         # reads theirs
         inner = work.take(order, rows) if permuted else work
         if counters is not None:
             counters = counters.cpu()[order.cpu()].tolist()
-        keys = self.augment_keys(t, rows, counters)
-        idle = None if out is None or not bool(out.any()) else out[order]
+        keys = self.augment_keys(t, rows if host is None else host, counters,
+                                 device=rows.device)
         loss_sum = torch.zeros((), device=work.y.device)
         loss_count = 0
         span = max(len(rows), 1)  # one block even without rows (a rank holding no client)
@@ -197,20 +218,40 @@ class LocalTrainer:
                 t, block, rows[start:stop], phases, stream,
                 None if counters is None else counters[start:stop],
                 None if keys is None else keys[start:stop],
-                None if idle is None else idle[start:stop], plan)
+                None if idle is None else idle[start:stop], plan,
+                None if host is None else host[start:stop])
             loss_sum += block_loss
             loss_count += block_count
         if permuted:
             work.restore(inner, torch.argsort(order))
         return loss_sum, loss_count
 
+    def _host_rows(self, clients: torch.Tensor | None) -> np.ndarray | None:
+        """The host's ids of the rows of ``clients`` (None: all this process's, in order),
+        where the host has them without reading the device (else None)."""
+        if clients is None:
+            own = getattr(self, "_own_clients", None)
+            if own is None:
+                own = self._own_clients = self.fed.own_clients("cpu").numpy()
+            return own
+        return clients.numpy() if clients.device.type == "cpu" else None
+
+    def _host_sizes(self) -> np.ndarray:
+        """The clients' data sizes (``env.sample_sizes``) on the host, read once."""
+        sizes = self.env.sample_sizes
+        cached = getattr(self, "_sizes_of", None)
+        if cached is None or cached[0] is not sizes or cached[1] != sizes._version:
+            cached = self._sizes_of = (sizes, sizes._version, sizes.cpu().numpy())
+        return cached[2]
+
     def _train_block(self, t: int, inner: Work, rows: torch.Tensor, phases: Sequence[Phase],
                      stream: str, counters: list | None, keys: torch.Tensor | None,
-                     idle: torch.Tensor | None = None, plan: RoundPlan = NO_PLAN
-                     ) -> tuple[torch.Tensor, int]:
+                     idle: torch.Tensor | None = None, plan: RoundPlan = NO_PLAN,
+                     host: np.ndarray | None = None) -> tuple[torch.Tensor, int]:
         """All phases and steps of the rows ``inner`` (clients ``rows``, largest data first;
-        ``idle``: the rows that sit the round out, last), every context with the round's
-        ``plan``."""
+        ``idle``: the rows that sit the round out, last; ``host``: the rows' ids on the host,
+        whence the minibatches' shapes are known without reading the device), every
+        context with the round's ``plan``."""
         drawn = torch.zeros(len(rows), dtype=torch.int64, device=rows.device)
         loss_sum = torch.zeros((), device=inner.y.device)
         loss_count = 0
@@ -225,10 +266,13 @@ class LocalTrainer:
                 phase.begin(Context(round=t, lr=lr, phase=phase, rounds=rounds,
                                     phase_index=index, optimizer=optimizer, env=self.env,
                                     plan=plan), inner)
-            steps_idx, steps_mask = self.phase_batches(t, index, phase, rows, stream, counters)
+            steps_idx, steps_mask = self.phase_batches(
+                t, index, phase, rows if host is None else host, stream, counters)
             if idle is not None:
                 steps_mask = steps_mask & ~idle[None, :, None]
-            actives = _active_rows(steps_mask)
+            actives = _active_rows(steps_mask) if host is None else host_active_rows(
+                *self.phase_length(phase), self.sampler.host_sizes[host],
+                None if self.train_config.full_batch else self.sampler.batch_size)
             graphs = self.phase_graphs
             if graphs is not None and \
                     graphs.refusal(phase, inner, rows, actives) is None and \
@@ -255,6 +299,22 @@ class LocalTrainer:
                 loss_sum += loss.sum()
                 loss_count += active
         return loss_sum, loss_count
+
+
+def host_active_rows(kind: str, count: int, sizes: np.ndarray, batch: int | None
+                     ) -> list[int]:
+    """:func:`_active_rows` from the rows' data ``sizes`` (largest first, on the host): the
+    rows with a sample at each step of a phase of ``count`` local steps or epochs of batches
+    of ``batch`` (None: full batch), without reading the device. A row with data has a
+    sample at every local step and full batch, and in step s of an epoch while s <
+    ⌈n_i / B⌉."""
+    with_data = int((sizes > 0).sum())
+    if batch is None or kind == "steps":
+        return [with_data] * count
+    batches = -(-sizes // batch)  # ⌈n_i / B⌉, 0 for an empty row
+    per_epoch = max(int(batches.max()) if len(batches) else 0, 1)
+    epoch = [int((batches > s).sum()) for s in range(per_epoch)]
+    return epoch * count
 
 
 def _active_rows(mask: torch.Tensor) -> list[int]:

@@ -32,6 +32,7 @@ from torch import Tensor
 from gossipfl.algorithms.base import NO_PLAN, Context, Work
 from gossipfl.algorithms.local import LocalOptimizer
 from gossipfl.common.state import Namespace, RunState
+from gossipfl.common.transfer import to_device
 from gossipfl.data.sampler import ClientSampler, IndexBatch
 from gossipfl.network.clients import ClientEnv
 from gossipfl.network.federation import Federation
@@ -85,10 +86,10 @@ class PackedFederation(Federation):
         return out
 
 
-def _split(clients: Tensor, m: int, runs: int) -> list[tuple[Tensor, Tensor]]:
-    """For each run: the positions in ``clients`` (joint ids) of its rows, and their
-    run-local ids."""
-    ids = clients.cpu()
+def _split(clients: Tensor | np.ndarray, m: int, runs: int) -> list[tuple[Tensor, Tensor]]:
+    """For each run: the positions in ``clients`` (joint ids; the host's, or on the device,
+    read once) of its rows, and their run-local ids, on the host."""
+    ids = torch.as_tensor(clients).cpu()
     run = ids // m
     out = []
     for r in range(runs):
@@ -97,15 +98,16 @@ def _split(clients: Tensor, m: int, runs: int) -> list[tuple[Tensor, Tensor]]:
     return out
 
 
-def run_keys(ids: Tensor, counters, m: int, runs: int, device,
+def run_keys(ids: Tensor | np.ndarray, counters, m: int, runs: int, device,
              keys_of: Callable[[int, Tensor, list | None], Tensor]) -> Tensor:
-    """``[len(ids)]`` int64 keys of joint rows, each derived by its own run:
-    ``keys_of(r, run-local ids on device, their counters or None)`` for run r's rows."""
+    """``[len(ids)]`` int64 keys of joint rows (ids on the device, or the host's), each
+    derived by its own run: ``keys_of(r, run-local ids on device, their counters or None)``
+    for run r's rows."""
     out = torch.zeros(len(ids), dtype=torch.int64, device=device)
     for r, (pos, local) in enumerate(_split(ids, m, runs)):
         if len(pos):
             sub = None if counters is None else [counters[i] for i in pos.tolist()]
-            out[pos.to(device)] = keys_of(r, local.to(device), sub)
+            out[to_device(pos, device)] = keys_of(r, to_device(local, device), sub)
     return out
 
 
@@ -175,7 +177,7 @@ class PackedSampler(ClientSampler):
         # keys come from each run's own sampler (stream_keys): this seed is never used
         super().__init__(parts, first.batch_size, seed=first.seed, device=first.device)
 
-    def stream_keys(self, ids: Tensor, keys: tuple, counters) -> Tensor:
+    def stream_keys(self, ids: Tensor | np.ndarray, keys: tuple, counters) -> Tensor:
         """Each row's stream key as its run's sampler derives it for its run-local id."""
         return run_keys(ids, counters, self.m, len(self.members), self.device,
                         lambda r, local, sub: self.members[r].stream_keys(local, keys, sub))
@@ -187,14 +189,15 @@ class PackedSampler(ClientSampler):
         idx, mask = super().epoch_streams(round, epoch, *stream, clients=clients,
                                           counters=counters)
         batch, width = self.batch_size, idx.shape[1]
-        ids = self._ids(clients)
+        host = self.host_ids(clients)
+        ids = self._ids(clients) if host is None else host
         own = torch.full((len(ids),), width, dtype=torch.int64)  # host: no synchronization
         for r, (pos, local) in enumerate(_split(ids, self.m, len(self.members))):
             if len(pos):
                 own[pos] = self.members[r].steps_per_epoch(local) * batch
         if bool((own < width).any()):
             cols = torch.arange(width, device=self.device)[None, :]
-            w = own.to(self.device)[:, None]
+            w = to_device(own, self.device)[:, None]
             idx = torch.gather(idx, 1, torch.where(cols < w, cols, w - batch + (cols - w) % batch))
         return idx, mask
 
@@ -248,13 +251,15 @@ class PackedTrainer(LocalTrainer):
         rates = [member.phase_lr(phase, t) for member in self.members]
         if len(set(rates)) == 1:
             return None
-        per_run = torch.tensor(rates, dtype=like.dtype).to(like.device, non_blocking=True)
+        per_run = to_device(rates, like.device, like.dtype)
         return per_run[clients // self.m][:, None]
 
-    def augment_keys(self, t: int, rows: Tensor, counters=None) -> Tensor | None:
+    def augment_keys(self, t: int, rows: Tensor | np.ndarray, counters=None,
+                     device: torch.device | None = None) -> Tensor | None:
         if not self.augment:
             return None
-        return run_keys(rows, counters, self.m, len(self.members), rows.device,
+        return run_keys(rows, counters, self.m, len(self.members),
+                        rows.device if device is None else device,
                         lambda r, local, sub: self.members[r].augment_keys(t, local, sub))
 
     # -- a phase replayed from a graph: each run's rate and loss on the device ------------

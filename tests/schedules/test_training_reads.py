@@ -1,0 +1,135 @@
+"""A round's local training reads nothing from the device (issue 48: "nothing syncs with the
+host inside a round").
+
+On a GPU every read of a tensor's value on the host (``int(t)``, ``bool(t)``, ``t.item()``,
+``t.tolist()``) waits until the device has run everything queued before it. With all the
+clients at work, the rows' order, the minibatch streams' shapes and the rows with a sample
+at each step follow from the clients' data sizes, which the host keeps
+(``LocalTrainer._host_sizes``, ``ClientSampler.host_sizes``): the local loop reads none of
+them from the device, step by step or replayed from a graph. On the CPU the reads are
+counted where they would be on a GPU: every ``aten._local_scalar_dense`` (``item``,
+``int``, ``bool``) and every ``Tensor.tolist``.
+"""
+
+from __future__ import annotations
+
+import collections
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from gossipfl.algorithms.base import Phase
+from gossipfl.assembly.loading import load_config
+from gossipfl.core.runner import Runner
+from gossipfl.engine.compiled import TracedGraph
+from gossipfl.schedules.phase_graph import PhaseGraphs
+from gossipfl.schedules.training import _active_rows, host_active_rows
+from tests.schedules.phase_cases import ragged_config, tiny_config
+
+
+class Reads(TorchDispatchMode):
+    """Counts the reads of a tensor's value on the host."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ == "_local_scalar_dense":
+            self.count["item"] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def reads_of_training(config: dict, graphs: bool, monkeypatch) -> list[int]:
+    """The reads of each round's ``LocalTrainer.train`` over 3 rounds."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runner = Runner(load_config(config))
+    if graphs:
+        runner.trainer.phase_graphs = PhaseGraphs(runner.trainer, capture=TracedGraph)
+    real_train, real_tolist = runner.trainer.train, torch.Tensor.tolist
+    rounds: list[int] = []
+    counter = collections.Counter()
+
+    def tolist(self):
+        counter["tolist"] += 1
+        return real_tolist(self)
+
+    def train(*args, **kwargs):
+        counter.clear()
+        monkeypatch.setattr(torch.Tensor, "tolist", tolist)
+        try:
+            with Reads() as reads:
+                out = real_train(*args, **kwargs)
+        finally:
+            monkeypatch.setattr(torch.Tensor, "tolist", real_tolist)
+        rounds.append(reads.count["item"] + counter["tolist"])
+        return out
+
+    runner.trainer.train = train
+    with torch.no_grad():
+        for t in range(3):
+            runner.run_round(t)
+    return rounds
+
+
+def with_an_empty_client() -> dict:
+    """Four clients of 9, 6, 0 and 3 samples (their own tensors), whole epochs."""
+    config = ragged_config("dfedavgm")
+    gen = torch.Generator().manual_seed(1)
+    config["data"] = {"tensors": {"train": [(torch.randn(n, 1, 4, 4, generator=gen),
+                                             torch.randint(0, 3, (n,), generator=gen))
+                                            for n in (9, 6, 0, 3)],
+                                  "test": (torch.randn(8, 1, 4, 4, generator=gen),
+                                           torch.randint(0, 3, (8,), generator=gen)),
+                                  "num_classes": 3},
+                      "clients": 4}
+    return config
+
+
+def cnn_augmented() -> dict:
+    config = tiny_config("dfedavgm", model="cnn", momentum=0.5)
+    config["data"]["augment"] = True
+    return config
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["step by step", "graph"])
+@pytest.mark.parametrize("case", ["local steps", "unequal epochs", "an empty client",
+                                  "full batch", "augmented cnn"])
+def test_a_rounds_local_training_reads_nothing_from_the_device(case, graphs, monkeypatch):
+    """Local steps, clients of unequal data in whole epochs (one without data), full batch,
+    the augmented cnn: no read of the device in any round's local training, step by step or
+    from a graph."""
+    config = {"local steps": lambda: tiny_config("dfedavgm", momentum=0.5),
+              "unequal epochs": lambda: ragged_config("dfedavgm"),
+              "an empty client": with_an_empty_client,
+              "full batch": lambda: tiny_config("dfedavgm", batch_size="full"),
+              "augmented cnn": cnn_augmented}[case]()
+    assert reads_of_training(config, graphs, monkeypatch) == [0, 0, 0]
+
+
+@pytest.mark.parametrize("case", ["local steps", "unequal epochs", "an empty client",
+                                  "full batch"])
+def test_the_host_knows_the_rows_with_a_sample_at_every_step(case):
+    """``host_active_rows`` (from the sizes on the host) is what the sampler's masks say
+    (:func:`_active_rows`, read from them) at every step of a phase: local steps, clients of
+    unequal data in whole epochs (one of them without data), full batch."""
+    config = {"local steps": lambda: tiny_config("dfedavgm"),
+              "unequal epochs": lambda: ragged_config("dfedavgm"),
+              "an empty client": with_an_empty_client,
+              "full batch": lambda: tiny_config("dfedavgm", batch_size="full")}[case]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = Runner(load_config(config)).trainer
+    sizes = trainer.sampler.host_sizes
+    if case == "an empty client":
+        assert (sizes == 0).any(), sizes
+    rows = np.argsort(-sizes, kind="stable")
+    phase = Phase()
+    _, mask = trainer.phase_batches(0, 0, phase, torch.as_tensor(rows))
+    kind, count = trainer.phase_length(phase)
+    batch = None if trainer.train_config.full_batch else trainer.sampler.batch_size
+    assert host_active_rows(kind, count, sizes[rows], batch) == _active_rows(mask)
