@@ -50,6 +50,9 @@ class LocalTrainer:
         self.block_clients = block_clients  # block-major order: clients per block
         # engine.cuda_graphs: whole phases replayed from CUDA graphs where they can be
         self.phase_graphs = PhaseGraphs(self) if graphs else None
+        # the host's copies of the process's client ids and of their data sizes
+        self._own_clients: np.ndarray | None = None
+        self._sizes_of: tuple | None = None
 
     def lr(self, t: int) -> float:
         train = self.train_config
@@ -230,16 +233,14 @@ class LocalTrainer:
         """The host's ids of the rows of ``clients`` (None: all this process's, in order),
         where the host has them without reading the device (else None)."""
         if clients is None:
-            own = getattr(self, "_own_clients", None)
-            if own is None:
-                own = self._own_clients = self.fed.own_clients("cpu").numpy()
-            return own
+            if self._own_clients is None:
+                self._own_clients = self.fed.own_clients("cpu").numpy()
+            return self._own_clients
         return clients.numpy() if clients.device.type == "cpu" else None
 
     def _host_sizes(self) -> np.ndarray:
         """The clients' data sizes (``env.sample_sizes``) on the host, read once."""
-        sizes = self.env.sample_sizes
-        cached = getattr(self, "_sizes_of", None)
+        sizes, cached = self.env.sample_sizes, self._sizes_of
         if cached is None or cached[0] is not sizes or cached[1] != sizes._version:
             cached = self._sizes_of = (sizes, sizes._version, sizes.cpu().numpy())
         return cached[2]
