@@ -422,3 +422,30 @@ def test_from_tensors_and_to():
         from_tensors(x, np.arange(9), x, np.arange(10))
     with pytest.raises(GossipflError, match=r"data.num_classes: .* labels must lie in 0\.\.2"):
         from_tensors(x, np.arange(10) % 3, x, np.arange(10) % 4, num_classes=3)
+
+
+def test_a_compressed_file_read_again_unchanged_is_not_decompressed_again(tmp_path,
+                                                                           monkeypatch):
+    """A study's runs load the same files: the second read of an unchanged gzip file takes
+    the bytes kept from the first (no decompression); a file rewritten since (another size
+    or time) is read afresh, and a file larger than what is kept is never kept."""
+    from gossipfl.data import formats
+
+    monkeypatch.setattr(formats, "_KEPT", type(formats._KEPT)())
+    calls = []
+    real = gzip.decompress
+    monkeypatch.setattr(formats.gzip, "decompress", lambda raw: calls.append(1) or real(raw))
+    path = tmp_path / "x.idx.gz"
+    path.write_bytes(gzip.compress(idx_bytes(np.arange(6, dtype=np.uint8).reshape(2, 3))))
+    first = read_idx(path)
+    second = read_idx(path)
+    assert np.array_equal(first, second) and len(calls) == 1
+    second[0, 0] = 9  # each caller's array is its own
+    assert read_idx(path)[0, 0] == 0 and len(calls) == 1
+    path.write_bytes(gzip.compress(idx_bytes(np.arange(8, dtype=np.uint8).reshape(2, 4))))
+    assert read_idx(path).shape == (2, 4) and len(calls) == 2
+    monkeypatch.setattr(formats, "KEPT_BYTES", 4)
+    formats._KEPT.clear()
+    read_idx(path)
+    read_idx(path)
+    assert len(calls) == 4 and not formats._KEPT

@@ -7,6 +7,7 @@ the job of :mod:`gossipfl.data.datasets`. Every problem with a file raises
 
 from __future__ import annotations
 
+import collections
 import gzip
 import hashlib
 import io
@@ -212,14 +213,37 @@ def _read_digest_cache() -> dict:
 # --------------------------------------------------------------------------------------------
 
 
+#: decompressed files kept in this process (the runs of a study load the same files),
+#: their total size at most :data:`KEPT_BYTES`, the least recently read let go first
+_KEPT: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
+KEPT_BYTES = 256 * 2**20
+
+
 def read_bytes(path: str | Path) -> bytes:
-    """The content of ``path``, transparently gunzipped when it starts with the gzip magic."""
+    """The content of ``path``, transparently gunzipped when it starts with the gzip magic.
+
+    A compressed file read again in this process, unchanged (the same size and modification
+    time), is not decompressed again: a study's runs load the same dataset files, whose
+    decompression was most of a load (0.3 s of 0.55 s for Fashion-MNIST's on a 2-core CPU).
+    The bytes are immutable, so every caller gets the same content."""
     path = Path(path)
     try:
+        info = path.stat()
+        key = (str(path.absolute()), info.st_size, info.st_mtime_ns)
+        if key in _KEPT:
+            _KEPT.move_to_end(key)
+            return _KEPT[key]
         raw = path.read_bytes()
-        return gzip.decompress(raw) if raw[:2] == GZIP_MAGIC else raw
+        if raw[:2] != GZIP_MAGIC:
+            return raw
+        data = gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as exc:
         raise GossipflError(f"{KEY}: cannot read {path} ({error_reason(exc)}).") from exc
+    if len(data) <= KEPT_BYTES:
+        _KEPT[key] = data
+        while sum(len(v) for v in _KEPT.values()) > KEPT_BYTES:
+            _KEPT.popitem(last=False)
+    return data
 
 
 def parse_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
