@@ -14,7 +14,11 @@
 #      (benchmarks/pack.py; since the first call: the joint sampler, the warm-up, and the
 #      packed phase replayed from a graph, one learning rate per row);
 #   3. the CUDA tests (tests/engine/test_compiled.py, tests/engine/test_precision.py, the
-#      CUDA tests of tests/schedules/test_phase_graph.py: the replayed phases' bits);
+#      CUDA tests of tests/schedules/test_phase_graph.py: the replayed phases' bits, own
+#      steps and ragged phases included; tests/common/test_transfer.py: a copy to the
+#      device without a synchronization);
+#      since the second CPU session: 41 of 43 algorithms graphed, ragged phases, no read of
+#      the device in a round's local training (anatomy's sync_sites lists what is left);
 #   4. the compiled ResNet-18-GN step's profile (a compile of about 100 s first), if time is
 #      left; RESNET=1 also re-times its rounds (TF32 and bf16) before it.
 # With ACCURACY=1 and Fashion-MNIST travelling with the tree (.gpu_data/fashion_mnist/*.gz,
@@ -59,7 +63,8 @@ fi
 t=$(bounded 90)
 [ "$t" -gt 5 ] && timeout "$t" python -m pytest -q -p no:cacheprovider -p no:xdist -W ignore \
     -rs -m "not slow" tests/engine/test_compiled.py tests/engine/test_precision.py \
-    tests/schedules/test_phase_graph.py -k "not test_phase_graph or cuda" \
+    tests/schedules/test_phase_graph.py tests/common/test_transfer.py \
+    -k "not test_phase_graph or cuda" \
     > "$OUT/pytest_cuda.log" 2>&1
 echo "pytest rc=$?" >> "$OUT/pytest_cuda.log"
 wait
