@@ -189,7 +189,7 @@ class LocalTrainer:
         if host is not None:  # the order from the host's copy of the sizes: no device read
             order_host = np.argsort(-self._host_sizes()[host], kind="stable")
             permuted = bool((order_host != np.arange(len(order_host))).any())
-            order = to_device(order_host, ids.device)
+            order = to_device(order_host, ids.device) if permuted else None
             rows, host = (ids[order], host[order_host]) if permuted else (ids, host)
             out = idle = None
         else:
@@ -207,7 +207,7 @@ class LocalTrainer:
         # reads theirs
         inner = work.take(order, rows) if permuted else work
         if counters is not None:
-            counters = counters.cpu()[order.cpu()].tolist()
+            counters = (counters.cpu() if order is None else counters.cpu()[order.cpu()]).tolist()
         keys = self.augment_keys(t, rows if host is None else host, counters,
                                  device=rows.device)
         loss_sum = torch.zeros((), device=work.y.device)
