@@ -73,9 +73,9 @@ class ClientSampler:
     def _ids(self, clients) -> Tensor:
         if clients is None:
             return torch.arange(self.num_clients, device=self.device)
-        if isinstance(clients, np.ndarray):  # the host's ids: copied without waiting
-            return to_device(clients, self.device, torch.int64)
-        return torch.as_tensor(clients, dtype=torch.int64, device=self.device)
+        if isinstance(clients, Tensor) and clients.device.type != "cpu":
+            return clients.to(device=self.device, dtype=torch.int64)
+        return to_device(clients, self.device, torch.int64)  # the host's: without waiting
 
     def host_ids(self, clients) -> np.ndarray | None:
         """``clients`` as the host knows them without reading the device (None: all M in
