@@ -133,8 +133,9 @@ def phase_prefixes(runner: Runner) -> list[list[int]]:
     return mask.any(dim=2).sum(dim=1).tolist()
 
 
-@pytest.mark.parametrize("algorithm", ["dfedavgm", "dfedsam", "dfedcata", "fedprox",
-                                       "scaffold", "dpsgd"])
+@pytest.mark.parametrize("algorithm", ["dfedavgm", "dfedcata", "dpsgd",
+                                       *(pytest.param(a, marks=pytest.mark.slow)
+                                         for a in ("dfedsam", "fedprox", "scaffold"))])
 @pytest.mark.filterwarnings("ignore::gossipfl.errors.IgnoredSetting")
 def test_ragged_phases_of_unequal_clients_replay_the_eager_bits(algorithm):
     """Unequal clients, whole epochs: at step k only the first a_k rows (ordered by data
@@ -157,6 +158,7 @@ def test_ragged_phases_of_unequal_clients_replay_the_eager_bits(algorithm):
     assert all(not g.failures for g in graphs._graphs.values())
 
 
+@pytest.mark.slow
 def test_ragged_phases_of_sampled_clients_replay_when_their_prefixes_come_again():
     """A server's sampled clients of unequal data: each round's rows may run out of
     minibatches in another order; a phase is recorded only when its prefixes come again
@@ -172,6 +174,7 @@ def test_ragged_phases_of_sampled_clients_replay_when_their_prefixes_come_again(
     assert all(not g.failures for g in graphs._graphs.values())
 
 
+@pytest.mark.slow
 def test_clients_offline_sit_out_of_a_replayed_phase():
     """Clients offline in a round (systems.availability) are the last rows and have no
     minibatch: the phase's prefixes leave them out, the eager bits."""

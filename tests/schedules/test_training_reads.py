@@ -96,7 +96,8 @@ def cnn_augmented() -> dict:
     return config
 
 
-@pytest.mark.parametrize("graphs", [False, True], ids=["step by step", "graph"])
+@pytest.mark.parametrize("graphs", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["step by step", "graph"])
 @pytest.mark.parametrize("case", ["local steps", "unequal epochs", "an empty client",
                                   "full batch", "augmented cnn"])
 def test_a_rounds_local_training_reads_nothing_from_the_device(case, graphs, monkeypatch):
