@@ -2,19 +2,21 @@
 host inside a round").
 
 On a GPU every read of a tensor's value on the host (``int(t)``, ``bool(t)``, ``t.item()``,
-``t.tolist()``) waits until the device has run everything queued before it. With all the
-clients at work, the rows' order, the minibatch streams' shapes and the rows with a sample
-at each step follow from the clients' data sizes, which the host keeps
-(``LocalTrainer._host_sizes``, ``ClientSampler.host_sizes``): the local loop reads none of
-them from the device, step by step or replayed from a graph. On the CPU the reads are
-counted where they would be on a GPU: every ``aten._local_scalar_dense`` (``item``,
-``int``, ``bool``) and every ``Tensor.tolist``.
+``t.tolist()``, ``t.cpu()``) waits until the device has run everything queued before it.
+With all the clients at work, the rows' order, the minibatch streams' shapes and the rows
+with a sample at each step follow from the clients' data sizes, which the host keeps
+(``LocalTrainer._host_sizes``, read once, ``ClientSampler.host_sizes``): the local loop
+reads none of them from the device after the first round, step by step or replayed from a
+graph. On the CPU the reads are counted where they would be on a GPU: every
+``aten._local_scalar_dense`` (``item``, ``int``, ``bool``), every ``Tensor.tolist`` and
+every ``Tensor.cpu`` (``Tensor.numpy`` is not counted: it refuses a tensor on a GPU).
 """
 
 from __future__ import annotations
 
 import collections
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -43,6 +45,35 @@ class Reads(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def counting_reads(call, monkeypatch, items: bool = True) -> Callable:
+    """``call`` that appends the reads it made to its ``rounds`` list (``items``: the reads
+    of a value too, else the copies to the host alone)."""
+    real = {name: getattr(torch.Tensor, name) for name in ("tolist", "cpu")}
+    counter: collections.Counter = collections.Counter()
+
+    def counted(name):
+        def read(self, *args, **kwargs):
+            counter[name] += 1
+            return real[name](self, *args, **kwargs)
+        return read
+
+    def wrapped(*args, **kwargs):
+        counter.clear()
+        for name in real:
+            monkeypatch.setattr(torch.Tensor, name, counted(name))
+        try:
+            with Reads() as reads:
+                out = call(*args, **kwargs)
+        finally:
+            for name, method in real.items():
+                monkeypatch.setattr(torch.Tensor, name, method)
+        wrapped.rounds.append(reads.count["item"] * items + sum(counter.values()))
+        return out
+
+    wrapped.rounds = []
+    return wrapped
+
+
 def reads_of_training(config: dict, graphs: bool, monkeypatch) -> list[int]:
     """The reads of each round's ``LocalTrainer.train`` over 3 rounds."""
     with warnings.catch_warnings():
@@ -50,30 +81,11 @@ def reads_of_training(config: dict, graphs: bool, monkeypatch) -> list[int]:
         runner = Runner(load_config(config))
     if graphs:
         runner.trainer.phase_graphs = PhaseGraphs(runner.trainer, capture=TracedGraph)
-    real_train, real_tolist = runner.trainer.train, torch.Tensor.tolist
-    rounds: list[int] = []
-    counter = collections.Counter()
-
-    def tolist(self):
-        counter["tolist"] += 1
-        return real_tolist(self)
-
-    def train(*args, **kwargs):
-        counter.clear()
-        monkeypatch.setattr(torch.Tensor, "tolist", tolist)
-        try:
-            with Reads() as reads:
-                out = real_train(*args, **kwargs)
-        finally:
-            monkeypatch.setattr(torch.Tensor, "tolist", real_tolist)
-        rounds.append(reads.count["item"] + counter["tolist"])
-        return out
-
-    runner.trainer.train = train
+    runner.trainer.train = counting_reads(runner.trainer.train, monkeypatch)
     with torch.no_grad():
         for t in range(3):
             runner.run_round(t)
-    return rounds
+    return runner.trainer.train.rounds
 
 
 def with_an_empty_client() -> dict:
@@ -109,7 +121,39 @@ def test_a_rounds_local_training_reads_nothing_from_the_device(case, graphs, mon
               "an empty client": with_an_empty_client,
               "full batch": lambda: tiny_config("dfedavgm", batch_size="full"),
               "augmented cnn": cnn_augmented}[case]()
-    assert reads_of_training(config, graphs, monkeypatch) == [0, 0, 0]
+    assert reads_of_training(config, graphs, monkeypatch)[1:] == [0, 0]
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["step by step", "graph"])
+def test_a_packed_round_reads_the_device_once(graphs, monkeypatch):
+    """A packed study of 4 runs (two seeds, two learning rates): its local training reads
+    nothing after the first round, and its round copies one tensor to the host, every run's
+    loss sum together (each runner then reads its own there: not counted)."""
+    from gossipfl.studies.packing.joint import Pack
+
+    def pack() -> Pack:
+        runners = []
+        for seed in (0, 1):
+            for lr in (0.05, 0.1):
+                config = tiny_config("dfedavgm", momentum=0.5, lr=lr)
+                config["seed"] = seed
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    runners.append(Runner(load_config(config)))
+        joint = Pack(runners)
+        if graphs:
+            joint.trainer.phase_graphs = PhaseGraphs(joint.trainer, capture=TracedGraph)
+        return joint
+
+    training, whole = pack(), pack()
+    training.trainer.train = counting_reads(training.trainer.train, monkeypatch)
+    rounds = counting_reads(whole.round, monkeypatch, items=False)
+    with torch.no_grad():
+        for t in range(3):
+            training.round(t)
+            rounds(t)
+    assert training.trainer.train.rounds[1:] == [0, 0]
+    assert rounds.rounds[1:] == [1, 1]
 
 
 @pytest.mark.parametrize("case", ["local steps", "unequal epochs", "an empty client",

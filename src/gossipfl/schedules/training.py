@@ -53,6 +53,8 @@ class LocalTrainer:
         # the host's copies of the process's client ids and of their data sizes
         self._own_clients: np.ndarray | None = None
         self._sizes_of: tuple | None = None
+        self._own_device: torch.Tensor | None = None  # their ids on the device
+        self._last_rows: tuple | None = None  # (ids, order, ids[order]) of the last round
 
     def lr(self, t: int) -> float:
         train = self.train_config
@@ -184,13 +186,14 @@ class LocalTrainer:
         plan = NO_PLAN if plan is None else plan
         offline = plan.offline if offline is None else offline
         clients = work.clients
-        ids = self.fed.own_clients(work.y.device) if clients is None else clients
+        ids = self._own_ids(work.y.device) if clients is None else clients
         host = None if offline is not None else self._host_rows(clients)
         if host is not None:  # the order from the host's copy of the sizes: no device read
             order_host = np.argsort(-self._host_sizes()[host], kind="stable")
             permuted = bool((order_host != np.arange(len(order_host))).any())
             order = to_device(order_host, ids.device) if permuted else None
-            rows, host = (ids[order], host[order_host]) if permuted else (ids, host)
+            rows, host = (self._ordered(ids, order, order_host), host[order_host]) \
+                if permuted else (ids, host)
             out = idle = None
         else:
             sizes = self.env.sample_sizes[ids]
@@ -237,6 +240,24 @@ class LocalTrainer:
                 self._own_clients = self.fed.own_clients("cpu").numpy()
             return self._own_clients
         return clients.numpy() if clients.device.type == "cpu" else None
+
+    def _own_ids(self, device: torch.device) -> torch.Tensor:
+        """The process's client ids on ``device``, one tensor from round to round (what is
+        split from it, a packed study's runs, is kept with it: gossipfl.studies.packing)."""
+        if self._own_device is None or self._own_device.device != device:
+            self._own_device = self.fed.own_clients(device)
+        return self._own_device
+
+    def _ordered(self, ids: torch.Tensor, order: torch.Tensor, order_host: np.ndarray
+                 ) -> torch.Tensor:
+        """``ids[order]``: the same tensor as the last round's when ``ids`` and the order
+        are (all the clients at work: the rows are the same every round)."""
+        last = self._last_rows
+        if last is not None and last[0] is ids and np.array_equal(last[1], order_host):
+            return last[2]
+        rows = ids[order]
+        self._last_rows = (ids, order_host, rows)
+        return rows
 
     def _host_sizes(self) -> np.ndarray:
         """The clients' data sizes (``env.sample_sizes``) on the host, read once."""

@@ -89,25 +89,26 @@ class PackedFederation(Federation):
 def _split(clients: Tensor | np.ndarray, m: int, runs: int) -> list[tuple[Tensor, Tensor]]:
     """For each run: the positions in ``clients`` (joint ids; the host's, or on the device,
     read once) of its rows, and their run-local ids, on the host."""
-    ids = torch.as_tensor(clients).cpu()
+    ids = clients if isinstance(clients, np.ndarray) else \
+        torch.as_tensor(clients).cpu().numpy()
     run = ids // m
     out = []
     for r in range(runs):
-        pos = (run == r).nonzero().squeeze(1)
-        out.append((pos, ids[pos] - r * m))
+        pos = np.flatnonzero(run == r)
+        out.append((torch.from_numpy(pos), torch.from_numpy(ids[pos] - r * m)))
     return out
 
 
 def run_keys(ids: Tensor | np.ndarray, counters, m: int, runs: int, device,
-             keys_of: Callable[[int, Tensor, list | None], Tensor]) -> Tensor:
+             keys_of: Callable[[int, np.ndarray, list | None], Tensor]) -> Tensor:
     """``[len(ids)]`` int64 keys of joint rows (ids on the device, or the host's), each
-    derived by its own run: ``keys_of(r, run-local ids on device, their counters or None)``
-    for run r's rows."""
+    derived by its own run: ``keys_of(r, run-local ids on the host, their counters or
+    None)`` for run r's rows, on ``device``."""
     out = torch.zeros(len(ids), dtype=torch.int64, device=device)
     for r, (pos, local) in enumerate(_split(ids, m, runs)):
         if len(pos):
             sub = None if counters is None else [counters[i] for i in pos.tolist()]
-            out[to_device(pos, device)] = keys_of(r, to_device(local, device), sub)
+            out[to_device(pos, device)] = keys_of(r, local.numpy(), sub)
     return out
 
 
@@ -258,9 +259,10 @@ class PackedTrainer(LocalTrainer):
                      device: torch.device | None = None) -> Tensor | None:
         if not self.augment:
             return None
-        return run_keys(rows, counters, self.m, len(self.members),
-                        rows.device if device is None else device,
-                        lambda r, local, sub: self.members[r].augment_keys(t, local, sub))
+        device = rows.device if device is None else device
+        return run_keys(rows, counters, self.m, len(self.members), device,
+                        lambda r, local, sub: self.members[r].augment_keys(t, local, sub,
+                                                                           device=device))
 
     # -- a phase replayed from a graph: each run's rate and loss on the device ------------
     @property
@@ -360,11 +362,12 @@ class Pack:
         sent = self.fed.run_bytes()
         seconds = (time.perf_counter() - start) / len(self.runners)  # each run's share
         measured = []
+        sums = torch.stack(self.tally.sums).cpu()  # every run's loss in one read of the device
         for r, runner in enumerate(self.runners):
             block = slice(r * m, (r + 1) * m)
             runner.state.update({k: v[block].clone() for k, v in self.state.items()})
             trained = None if outcome.trained is None else outcome.trained[block]
-            own = RoundOutcome(self.tally.sums[r], self.tally.counts[r], dict(outcome.extra),
+            own = RoundOutcome(sums[r], self.tally.counts[r], dict(outcome.extra),
                                trained=trained)
             measured.append(runner.round_metrics(t, runner.lr(t), own, sent[r], seconds))
         return measured
