@@ -29,6 +29,7 @@ from gossipfl.assembly.experiment import (  # noqa: F401  (the builders, importa
 )
 from gossipfl.assembly.plan import check_plan
 from gossipfl.common.state import RunState
+from gossipfl.common.transfer import to_device
 from gossipfl.config import Config
 from gossipfl.core.evaluation import Evaluator, consensus_distance
 from gossipfl.distributed.launch import current as current_processes
@@ -136,8 +137,10 @@ class Runner:
         gossipfl.studies.packing)."""
         exp = self.exp
         loss_sum = outcome.loss_sum
-        totals = exp.fed.total(torch.stack(  # every process's clients
-            [loss_sum, torch.tensor(float(outcome.loss_count), device=loss_sum.device)]))
+        count = to_device([float(outcome.loss_count)], loss_sum.device, loss_sum.dtype)
+        totals = exp.fed.total(torch.cat([loss_sum.reshape(1), count]))  # every process's
+        if totals.device.type != "cpu":  # the round's one read of the device: both at once
+            totals = totals.cpu()
         loss_sum, loss_count = totals[0], int(totals[1])
         self.client_steps += loss_count
         # nobody trained (every client offline, none met the deadline): no loss to report,
