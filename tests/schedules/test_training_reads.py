@@ -111,17 +111,44 @@ def cnn_augmented() -> dict:
 @pytest.mark.parametrize("graphs", [False, pytest.param(True, marks=pytest.mark.slow)],
                          ids=["step by step", "graph"])
 @pytest.mark.parametrize("case", ["local steps", "unequal epochs", "an empty client",
-                                  "full batch", "augmented cnn"])
+                                  "full batch", "augmented cnn", "sampled clients"])
 def test_a_rounds_local_training_reads_nothing_from_the_device(case, graphs, monkeypatch):
     """Local steps, clients of unequal data in whole epochs (one without data), full batch,
-    the augmented cnn: no read of the device in any round's local training, step by step or
-    from a graph."""
-    config = {"local steps": lambda: tiny_config("dfedavgm", momentum=0.5),
+    the augmented cnn, a server's sampled clients of unequal data (their ids drawn on the
+    host, kept there beside the device's: ``Federation.host_ids``): no read of the device in
+    any round's local training, step by step or from a graph."""
+    config = {"sampled clients": lambda: ragged_config("fedavg",
+                                                       algorithm={"participation": 0.5}),
+              "local steps": lambda: tiny_config("dfedavgm", momentum=0.5),
               "unequal epochs": lambda: ragged_config("dfedavgm"),
               "an empty client": with_an_empty_client,
               "full batch": lambda: tiny_config("dfedavgm", batch_size="full"),
               "augmented cnn": cnn_augmented}[case]()
     assert reads_of_training(config, graphs, monkeypatch)[1:] == [0, 0]
+
+
+def test_a_servers_sampled_clients_are_known_on_the_host():
+    """A server draws its clients on the host and keeps that draw beside the tensor it hands
+    out (``Federation.host_ids``: the very array, not a read of the tensor); the local loop
+    asks the federation for the rows' ids, and gets that array, in every round."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runner = Runner(load_config(ragged_config("fedavg",
+                                                  algorithm={"participation": 0.5})))
+    fed = runner.exp.fed
+    clients = fed.sample(3, 0.5)
+    kept = fed.host_ids(clients)
+    assert kept is fed.host_ids(clients) and np.array_equal(kept, clients.numpy())
+    trainer, answers = runner.trainer, []
+    real = trainer._host_rows
+    trainer._host_rows = lambda ids: answers.append((ids, real(ids))) or answers[-1][1]
+    with torch.no_grad():
+        for t in range(3):
+            runner.run_round(t)
+            drawn = fed._sampled
+            assert [(ids is drawn[0], host is drawn[1]) for ids, host in answers] == \
+                [(True, True)]
+            answers.clear()
 
 
 @pytest.mark.parametrize("graphs", [False, True], ids=["step by step", "graph"])

@@ -440,12 +440,11 @@ class DistributedFederation(Federation):
 
     # -- centralized -----------------------------------------------------------------------
     def sample(self, t: int, fraction: float, eligible=None) -> Tensor:
-        clients = super().sample(t, fraction, eligible)
-        return clients[(clients >= self.lo) & (clients < self.hi)]
+        ids = self._draw(t, fraction, eligible)
+        return self._drawn(ids[(ids >= self.lo) & (ids < self.hi)])
 
     def aggregate(self, values: Tensor, clients: Tensor, weighting: str = "samples") -> Tensor:
-        self.traffic.clients[(clients - self.lo).cpu().numpy()] += message_bytes(
-            values.shape[-1])
+        self.traffic.clients[self._host(clients) - self.lo] += message_bytes(values.shape[-1])
         if weighting == "samples":
             weights = self.sample_sizes[clients].to(values.dtype)
         else:

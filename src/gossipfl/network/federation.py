@@ -45,6 +45,7 @@ import torch
 from torch import Tensor
 
 from gossipfl.common.rng import numpy_generator
+from gossipfl.common.transfer import to_device
 from gossipfl.engine.groups import ParamGroup, ParamGroups
 from gossipfl.errors import unknown_choice
 from gossipfl.network.wire import Pipeline, Wire, message_bytes
@@ -111,6 +112,7 @@ class Federation:
         self._groups = groups
         self.sample_sizes = sample_sizes  # [M] float, n_i
         self.seed = seed
+        self._sampled: tuple[Tensor, np.ndarray] | None = None  # the last draw, and the host's
         self.mixer = mixer  # gossipfl.topology.Mixer; None for centralized algorithms
         self.traffic = self._traffic()
         self.wire = self._wire(mixer)
@@ -233,12 +235,35 @@ class Federation:
         (sorted ids), from the stream (seed, "participation", t); with ``eligible`` (``[M]``
         bool, the round plan's: online and meeting the deadline), only the drawn clients that
         are eligible — possibly none."""
+        return self._drawn(self._draw(t, fraction, eligible))
+
+    def _draw(self, t: int, fraction: float, eligible: np.ndarray | None) -> np.ndarray:
+        """:meth:`sample`'s ids, on the host."""
         count = max(1, round(fraction * self.num_clients))
         rng = numpy_generator(self.seed, "participation", t)
         ids = np.sort(rng.choice(self.num_clients, size=count, replace=False))
         if eligible is not None:
             ids = ids[np.asarray(eligible)[ids]]
-        return torch.as_tensor(ids, device=self.sample_sizes.device)
+        return ids
+
+    def _drawn(self, ids: np.ndarray) -> Tensor:
+        """The drawn ``ids`` on the device (copied without waiting), the host's kept beside
+        them (:meth:`host_ids`)."""
+        clients = to_device(ids, self.sample_sizes.device, torch.int64)
+        self._sampled = (clients, ids)
+        return clients
+
+    def host_ids(self, clients: Tensor) -> np.ndarray | None:
+        """``clients`` as the host has them without reading the device: the ids of the last
+        :meth:`sample` (that very tensor), or ids on the CPU; else None."""
+        if self._sampled is not None and self._sampled[0] is clients:
+            return self._sampled[1]
+        return clients.numpy() if clients.device.type == "cpu" else None
+
+    def _host(self, clients: Tensor) -> np.ndarray:
+        """``clients`` on the host: :meth:`host_ids`, else read from the device."""
+        host = self.host_ids(clients)
+        return clients.cpu().numpy() if host is None else host
 
     def broadcast(self, x: Tensor, clients: Tensor) -> Tensor:
         """The server sends ``x [P]`` to each of ``clients``: their copies ``[S, P]``."""
@@ -251,7 +276,7 @@ class Federation:
         (:class:`Weighting`): ``samples``: Σ p_i v_i with p_i = n_i / Σ_{j∈S} n_j;
         ``uniform``: the plain mean; ``sum``: the plain sum."""
         weighting = Weighting.of(weighting)
-        self.traffic.clients[clients.cpu().numpy()] += message_bytes(values.shape[-1])
+        self.traffic.clients[self._host(clients)] += message_bytes(values.shape[-1])
         if weighting is Weighting.UNIFORM:
             return values.mean(0)
         if weighting is Weighting.SUM:

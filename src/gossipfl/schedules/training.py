@@ -234,12 +234,13 @@ class LocalTrainer:
 
     def _host_rows(self, clients: torch.Tensor | None) -> np.ndarray | None:
         """The host's ids of the rows of ``clients`` (None: all this process's, in order),
-        where the host has them without reading the device (else None)."""
+        where the host has them without reading the device (a server's sampled clients:
+        :meth:`~gossipfl.network.federation.Federation.host_ids`; else None)."""
         if clients is None:
             if self._own_clients is None:
                 self._own_clients = self.fed.own_clients("cpu").numpy()
             return self._own_clients
-        return clients.numpy() if clients.device.type == "cpu" else None
+        return self.fed.host_ids(clients)  # a server's draw, or ids on the CPU
 
     def _own_ids(self, device: torch.device) -> torch.Tensor:
         """The process's client ids on ``device``, one tensor from round to round (what is
