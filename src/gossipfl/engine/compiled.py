@@ -323,6 +323,9 @@ class TracedGraph:
         self.written = _written(self.inputs, versions)
         self.trace = make_fx(block, tracing_mode="fake",
                              _allow_non_fake_inputs=True)(*self.inputs)
+        # a trace that cannot run (a CPU kernel whose workspace the fake tensors did not
+        # keep: the LSTM's) is refused here, as a failed capture is, not at its replay
+        self.trace(*self.inputs)
         self.outputs = None
 
     def replay(self) -> Any:
