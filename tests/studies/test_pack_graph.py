@@ -81,9 +81,10 @@ def test_a_packed_tally_is_the_graphs_and_the_loss_tally_the_eager_paths(traced)
     rows = torch.arange(8)
     assert pack.trainer.graph_refusal(rows) is None
     assert pack.trainer.graph_refusal(rows[:6]) == "the runs have unequal rows at work"
-    # rows that run out of minibatches would leave some runs' tallies short of rows
-    assert pack.trainer.graph_refusal(rows, ragged=True) == \
-        "some rows have no minibatch in a step"
+    # rows that run out of minibatches: each run's prefix tallied step by step
+    assert pack.trainer.graph_refusal(rows, ragged=True) is None
+    assert pack.trainer.graph_key(rows, ragged=False) is None
+    assert pack.trainer.graph_key(rows, ragged=True) == ((0, 1, 2, 3), (4, 5, 6, 7))
 
 
 @pytest.mark.parametrize("graphs", [False, True], ids=["step by step", "graph"])
@@ -91,8 +92,9 @@ def test_a_packed_tally_is_the_graphs_and_the_loss_tally_the_eager_paths(traced)
 def test_packed_runs_of_unequal_clients_equal_the_runs_alone(traced, graphs, length):
     """5 clients of 13 or 12 samples: the joint rows, sorted by size, interleave the runs
     (run 0's smaller client after run 1's larger ones), so each run's rates and losses must
-    follow its clients, not its positions; two learning rates, local steps (a graph) and one
-    epoch (the last step without a minibatch for the smaller clients: step by step)."""
+    follow its clients, not its positions; two learning rates, local steps and one epoch
+    (the last step without a minibatch for the smaller clients: a ragged phase, recorded at
+    its second round, each run's loss tallied over its own rows with a minibatch)."""
     def cfg(seed, lr, graphs):
         c = config(seed, lr, graphs=graphs)
         c["data"]["clients"] = 5
@@ -108,8 +110,10 @@ def test_packed_runs_of_unequal_clients_equal_the_runs_alone(traced, graphs, len
     sizes = pack.env.sample_sizes
     assert not bool((sizes[:-1] >= sizes[1:]).all())  # the joint rows are reordered
     got = [pack.round(t) for t in range(ROUNDS)]
-    replayed = graphs and length == "local_steps"
-    assert (pack.trainer.phase_graphs.replays if graphs else 0) == (ROUNDS if replayed else 0)
+    if graphs:  # a ragged phase runs step by step at its first round
+        assert pack.trainer.phase_graphs.replays == ROUNDS - (length == "local_epochs")
+    for r, run in enumerate(pack.runners):
+        assert run.client_steps == alone[r].client_steps, specs[r]
     for r, run in enumerate(pack.runners):
         assert torch.equal(run.state["x"], alone[r].state["x"]), specs[r]
         assert [g[r]["train_loss"] for g in got] == want[r], specs[r]

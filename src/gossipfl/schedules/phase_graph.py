@@ -118,7 +118,7 @@ class PhaseGraphs:
         names = tuple(scratch)
         ragged = _ragged(actives, len(inner))
         key = (index, fingerprint(phase), momentum, keys is not None, names,
-               tuple(actives) if ragged else None)
+               tuple(actives) if ragged else None, trainer.graph_key(rows, ragged))
         graph = self._graphs.get(key)
         if graph is None:
             if len(self._graphs) >= self.MAX_GRAPHS:
@@ -135,7 +135,7 @@ class PhaseGraphs:
             keys = rows.new_empty(0)
         graph(inner.y, inner.steps, drawn, tally[0], rate, rows, idx, mask, keys,
               *scratch.values(), *tally[1:])
-        trainer.graph_tallied(tally, idx.shape[0])
+        trainer.graph_tallied(tally, actives)
         return True
 
     def _seen_before(self, key: tuple) -> bool:

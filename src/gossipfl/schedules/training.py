@@ -134,8 +134,14 @@ class LocalTrainer:
         """A recorded step's loss added to the tally: the sum of the rows', as a step does."""
         total += loss.sum()
 
-    def graph_tallied(self, tally: tuple[torch.Tensor, ...], steps: int) -> None:
-        """After a replay of ``steps`` steps: what the tally keeps on the host."""
+    def graph_tallied(self, tally: tuple[torch.Tensor, ...], actives: Sequence[int]) -> None:
+        """After a replay of a phase whose step k moved the first ``actives[k]`` rows: what
+        the tally keeps on the host."""
+
+    def graph_key(self, rows: torch.Tensor, ragged: bool) -> Any:
+        """What else a recording of a phase on the clients ``rows`` depends on (None:
+        nothing; a packed study's ragged phase: which rows are whose run)."""
+        return None
 
     def make_batch(self, idx: torch.Tensor, mask: torch.Tensor,
                    augment: tuple[torch.Tensor, torch.Tensor] | None,

@@ -273,10 +273,15 @@ class PackedTrainer(LocalTrainer):
         reason = super().graph_refusal(rows, ragged)
         if reason is not None:
             return reason
-        if ragged:  # each run's loss is tallied over its rows in its own order: all of them
-            return "some rows have no minibatch in a step"
         counts = {len(pos) for pos, _ in self.local_step.split(rows, rows.device)}
         return None if len(counts) == 1 else "the runs have unequal rows at work"
+
+    def graph_key(self, rows: Tensor, ragged: bool) -> Any:
+        """A ragged phase's tally sums each run's prefix of rows step by step: which rows are
+        whose is part of its recording (its runs' positions)."""
+        if not ragged:
+            return None
+        return tuple(tuple(pos.tolist()) for pos, _ in self.local_step.split(rows, rows.device))
 
     def graph_rate(self, phase, t: int, lr: float, rows: Tensor, like: Tensor) -> Tensor:
         """One η per row (``[S, 1]``: its run's), or one for all when the runs' agree."""
@@ -284,22 +289,34 @@ class PackedTrainer(LocalTrainer):
         return super().graph_rate(phase, t, lr, rows, like) if rates is None else rates
 
     def graph_tally(self, rows: Tensor, loss_sum: Tensor) -> tuple[Tensor, ...]:
-        """Each run's loss sum (``[runs]``, the tally's) and the rows run by run, each run's
-        in its own order (positions in ``rows``)."""
+        """Each run's loss sum (``[runs]``, the tally's), then the rows run by run, each
+        run's in its own order (positions in ``rows``): all runs' together, then each run's
+        alone (a ragged phase's steps tally each run's prefix of them)."""
         tally = self.local_step
         parts = tally.split(rows, rows.device)
-        self._graph_counts = [len(pos) for pos, _ in parts]
-        return torch.stack(tally.sums), torch.cat([on_device for _, on_device in parts])
+        self._graph_positions = [pos for pos, _ in parts]
+        return (torch.stack(tally.sums), torch.cat([on_device for _, on_device in parts]),
+                *(on_device for _, on_device in parts))
 
     def tally_in_graph(self, loss: Tensor, sums: Tensor, *tally: Tensor) -> None:
-        """Each run's loss summed over its rows in its own order, as alone."""
-        sums += loss.index_select(0, tally[0]).view(len(self.members), -1).sum(1)
+        """Each run's loss summed over its rows in its own order, as alone: all rows at once
+        when every row has a minibatch, else each run's rows among the first ``len(loss)``
+        (their count fixed by the recording), as :class:`LossTally` sums them."""
+        runs = len(self.members)
+        if len(loss) == sum(len(pos) for pos in self._graph_positions):
+            sums += loss.index_select(0, tally[0]).view(runs, -1).sum(1)
+            return
+        for r, (pos, on_device) in enumerate(zip(self._graph_positions, tally[1:],
+                                                 strict=True)):
+            k = int(np.searchsorted(pos, len(loss)))  # the run's rows with a minibatch
+            if k:
+                sums[r] += loss.index_select(0, on_device[:k]).sum()
 
-    def graph_tallied(self, tally: tuple[Tensor, ...], steps: int) -> None:
+    def graph_tallied(self, tally: tuple[Tensor, ...], actives: Sequence[int]) -> None:
         counter = self.local_step
         counter.sums = list(tally[0].unbind())
-        for r, count in enumerate(self._graph_counts):
-            counter.counts[r] += steps * count
+        for r, pos in enumerate(self._graph_positions):
+            counter.counts[r] += sum(int(np.searchsorted(pos, a)) for a in actives)
 
 
 class Pack:
