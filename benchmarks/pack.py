@@ -17,8 +17,9 @@ sweep's own start-up (data loading, building each run) is part of it, as it is f
 needs no dataset files (Gaussian blobs of Fashion-MNIST's shape).
 
 One JSON line per mode goes to ``--out`` (when given), with the phases replayed from a CUDA
-graph (``engine.cuda_graphs``, on for CUDA: gossipfl.schedules.phase_graph), and a Markdown
-table to stdout.
+graph (``engine.cuda_graphs``, on for CUDA: gossipfl.schedules.phase_graph) and the seconds
+of the study's fixed costs (building the runs, drawing the runs' figures, the study's
+report), and a Markdown table to stdout.
 """
 
 from __future__ import annotations
@@ -58,6 +59,32 @@ def study(args: argparse.Namespace) -> dict:
 
 #: phases replayed from a CUDA graph in this process (engine.cuda_graphs, on for CUDA)
 REPLAYS = {"phases": 0}
+#: seconds spent in this process building runs (Runner), drawing the runs' figures and
+#: writing the study's report: where a study's fixed cost goes
+SPENT = {"build_s": 0.0, "run_figures_s": 0.0, "report_s": 0.0}
+
+
+def _time_fixed_costs() -> None:
+    """Counts into :data:`SPENT` the time of the fixed costs of a study's runs."""
+    import gossipfl.core.runner as runner_module
+    from gossipfl.results import lifecycle
+    from gossipfl.studies import sweep
+
+    def timed(owner, name: str, key: str) -> None:
+        real = getattr(owner, name)
+
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                SPENT[key] += time.perf_counter() - start
+
+        setattr(owner, name, call)
+
+    timed(runner_module, "build_experiment", "build_s")
+    timed(lifecycle, "write_run_figures", "run_figures_s")
+    timed(sweep, "report_study", "report_s")
 
 
 def _count_replays() -> None:
@@ -76,6 +103,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict:
     parsed = load_study(study(args))
     runs = args.seeds * len(args.lrs)
     replayed = REPLAYS["phases"]
+    spent = dict(SPENT)
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         outcome = run_study(parsed, out=Path(out), pack=mode == "packed",
@@ -87,7 +115,8 @@ def measure(mode: str, args: argparse.Namespace) -> dict:
             "clients": args.clients, "rounds": args.rounds, "model": args.model,
             "device": args.device, "seconds": round(seconds, 3),
             "rounds_per_second": round(runs * args.rounds / seconds, 3),
-            "phases_replayed": REPLAYS["phases"] - replayed}
+            "phases_replayed": REPLAYS["phases"] - replayed,
+            **{key: round(SPENT[key] - spent[key], 3) for key in SPENT}}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
                              "the device's context, kernels' first loads, the figures' fonts")
     args = parser.parse_args(argv)
     _count_replays()
+    _time_fixed_costs()
     if args.warmup:
         measure("alone", argparse.Namespace(**{**vars(args), "rounds": 1, "seeds": 1,
                                                "lrs": args.lrs[:1]}))
@@ -122,11 +152,13 @@ def main(argv: list[str] | None = None) -> None:
     base = next((r for r in rows if r["mode"] == "alone"), None)
     print(f"\n{rows[0]['runs']} runs × {args.rounds} rounds, {args.clients} clients, "
           f"{args.model}, {args.device}\n")
-    print("| mode | seconds | rounds/s | vs one at a time |\n|---|---|---|---|")
+    print("| mode | seconds | rounds/s | vs one at a time | building | runs' figures | "
+          "report |\n|---|---|---|---|---|---|---|")
     for row in rows:
         ratio = f"{row['rounds_per_second'] / base['rounds_per_second']:.2f}×" if base else "–"
         print(f"| {row['mode']} | {row['seconds']:.1f} | {row['rounds_per_second']:.2f} | "
-              f"{ratio} |")
+              f"{ratio} | {row['build_s']:.1f} | {row['run_figures_s']:.1f} | "
+              f"{row['report_s']:.1f} |")
 
 
 if __name__ == "__main__":
