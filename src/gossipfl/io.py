@@ -32,6 +32,18 @@ class WriteError(GossipflError):
             text = f"cannot write {self.path} ({exc.strerror or exc})"
         super().__init__(text)
 
+    def __reduce__(self):
+        """Pickled as its path, whether the disk was full and its sentence (a worker process
+        hands it back: gossipfl.results.lifecycle.draw_figures)."""
+        return _write_error, (self.path, self.no_space, str(self))
+
+
+def _write_error(path: Path, full: bool, text: str) -> WriteError:
+    error = WriteError.__new__(WriteError)
+    GossipflError.__init__(error, text)
+    error.path, error.no_space = Path(path), full
+    return error
+
 
 def no_space(exc: BaseException) -> OSError | None:
     """The full-disk error behind ``exc`` (itself, its cause or context, or a library's

@@ -233,3 +233,16 @@ def test_a_full_disk_while_the_lock_is_written_is_one_sentence(work, capsys, mon
     err = one_sentence(capsys, "run", "tiny.yaml", "--out", ".", "--name", "full")
     assert err == "error: no space left on device while writing full/.lock\n", err
     assert not (work / "full" / ".lock").exists()
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES])
+def test_a_write_error_crosses_a_process_boundary_whole(tmp_path, code):
+    """A worker process hands a WriteError back pickled (a packed study's figures): its
+    sentence, path and whether the disk was full survive the trip."""
+    import os
+    import pickle
+
+    error = WriteError(tmp_path / "a.png", OSError(code, os.strerror(code)))
+    again = pickle.loads(pickle.dumps(error))
+    assert isinstance(again, WriteError) and str(again) == str(error)
+    assert again.path == error.path and again.no_space == (code == errno.ENOSPC)

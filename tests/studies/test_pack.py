@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import time
 
 import pytest
 
@@ -11,7 +13,7 @@ from gossipfl.errors import GossipflError
 from gossipfl.results.rundir import RunDirectory
 from gossipfl.studies.packing import Pack, refusal
 from gossipfl.studies.sweep import load_study, run_study
-from tests.helpers import TINY, tiny, without_timing
+from tests.helpers import PNG_MAGIC, TINY, tiny, with_figures, without_timing
 
 #: the settings a cross-product's shared config gives every algorithm (train.local_steps, the
 #: graph) are warned as ignored by those that do not read them (gossipfl.assembly.loading.
@@ -179,3 +181,43 @@ def test_the_run_split_reads_the_device_once_a_phase_and_equals_the_split(monkey
     assert len(calls) == 2
     every = split.ids(None, 8, "cpu")
     assert every is split.ids(None, 8, "cpu") and every.tolist() == list(range(8))
+
+
+@with_figures
+@pytest.mark.parametrize("trouble", [None, "full disk", "hang"])
+def test_a_packed_studys_figures_are_drawn_side_by_side(tmp_path, monkeypatch, trouble):
+    """A packed study's runs finish together, and their figures are drawn on forked worker
+    processes (here 2; on a machine of 2 cores they are drawn in the process): every run's
+    PNGs; a full disk while one run's are drawn is that run's warning, the others drawn; a
+    worker that hangs is killed after its time and the figures are drawn in the process."""
+    from gossipfl.io import WriteError
+    from gossipfl.results import lifecycle
+
+    monkeypatch.setattr(lifecycle, "figure_workers", lambda runs: min(runs, 2))
+    full_disk_for = "seed1" if trouble == "full disk" else None
+    real = lifecycle.write_run_figures
+    parent = os.getpid()
+
+    def write(run_dir):
+        if full_disk_for and run_dir.path.name.endswith(full_disk_for):
+            raise WriteError(run_dir.path / "accuracy.png",
+                             OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        if trouble == "hang" and os.getpid() != parent:
+            time.sleep(60)  # a worker that never answers in time
+        return real(run_dir)
+
+    monkeypatch.setattr(lifecycle, "write_run_figures", write)
+    if trouble == "hang":
+        monkeypatch.setattr(lifecycle, "FIGURE_SECONDS", 1.0)
+    said: list[str] = []
+    parsed = load_study(_study(grid={"train.lr": [0.1, 0.05]}, seeds=(0, 1)))
+    outcome = run_study(parsed, out=tmp_path, log=quiet, warn=said.append, pack=True)
+    assert not outcome.failed and len(outcome.variants) == 4
+    for variant in outcome.variants:
+        png = outcome.path / variant.dirname / "accuracy.png"
+        if full_disk_for is not None and variant.dirname.endswith(full_disk_for):
+            assert not png.exists()
+        else:
+            assert png.read_bytes().startswith(PNG_MAGIC), variant.dirname
+    warned = [line for line in said if "draw its figures with `gossipfl report" in line]
+    assert len(warned) == (0 if full_disk_for is None else 2)

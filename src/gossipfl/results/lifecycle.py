@@ -219,21 +219,94 @@ def begin(prepared: PreparedRun, recorder: Recorder) -> None:
 
 
 def finish(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
-           warn: Callable[[str], None], result: Any) -> RunOutcome:
-    """After the last round: the final checkpoint (status ``finished``), then the figures."""
+           warn: Callable[[str], None], result: Any, figures: bool = True) -> RunOutcome:
+    """After the last round: the final checkpoint (status ``finished``), then the figures
+    (``figures=False``: the caller draws them, :func:`draw_figures`)."""
     runner, run_dir = prepared.runner, prepared.run_dir
     try:
         with stop.shield():
             recorder.checkpoint(runner, "finished")
     except Exception as exc:  # noqa: BLE001 - recorded, then handed to the caller
         return failed(prepared, recorder, stop, exc)
-    try:
-        if run_dir.writes:
-            write_run_figures(run_dir)
-    except WriteError as exc:
-        warn(f"{exc}; the run has finished, free space and draw its figures with "
-             f"`gossipfl report {run_dir.path}`.")
+    if figures:
+        draw_figures([run_dir], warn)
     return RunOutcome(run_dir, "finished", run_dir.read_summary(), result=result)
+
+
+def draw_figures(run_dirs: Sequence[RunDirectory], warn: Callable[[str], None]) -> None:
+    """The figures of finished runs, each into its directory; a full disk is a warning (the
+    runs have finished: ``gossipfl report`` draws them later). Several runs' figures are
+    drawn side by side on forked processes where the machine has cores to spare
+    (:func:`figure_workers`): a packed study's runs finish together, and drawing a run's
+    three PNGs takes longer than a small run's rounds."""
+    run_dirs = [d for d in run_dirs if d.writes]
+    workers = figure_workers(len(run_dirs))
+    if workers <= 1:
+        for run_dir in run_dirs:
+            _figures_or_warn(run_dir, warn)
+        return
+    import concurrent.futures
+    import multiprocessing
+    import warnings
+
+    with warnings.catch_warnings():  # forking a process with threads: the workers only draw
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pool = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork"))
+        stuck = False
+        try:
+            jobs = [(d, pool.submit(_draw, d)) for d in run_dirs]
+            for run_dir, job in jobs:
+                if stuck:  # a worker hung: the workers are gone, the rest drawn here
+                    _figures_or_warn(run_dir, warn)
+                    continue
+                try:
+                    job.result(timeout=FIGURE_SECONDS)
+                except WriteError as exc:
+                    _warn_no_figures(run_dir, exc, warn)
+                except concurrent.futures.process.BrokenProcessPool:
+                    _figures_or_warn(run_dir, warn)  # a worker died: drawn here instead
+                except concurrent.futures.TimeoutError:
+                    stuck = True
+                    for process in list(getattr(pool, "_processes", {}).values()):
+                        process.kill()
+                    _figures_or_warn(run_dir, warn)
+        finally:
+            pool.shutdown(wait=not stuck, cancel_futures=True)
+
+
+#: seconds a worker may take for one run's figures before they are drawn in this process
+FIGURE_SECONDS = 120.0
+
+
+def _draw(run_dir: RunDirectory) -> None:
+    """A worker's job: one run's figures (this module's :func:`write_run_figures`, as the
+    forked worker holds it)."""
+    write_run_figures(run_dir)
+
+
+def figure_workers(runs: int) -> int:
+    """Processes drawing ``runs`` runs' figures: one per run, leaving a core to the rest, on
+    Linux (forked workers) only; 1 (drawn in this process) elsewhere and on 2 cores."""
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return 1
+    return max(1, min(runs, (os.cpu_count() or 1) - 1))
+
+
+def _figures_or_warn(run_dir: RunDirectory, warn: Callable[[str], None]) -> None:
+    try:
+        write_run_figures(run_dir)
+    except WriteError as exc:
+        _warn_no_figures(run_dir, exc, warn)
+
+
+def _warn_no_figures(run_dir: RunDirectory, exc: WriteError, warn: Callable[[str], None]
+                     ) -> None:
+    warn(f"{exc}; the run has finished, free space and draw its figures with "
+         f"`gossipfl report {run_dir.path}`.")
 
 
 def diverged(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,

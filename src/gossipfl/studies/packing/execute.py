@@ -20,6 +20,7 @@ from gossipfl.results.lifecycle import (
     RunOutcome,
     begin,
     diverged,
+    draw_figures,
     failed,
     finish,
     interrupted,
@@ -52,7 +53,12 @@ def execute_packed(prepared: Sequence[PreparedRun], warn: Callable[[str], None] 
         _rounds(prepared, records, stop, outcomes, live, progress)
         for i in live:
             runner = prepared[i].runner
-            outcomes[i] = finish(prepared[i], records[i][0], stop, warn, runner.result())
+            outcomes[i] = finish(prepared[i], records[i][0], stop, warn, runner.result(),
+                                 figures=False)
+        # the runs finished together: their figures are drawn together (side by side on
+        # the cores the machine has to spare)
+        draw_figures([outcomes[i].run_dir for i in live if outcomes[i].status == "finished"],
+                     warn)
     except KeyboardInterrupt as exc:
         for i in live:
             if i not in outcomes:
