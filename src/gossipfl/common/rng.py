@@ -85,10 +85,10 @@ def client_keys(seed: int, clients, *keys: object,
     default hashes each client's string (other keys: a run uses one way throughout)."""
     if vectorized:
         base = _signed(derive_seed(seed, *keys))  # a number: no copy to the device
-        ids = _int64_on(clients, device)
+        ids = to_device(clients, device, torch.int64)
         x = mix64((ids + 1) * _GOLDEN + base)
         if counters is not None:
-            x = mix64(x + (_int64_on(counters, device) + 1) * _MIX1)
+            x = mix64(x + (to_device(counters, device, torch.int64) + 1) * _MIX1)
         return _shift_right(mix64(x), 1)  # 63 bits, as derive_seed's
     if isinstance(clients, torch.Tensor | np.ndarray):  # ids as Python ints: one string each
         clients = clients.tolist()
@@ -96,14 +96,8 @@ def client_keys(seed: int, clients, *keys: object,
         if isinstance(counters, torch.Tensor | np.ndarray):
             counters = counters.tolist()
         values = [derive_seed(seed, *keys, int(k), int(c)) for c, k in zip(clients, counters)]
-        return _int64_on(values, device)
+        return to_device(values, device, torch.int64)
     values = [derive_seed(seed, *keys, int(c)) for c in clients]
-    return _int64_on(values, device)
-
-
-def _int64_on(values, device: str | torch.device) -> torch.Tensor:
-    """``values`` (a tensor, a NumPy array or a sequence of ints) as int64 on ``device``;
-    from the host without waiting for the device (:func:`gossipfl.common.transfer.to_device`)."""
     return to_device(values, device, torch.int64)
 
 

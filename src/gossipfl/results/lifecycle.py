@@ -3,7 +3,9 @@ the run ended (finished, interrupted, failed)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,9 +290,6 @@ def _draw(run_dir: RunDirectory) -> None:
 def figure_workers(runs: int) -> int:
     """Processes drawing ``runs`` runs' figures: one per run, leaving a core to the rest, on
     Linux (forked workers) only; 1 (drawn in this process) elsewhere and on 2 cores."""
-    import os
-    import sys
-
     if not sys.platform.startswith("linux"):
         return 1
     return max(1, min(runs, (os.cpu_count() or 1) - 1))

@@ -50,9 +50,8 @@ class LocalTrainer:
         self.block_clients = block_clients  # block-major order: clients per block
         # engine.cuda_graphs: whole phases replayed from CUDA graphs where they can be
         self.phase_graphs = PhaseGraphs(self) if graphs else None
-        # the host's copies of the process's client ids and of their data sizes
+        # the process's client ids on the host
         self._own_clients: np.ndarray | None = None
-        self._sizes_of: tuple | None = None
         self._own_device: torch.Tensor | None = None  # their ids on the device
         self._last_rows: tuple | None = None  # (ids, order, ids[order]) of the last round
 
@@ -195,7 +194,7 @@ class LocalTrainer:
         ids = self._own_ids(work.y.device) if clients is None else clients
         host = None if offline is not None else self._host_rows(clients)
         if host is not None:  # the order from the host's copy of the sizes: no device read
-            order_host = np.argsort(-self._host_sizes()[host], kind="stable")
+            order_host = np.argsort(-self.sampler.host_sizes[host], kind="stable")
             permuted = bool((order_host != np.arange(len(order_host))).any())
             order = to_device(order_host, ids.device) if permuted else None
             rows, host = (self._ordered(ids, order, order_host), host[order_host]) \
@@ -265,13 +264,6 @@ class LocalTrainer:
         rows = ids[order]
         self._last_rows = (ids, order_host, rows)
         return rows
-
-    def _host_sizes(self) -> np.ndarray:
-        """The clients' data sizes (``env.sample_sizes``) on the host, read once."""
-        sizes, cached = self.env.sample_sizes, self._sizes_of
-        if cached is None or cached[0] is not sizes or cached[1] != sizes._version:
-            cached = self._sizes_of = (sizes, sizes._version, sizes.cpu().numpy())
-        return cached[2]
 
     def _train_block(self, t: int, inner: Work, rows: torch.Tensor, phases: Sequence[Phase],
                      stream: str, counters: list | None, keys: torch.Tensor | None,

@@ -146,7 +146,7 @@ class RunSplit:
             self._base, self._key = base, (ids.data_ptr(), n)
             self._parts = []
             for pos, _ in _split(ids, self.m, self.runs):
-                self._parts.append((pos.numpy(), pos.to(device)))
+                self._parts.append((pos.numpy(), to_device(pos, device)))
         out = []
         for pos, on_device in self._parts:
             k = int(np.searchsorted(pos, n))  # the run's positions below n
