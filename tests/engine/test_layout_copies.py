@@ -3,6 +3,7 @@ ResNet-18-GN: the patches it counts are those of the layers the rule sends to a 
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -24,6 +25,7 @@ def gemm_layers(shape: tuple[int, ...]) -> int:
     return sum(seen)
 
 
+@pytest.mark.slow
 def test_the_copies_counted_are_the_gemm_layers_patches_and_the_eager_has_none():
     shape = (3, 16, 16)
     compiled = layout_copies.count(layout_copies.joint_graph("resnet18", shape, M=2, B=2))
