@@ -183,6 +183,14 @@ def current_umask() -> int:
     return mask
 
 
+def file_stamp(info: os.stat_result) -> tuple[int, ...]:
+    """What tells a file's content apart from an earlier one at the same path without reading
+    it: device, inode, size, modification and change times. A copy that keeps the
+    modification time (``cp -p``, ``rsync -t``, ``tar x``) or a file renamed into place gets
+    a new inode or change time, which no copy can carry over."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 def remove_stale_temps(folder: str | Path) -> list[Path]:
     """Delete the temporary files an atomic write killed midway left in ``folder`` (call it
     only while holding the folder's lock); returns what was removed."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import pickle
 import struct
 import tarfile
@@ -444,8 +445,16 @@ def test_a_compressed_file_read_again_unchanged_is_not_decompressed_again(tmp_pa
     assert read_idx(path)[0, 0] == 0 and len(calls) == 1
     path.write_bytes(gzip.compress(idx_bytes(np.arange(8, dtype=np.uint8).reshape(2, 4))))
     assert read_idx(path).shape == (2, 4) and len(calls) == 2
+    # another content of the same size, its modification time put back (as `cp -p` does):
+    # its change time tells it apart
+    before = path.stat()
+    path.write_bytes(gzip.compress(idx_bytes(np.arange(1, 9, dtype=np.uint8).reshape(2, 4))))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert read_idx(path)[0, 0] == 1 and len(calls) == 3
     monkeypatch.setattr(formats, "KEPT_BYTES", 4)
     formats._KEPT.clear()
     read_idx(path)
     read_idx(path)
-    assert len(calls) == 4 and not formats._KEPT
+    assert len(calls) == 5 and not formats._KEPT

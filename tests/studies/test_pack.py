@@ -188,9 +188,13 @@ def test_the_run_split_reads_the_device_once_a_phase_and_equals_the_split(monkey
 def test_a_packed_studys_figures_are_drawn_side_by_side(tmp_path, monkeypatch, trouble):
     """A packed study's runs finish together, and their figures are drawn on forked worker
     processes (here 2; on a machine of 2 cores they are drawn in the process): every run's
-    PNGs; a full disk while one run's are drawn is that run's warning, the others drawn; a
-    worker that hangs is killed after its time and the figures are drawn in the process."""
-    from gossipfl.io import WriteError
+    PNGs; the workers leave Ctrl-C to the study's process and end on SIGTERM; a full disk
+    while one run's are drawn is that run's warning, the others drawn; a worker that hangs
+    midway through a write is killed after its time, its temporary file removed, and the
+    figures are drawn in the process."""
+    import signal
+
+    from gossipfl.io import TEMP_SUFFIX, WriteError
     from gossipfl.results import lifecycle
 
     monkeypatch.setattr(lifecycle, "figure_workers", lambda runs: min(runs, 2))
@@ -202,7 +206,11 @@ def test_a_packed_studys_figures_are_drawn_side_by_side(tmp_path, monkeypatch, t
         if full_disk_for and run_dir.path.name.endswith(full_disk_for):
             raise WriteError(run_dir.path / "accuracy.png",
                              OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        if os.getpid() != parent:
+            handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+            (tmp_path / f"signals-{os.getpid()}").write_text(repr(handlers))
         if trouble == "hang" and os.getpid() != parent:
+            (run_dir.path / f".accuracy.png.hung{TEMP_SUFFIX}").write_bytes(b"half")
             time.sleep(60)  # a worker that never answers in time
         return real(run_dir)
 
@@ -221,3 +229,6 @@ def test_a_packed_studys_figures_are_drawn_side_by_side(tmp_path, monkeypatch, t
             assert png.read_bytes().startswith(PNG_MAGIC), variant.dirname
     warned = [line for line in said if "draw its figures with `gossipfl report" in line]
     assert len(warned) == (0 if full_disk_for is None else 2)
+    assert not list(outcome.path.rglob(f"*{TEMP_SUFFIX}"))
+    seen = {p.read_text() for p in tmp_path.glob("signals-*")}
+    assert seen == {repr((signal.SIG_IGN, signal.SIG_DFL))}

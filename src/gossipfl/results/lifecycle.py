@@ -254,7 +254,8 @@ def draw_figures(run_dirs: Sequence[RunDirectory], warn: Callable[[str], None]) 
     with warnings.catch_warnings():  # forking a process with threads: the workers only draw
         warnings.simplefilter("ignore", DeprecationWarning)
         pool = concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork"))
+            workers, mp_context=multiprocessing.get_context("fork"),
+            initializer=_figure_worker_signals)
         stuck = False
         try:
             jobs = [(d, pool.submit(_draw, d)) for d in run_dirs]
@@ -272,6 +273,9 @@ def draw_figures(run_dirs: Sequence[RunDirectory], warn: Callable[[str], None]) 
                     stuck = True
                     for process in list(getattr(pool, "_processes", {}).values()):
                         process.kill()
+                        process.join(5)
+                    for folder in run_dirs:  # what a killed worker was writing
+                        remove_stale_temps(folder.path)
                     _figures_or_warn(run_dir, warn)
         finally:
             pool.shutdown(wait=not stuck, cancel_futures=True)
@@ -279,6 +283,16 @@ def draw_figures(run_dirs: Sequence[RunDirectory], warn: Callable[[str], None]) 
 
 #: seconds a worker may take for one run's figures before they are drawn in this process
 FIGURE_SECONDS = 120.0
+
+
+def _figure_worker_signals() -> None:
+    """A figure worker leaves Ctrl-C to the study's process (which stops the study) and
+    ends on SIGTERM (the pool's own stop), instead of running the study's handlers, which
+    it inherits from the fork."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _draw(run_dir: RunDirectory) -> None:
@@ -289,10 +303,12 @@ def _draw(run_dir: RunDirectory) -> None:
 
 def figure_workers(runs: int) -> int:
     """Processes drawing ``runs`` runs' figures: one per run, leaving a core to the rest, on
-    Linux (forked workers) only; 1 (drawn in this process) elsewhere and on 2 cores."""
+    Linux (forked workers) only; 1 (drawn in this process) elsewhere and on 2 cores. The
+    cores are those this process may run on (``taskset``, a batch scheduler's share of a
+    node), not the machine's."""
     if not sys.platform.startswith("linux"):
         return 1
-    return max(1, min(runs, (os.cpu_count() or 1) - 1))
+    return max(1, min(runs, len(os.sched_getaffinity(0)) - 1))
 
 
 def _figures_or_warn(run_dir: RunDirectory, warn: Callable[[str], None]) -> None:
