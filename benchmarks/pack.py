@@ -38,9 +38,10 @@ MODES = ("packed", "alone", "jobs")
 
 def study(args: argparse.Namespace) -> dict:
     if args.data == "synthetic":
-        data = {"dataset": "synthetic", "options": {"dim": 784, "train_size": 6000,
+        data = {"dataset": "synthetic", "options": {"dim": args.dim, "train_size": 6000,
                                                     "test_size": 1000, "num_classes": 10}}
-        model = {"name": "mlp", "options": {"hidden": [200]}} if args.model == "mlp" else None
+        model = {"name": "mlp", "options": {"hidden": args.hidden}} if args.model == "mlp" \
+            else None
         if model is None:
             raise SystemExit("--data synthetic: use --model mlp (the cnn needs images).")
     else:
@@ -127,6 +128,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", choices=("cnn", "mlp"), default="cnn")
     parser.add_argument("--data", choices=("fashion_mnist", "synthetic"),
                         default="fashion_mnist")
+    parser.add_argument("--dim", type=int, default=784,
+                        help="--data synthetic: the samples' dimension")
+    parser.add_argument("--hidden", type=int, nargs="+", default=[200],
+                        help="--data synthetic: the mlp's hidden widths (16 8: arithmetic so "
+                             "small that the host's work bounds the study, as on a GPU)")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--local-steps", type=int, default=10)
