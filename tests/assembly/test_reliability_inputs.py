@@ -411,3 +411,10 @@ def test_from_tensors_without_a_test_split_still_runs():
     data = from_tensors(x, y, x[:0], y[:0])
     cfg = config(data={"dataset": "synthetic", "tensors": data, "options": {}})
     assert gossipfl.run(cfg).params.shape[0] == 4
+
+
+def test_mse_on_class_labels_is_refused(tmp_path, capsys):
+    """mse against the class indices of a 3-class dataset (a model of 3 outputs) is refused
+    before anything trains or is written."""
+    err = refused(tmp_path, capsys, config(train={**SMALL["train"], "loss": "mse"}))
+    assert "train.loss: 'mse' needs real-valued targets" in err and "3 classes" in err

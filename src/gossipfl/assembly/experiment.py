@@ -38,6 +38,7 @@ from gossipfl.engine import ParamLayout, keep_freed_memory, make_oracle
 from gossipfl.engine.compiled import resolve_compile, resolve_graphs
 from gossipfl.engine.groups import ParamGroups
 from gossipfl.engine.memory import require_memory
+from gossipfl.engine.oracle import check_loss_fits
 from gossipfl.errors import GossipflError
 from gossipfl.models import build_model, check_model_fits, head_names
 from gossipfl.network.clients import ClientEnv, LocalTraining
@@ -301,6 +302,7 @@ def build_experiment(config: Config, perturb: Perturbation | None = None) -> Exp
                             seed=derive_seed(config.seed, "sampler"), device=device)
     model = build_model_for(config, dataset).to(device)
     check_model_fits(model, dataset)  # token ids, vocabulary, output size: one sentence
+    check_loss_fits(train.loss, dataset.name, dataset.num_classes)
     layout = ParamLayout.from_module(model)
     if device.type == "cpu" and config.engine.keep_freed_memory and (
             4 * m * layout.P <= KEEP_FREED_MAX_BYTES):

@@ -68,6 +68,15 @@ def check_loss(loss: str) -> str:
     return loss
 
 
+def check_loss_fits(loss: str, dataset_name: str, num_classes: int) -> None:
+    """``train.loss`` against the dataset's targets: ``mse`` needs real-valued targets (or
+    one class: one output), not the class indices of several classes; one sentence else."""
+    if loss == "mse" and num_classes > 1:
+        raise GossipflError(
+            f"train.loss: 'mse' needs real-valued targets, but {dataset_name} has "
+            f"{num_classes} classes (its labels are class indices); use cross_entropy.")
+
+
 def check_chunk_size(chunk_size: int | None) -> int | None:
     """Validate ``engine.chunk_size``: a positive integer or None (all clients at once)."""
     if chunk_size is None:
