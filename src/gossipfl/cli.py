@@ -508,7 +508,9 @@ def cmd_topology(args: argparse.Namespace) -> int:
     degree = (f"min {info['degree_min']}, mean {info['degree_mean']:.2f}, "
               f"max {info['degree_max']}")
     rows = [("degree", degree),
-            ("spectral gap", f"{info['spectral_gap']:.4f}  (1 − second-largest |eigenvalue|)"),
+            ("spectral gap", "not computed (a graph this large is kept as edges)"
+             if info["spectral_gap"] is None else
+             f"{info['spectral_gap']:.4f}  (1 − second-largest |eigenvalue|)"),
             ("symmetric", yes[info["symmetric"]]),
             ("doubly stochastic", yes[info["doubly_stochastic"]]),
             ("stochastic", f"{info['stochastic']}  (what every round's W is)"),

@@ -358,6 +358,14 @@ def test_topology_reports_spectral_gap(tmp_path, capsys):
     assert code == 2 and err.startswith("error: topology.k:")
 
 
+def test_topology_of_a_graph_kept_as_edges_says_its_gap_is_not_computed(capsys):
+    from gossipfl.topology.sparse import DENSE_MAX_CLIENTS
+
+    code, out, _ = gossipfl(capsys, "topology", "ring", "--clients", str(DENSE_MAX_CLIENTS + 1))
+    assert code == 0 and "spectral gap            not computed" in out
+    assert "min 2, mean 2.00, max 2" in out
+
+
 @pytest.mark.slow
 def test_data_prints_partition_and_plots(tmp_path, capsys):
     code, out, _ = gossipfl(capsys, "data", "synthetic", "--partition", "dirichlet",
