@@ -273,6 +273,10 @@ def _same_file(fd: int, path: Path) -> bool:
         return False
 
 
+#: the largest text file :func:`read_text` reads (a config, a study: kilobytes)
+TEXT_MAX_BYTES = 64 * 2**20
+
+
 def read_text(path: Path, what: str = "config", kind: str = "YAML text") -> str:
     """The UTF-8 text of ``path``, or one sentence saying why it cannot be read (``kind``:
     what the file should hold, for a binary one)."""
@@ -281,9 +285,13 @@ def read_text(path: Path, what: str = "config", kind: str = "YAML text") -> str:
     if not path.exists():
         raise GossipflError(f"{what}: file '{path}' does not exist.")
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:  # a pipe too (<(...)); an endless device stops here
+            data = file.read(TEXT_MAX_BYTES + 1)
     except OSError as exc:
         raise GossipflError(f"{what}: '{path}' cannot be read ({exc.strerror or exc}).") from None
+    if len(data) > TEXT_MAX_BYTES:
+        raise GossipflError(f"{what}: '{path}' holds more than {TEXT_MAX_BYTES // 2**20} MiB, "
+                            f"more than any {kind} this reads.")
     if b"\x00" in data:
         raise GossipflError(f"{what}: '{path}' is a binary file, not {kind}.")
     try:

@@ -418,3 +418,32 @@ def test_mse_on_class_labels_is_refused(tmp_path, capsys):
     before anything trains or is written."""
     err = refused(tmp_path, capsys, config(train={**SMALL["train"], "loss": "mse"}))
     assert "train.loss: 'mse' needs real-valued targets" in err and "3 classes" in err
+
+
+@pytest.mark.parametrize(("environ", "match"), [
+    ({"RANK": "0", "WORLD_SIZE": "abc"}, ("WORLD_SIZE: the launcher's environment variable "
+                                         "must be an integer >= 1, got 'abc'.")),
+    ({"RANK": "abc", "WORLD_SIZE": "2"}, ("RANK: the launcher's environment variable must be "
+                                         "an integer >= 0, got 'abc'.")),
+    ({"RANK": "3", "WORLD_SIZE": "2"}, ("RANK: the launcher's rank must be below WORLD_SIZE 2, "
+                                       "got 3.")),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "x"},
+     "MASTER_PORT: the launcher's environment variable must be an integer >= 1, got 'x'."),
+    ({"RANK": "0", "WORLD_SIZE": "2"}, ("engine.backend: the ranks cannot meet (Error "
+                                       "initializing torch.distributed")),
+])
+def test_a_launchers_malformed_environment(tmp_path, capsys, monkeypatch, environ, match):
+    """RANK, WORLD_SIZE and the rendezvous's variables as a launcher sets them, malformed or
+    missing (MASTER_ADDR): one sentence naming the variable, before anything is written."""
+    for name in ("MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert match in refused(tmp_path, capsys, config())
+
+
+def test_a_config_that_never_ends_is_read_no_further_than_any_config_could_be(capsys):
+    """/dev/zero as the config: read up to the largest text a config could be, then one
+    sentence (it was read until the memory ran out)."""
+    err = one_sentence(capsys, "run", "/dev/zero", "--quiet")
+    assert "config: '/dev/zero' holds more than 64 MiB" in err

@@ -39,6 +39,22 @@ def launched() -> bool:
     return all(name in os.environ for name in LAUNCH_VARIABLES)
 
 
+def launch_number(name: str, least: int = 0, default: int | None = None) -> int:
+    """The launcher's environment variable ``name`` (RANK, WORLD_SIZE, LOCAL_RANK) as an
+    integer >= ``least``; one sentence naming it else."""
+    text = os.environ.get(name)
+    if text is None and default is not None:
+        return default
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = None
+    if value is None or value < least:
+        raise GossipflError(f"{name}: the launcher's environment variable must be an integer "
+                            f">= {least}, got {text!r}.")
+    return value
+
+
 def resolve_backend(name: str) -> str:
     """``single`` or ``distributed`` for ``engine.backend`` in this process's environment."""
     if name == "auto":
@@ -47,7 +63,7 @@ def resolve_backend(name: str) -> str:
         raise GossipflError("engine.backend: 'distributed' needs a launcher that starts the "
                             "ranks (RANK and WORLD_SIZE are not set); run it as torchrun "
                             "--nproc-per-node N -m gossipfl run CONFIG.yaml.")
-    if name == "single" and launched() and int(os.environ["WORLD_SIZE"]) > 1:
+    if name == "single" and launched() and launch_number("WORLD_SIZE", 1) > 1:
         raise GossipflError(f"engine.backend: 'single' under a launcher of "
                             f"{os.environ['WORLD_SIZE']} processes would run the whole "
                             f"experiment in every one; use auto or distributed.")
@@ -107,15 +123,26 @@ def start_processes(config) -> Processes:
     if resolve_backend(engine.backend) == "single":
         _current = SINGLE
         return SINGLE
-    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    world, rank = launch_number("WORLD_SIZE", 1), launch_number("RANK")
+    if rank >= world:
+        raise GossipflError(f"RANK: the launcher's rank must be below WORLD_SIZE {world}, "
+                            f"got {rank}.")
+    local_rank = launch_number("LOCAL_RANK", default=rank)
+    if "MASTER_PORT" in os.environ:
+        launch_number("MASTER_PORT", 1)
     if not dist.is_initialized():
         cuda = config.device.startswith("cuda") or (config.device == "auto"
                                                     and torch.cuda.is_available())
         if cuda:
             torch.cuda.set_device(local_rank)
-        dist.init_process_group("nccl" if cuda else "gloo",
-                                timeout=timedelta(seconds=engine.timeout))
+        try:
+            dist.init_process_group("nccl" if cuda else "gloo",
+                                    timeout=timedelta(seconds=engine.timeout))
+        except ValueError as exc:  # the rendezvous's variables: missing or malformed
+            reason = str(exc).splitlines()[0].rstrip(".")
+            raise GossipflError(f"engine.backend: the ranks cannot meet ({reason}); a "
+                                f"launcher such as torchrun sets MASTER_ADDR and "
+                                f"MASTER_PORT.") from None
         atexit.register(_leave)
     elif dist.get_world_size() != world:
         raise GossipflError(f"engine.backend: this process already belongs to a job of "
