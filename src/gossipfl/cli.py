@@ -568,6 +568,10 @@ def cmd_data(args: argparse.Namespace) -> int:
     for key in ("alpha", "classes_per_client", "root"):
         if getattr(args, key) is not None:
             data[key] = getattr(args, key)
+    for item in args.option:
+        if "=" not in item or not item.partition("=")[0].strip():
+            raise GossipflError(f"--option: expected KEY=VALUE (an option of the dataset), "
+                                f"got '{item}'.")
     overrides = [f"data.options.{item}" for item in args.option]
     config = load_config({"data": data, "seed": args.seed}, overrides)
     if args.plot:

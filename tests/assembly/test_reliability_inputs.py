@@ -447,3 +447,14 @@ def test_a_config_that_never_ends_is_read_no_further_than_any_config_could_be(ca
     sentence (it was read until the memory ran out)."""
     err = one_sentence(capsys, "run", "/dev/zero", "--quiet")
     assert "config: '/dev/zero' holds more than 64 MiB" in err
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["run", "--quiet", "--set", "train..lr=0.7"],
+     "--set: the key 'train..lr' has an empty part"),  # was train.lr, silently
+    (["run", "--quiet", "--set", ".train=1"], "--set: the key '.train' has an empty part"),
+    (["data", "synthetic", "--clients", "4", "--option", "dim"],
+     "--option: expected KEY=VALUE (an option of the dataset), got 'dim'."),  # named --set
+])
+def test_an_override_whose_key_is_malformed_names_its_flag(capsys, argv, match):
+    assert match in one_sentence(capsys, *argv)

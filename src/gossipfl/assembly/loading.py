@@ -110,9 +110,12 @@ def apply_override(raw: dict, item: str, replace: bool = True) -> None:
     if "=" not in item:
         raise GossipflError(f"--set: expected key.path=value, got '{item}'.")
     key, _, text = item.partition("=")
-    parts = [p for p in key.strip().split(".") if p]
-    if not parts:
+    parts = key.strip().split(".")
+    if not key.strip():
         raise GossipflError(f"--set: empty key in '{item}'.")
+    if not all(parts):
+        raise GossipflError(f"--set: the key '{key.strip()}' has an empty part (two dots, or "
+                            f"a dot at an end) in '{item}'.")
     try:
         value = parse_yaml(text) if text.strip() else None
     except yaml.YAMLError:
