@@ -458,3 +458,24 @@ def test_a_config_that_never_ends_is_read_no_further_than_any_config_could_be(ca
 ])
 def test_an_override_whose_key_is_malformed_names_its_flag(capsys, argv, match):
     assert match in one_sentence(capsys, *argv)
+
+
+def test_a_studys_set_of_a_key_its_grid_sets_is_refused(tmp_path, capsys):
+    """A study's --set goes to its base, under every grid point: a --set of a key the grid
+    sets (or a section value that sets it) would be silently overridden at every point, so
+    it is one sentence; a --set of another key of that section is layered as usual. An
+    empty study file is refused (it ran the quickstart's study)."""
+    from gossipfl.studies.sweep import load_study
+
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump({"base": SMALL, "grid": {"train.lr": [0.1, 0.05]}}))
+    for item in ("train.lr=-1", "train={lr: 1}", "train=!replace {rounds: 1}"):
+        err = one_sentence(capsys, "sweep", str(study), "--out", str(tmp_path / "o"),
+                           "--set", item)
+        assert "the study's grid sets train.lr at every point" in err, item
+    assert not (tmp_path / "o").exists()
+    base = load_study(study, ["train={rounds: 2}", "train.batch_size=4"]).base
+    assert base["train"]["rounds"] == 2 and base["train"]["batch_size"] == 4
+    study.write_text("")
+    err = one_sentence(capsys, "sweep", str(study))
+    assert err.startswith("error: study: ") and "is empty" in err

@@ -47,7 +47,7 @@ import yaml
 from gossipfl import plugins
 from gossipfl.assembly.compat import preflight
 from gossipfl.assembly.loading import apply_override, layer, load_config, plain
-from gossipfl.config import Config, read_yaml
+from gossipfl.config import Config, Replace, parse_yaml, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
 from gossipfl.results.inputs import compute_path, with_absolute_paths
@@ -112,6 +112,9 @@ def load_study(source: str | Path | dict, overrides: Sequence[str] = ()) -> Stud
         where = Path(source)
         raw = read_yaml(where)
         default_name = where.stem
+        if not raw:  # an empty file (or null) would run the quickstart's study
+            raise GossipflError(f"study: '{where}' is empty; a study has "
+                                f"{', '.join(STUDY_KEYS)}.")
     elif isinstance(source, dict):
         raw, default_name = dict(source), "study"
     else:
@@ -131,7 +134,9 @@ def load_study(source: str | Path | dict, overrides: Sequence[str] = ()) -> Stud
     name = raw.get("name", default_name)
     if not isinstance(name, str) or not name.strip():
         raise GossipflError(f"study.name: must be a non-empty string, got {name!r}.")
-    return Study(name=name, base=base, grid=_grid(raw.get("grid")), seeds=seeds,
+    grid = _grid(raw.get("grid"))
+    _check_overrides_outside(grid, overrides)
+    return Study(name=name, base=base, grid=grid, seeds=seeds,
                  targets=targets, metric=_optional_str("study.metric", raw.get("metric")),
                  out=_optional_str("study.out", raw.get("out")),
                  analysis=_analysis(raw.get("analysis")))
@@ -180,6 +185,38 @@ def _grid(value: Any) -> dict[str, list] | list[dict]:
             raise GossipflError(f"study.grid.{key}: must be a non-empty list of values, "
                                 f"got {values!r}.")
     return {str(k): list(v) for k, v in value.items()}
+
+
+def _check_overrides_outside(grid: dict[str, list] | list[dict],
+                             overrides: Sequence[str]) -> None:
+    """A study's ``--set`` goes to its base, under every grid point: one of a key the grid
+    sets (or of a section holding it) would be overridden at every point, so it is refused."""
+    varied = set(grid) if isinstance(grid, dict) else {k for point in grid for k in point}
+    for item in overrides:
+        key, _, text = item.partition("=")
+        key = key.strip()
+        for other in sorted(varied):
+            if key == other or key.startswith(other + ".") or (
+                    other.startswith(key + ".") and _sets(text, other[len(key) + 1:])):
+                raise GossipflError(
+                    f"--set {key}: the study's grid sets {other} at every point, over the "
+                    f"base that --set changes; drop the --set or change the grid.")
+
+
+def _sets(text: str, path: str) -> bool:
+    """Whether the ``--set`` value ``text`` of a section sets its key ``path`` (a mapping
+    merges key by key; anything else, ``!replace`` included, replaces the whole section)."""
+    try:
+        value = parse_yaml(text) if text.strip() else None
+    except yaml.YAMLError:
+        return True
+    for part in path.split("."):
+        if not isinstance(value, dict) or isinstance(value, Replace):
+            return True
+        if part not in value:
+            return False
+        value = value[part]
+    return True
 
 
 def _int_list(key: str, value: Any) -> list[int]:
