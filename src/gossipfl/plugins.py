@@ -227,11 +227,14 @@ def _import(spec: str, key: str):
         runner = lambda: importlib.import_module(spec)
     try:
         loaded = runner()
-    except Exception as exc:  # noqa: BLE001 - the researcher's own code: say where, in one line
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the researcher's own code: say
+        # where, in one line (a sys.exit() at import too: it ended the run silently)
         if is_file(spec):
             sys.modules.pop(name, None)
+        reason = f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else \
+            describe(exc)
         raise GossipflError(f"{key}: plugin '{spec}' failed to load{where(exc)}: "
-                            f"{describe(exc)}") from None
+                            f"{reason}") from None
     return module if module is not None else loaded
 
 

@@ -479,3 +479,11 @@ def test_a_studys_set_of_a_key_its_grid_sets_is_refused(tmp_path, capsys):
     study.write_text("")
     err = one_sentence(capsys, "sweep", str(study))
     assert err.startswith("error: study: ") and "is empty" in err
+
+
+def test_a_plugin_that_exits_while_it_is_imported(tmp_path, capsys):
+    """sys.exit() in a plugin's import ended the run with its status and nothing said."""
+    path = plugin(tmp_path, "import sys\nsys.exit(3)\n")
+    err = refused(tmp_path, capsys, config(), "--plugin", str(path))
+    assert f"--plugin: plugin '{path}' failed to load (line 7 of {path}): it called " \
+           f"sys.exit(3)" in err
