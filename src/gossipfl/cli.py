@@ -624,8 +624,20 @@ def cmd_new(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 # Parser and entry point
 # --------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse with gossipfl's one-sentence errors: the option and what was wrong with its
+    value, where ``--help`` lists the options (argparse prints its usage block first)."""
+
+    def error(self, message: str):
+        if message.startswith("argument "):
+            message = message.removeprefix("argument ")
+        sys.stderr.write(f"error: {message.rstrip('.')} (`{self.prog} --help` lists the "
+                         f"options).\n")
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gossipfl", description="Decentralized federated learning experiments.")
     parser.add_argument("--version", action="version", version=f"gossipfl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

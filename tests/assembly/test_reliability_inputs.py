@@ -487,3 +487,22 @@ def test_a_plugin_that_exits_while_it_is_imported(tmp_path, capsys):
     err = refused(tmp_path, capsys, config(), "--plugin", str(path))
     assert f"--plugin: plugin '{path}' failed to load (line 7 of {path}): it called " \
            f"sys.exit(3)" in err
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["topology", "ring", "--clients", "abc"],
+     ("error: --clients: invalid int value: 'abc' (`gossipfl topology --help` lists the "
+     "options).")),
+    (["sweep", "x.yaml", "--jobs", "abc"], "error: --jobs: invalid int value: 'abc'"),
+    (["bogus"], "error: COMMAND: invalid choice: 'bogus'"),
+])
+def test_a_flag_argparse_refuses_is_one_sentence(capsys, argv, match):
+    """argparse's own refusals: the flag and its value, without the usage block first."""
+    assert one_sentence(capsys, *argv).startswith(match)
+
+
+def test_report_of_a_file_names_the_file_not_out(tmp_path, capsys):
+    path = tmp_path / "afile"
+    path.write_text("x")
+    err = one_sentence(capsys, "report", str(path))
+    assert str(path) in err and "--out" not in err
