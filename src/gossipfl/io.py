@@ -166,6 +166,11 @@ def check_writable(path: str | Path, key: str) -> None:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise GossipflError(f"{key}: cannot write to '{path}': the folder '{probe}' is not "
                             f"writable (no permission or a read-only file system).")
+    try:  # what access() cannot tell (root in /proc, some network file systems): try it
+        os.rmdir(tempfile.mkdtemp(prefix=".gossipfl-probe-", dir=probe))
+    except OSError as exc:
+        raise GossipflError(f"{key}: cannot write to '{path}': no folder can be made in "
+                            f"'{probe}' ({exc.strerror or exc}).") from None
 
 
 def check_writable_file(path: str | Path, key: str) -> None:

@@ -506,3 +506,14 @@ def test_report_of_a_file_names_the_file_not_out(tmp_path, capsys):
     path.write_text("x")
     err = one_sentence(capsys, "report", str(path))
     assert str(path) in err and "--out" not in err
+
+
+def test_an_output_folder_where_no_folder_can_be_made_is_named_by_its_key(tmp_path, capsys):
+    """/proc looks writable to root (access()), yet nothing can be made in it: the run is
+    refused naming output.dir before anything runs (it was a write error of the run's
+    directory, naming no key)."""
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config()))
+    err = one_sentence(capsys, "run", str(tmp_path / "exp.yaml"), "--quiet", "--set",
+                       "output.dir=/proc/gossipfl_test")
+    assert err.startswith("error: output.dir: cannot write to '/proc/gossipfl_test")
+    assert "no folder can be made in '/proc'" in err
