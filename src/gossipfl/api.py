@@ -160,8 +160,11 @@ def report(paths: str | Path | Sequence[str | Path], *,
         raise GossipflError("report: no paths given.")
     folder = Path(out) if out is not None else Path(paths[0]) if len(paths) == 1 \
         else Path("report")
-    runs = find_runs(paths)  # the paths first: a file given as PATH is not --out's fault
+    for path in map(Path, paths):  # a file given as PATH is not --out's fault
+        if path.exists() and not path.is_dir():
+            raise GossipflError(f"report: '{path}' is not a directory.")
     check_writable(folder, "--out")
+    runs = find_runs(paths)
     given = as_list(targets, "targets", "accuracies")  # one target alone: a list of one
     chosen = [parse_target(t, target_key) for t in given] if given \
         else study_settings(paths).get("targets")

@@ -348,7 +348,7 @@ def test_a_ragged_or_named_matrix_is_one_sentence_through_the_api(matrix, expect
 
 def test_new_into_a_folder_that_cannot_be_made_is_one_sentence(tmp_path, capsys):
     err = one_sentence(capsys, "new", "model", "tinynet", "--out", "/proc/nope")
-    assert "--out: cannot create the folder '/proc/nope'" in err
+    assert "--out: cannot write to '/proc/nope': no folder can be made in '/proc'" in err
 
 
 def test_a_typo_in_the_compression_lists_every_key_and_suggests_the_close_one(work, capsys):
