@@ -136,6 +136,7 @@ def test_centralized_run_has_only_the_server_model(runs, capsys):
     (["--grid", "1"], "--grid"),
     (["--round", "7"], "--round"),
     (["--other", "."], "--other"),
+    (["--other", "no-such-run", "--landscape", "1d"], "--other"),  # it named RUN_DIR
     (["--landscape", "1d"], "--landscape"),
 ])
 def test_bad_flags_exit_2_with_one_sentence(runs, capsys, args, names):

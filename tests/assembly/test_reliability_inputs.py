@@ -517,3 +517,11 @@ def test_an_output_folder_where_no_folder_can_be_made_is_named_by_its_key(tmp_pa
                        "output.dir=/proc/gossipfl_test")
     assert err.startswith("error: output.dir: cannot write to '/proc/gossipfl_test")
     assert "no folder can be made in '/proc'" in err
+
+
+def test_an_empty_matrix_file_is_one_sentence(tmp_path, capsys):
+    """numpy's warning about an empty file came first (two lines)."""
+    (tmp_path / "empty.csv").write_text("")
+    err = refused(tmp_path, capsys, config(topology={"name": "custom",
+                                                     "path": str(tmp_path / "empty.csv")}))
+    assert "topology.path: the matrix must be square, got shape (0, 1)." in err

@@ -247,7 +247,7 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
     if hessian and top_k > P:
         raise GossipflError(f"--top-k: must be at most P = {P} (the model's parameters), "
                             f"got {top_k}.")
-    other_run = load_run_models(other) if other is not None else None
+    other_run = load_run_models(other, key="--other") if other is not None else None
     sel = select_models(run, models)
     ends = interpolation_ends(run, sel, other_run) if landscape == "1d" else None
     if hessian or trace:

@@ -42,7 +42,8 @@ class RunModels:
         return self.config.algorithm.name
 
 
-def checkpoint_models(state: object, path: Path) -> tuple[Tensor | None, Tensor, int]:
+def checkpoint_models(state: object, path: Path, key: str = "RUN_DIR"
+                      ) -> tuple[Tensor | None, Tensor, int]:
     """(local ``[M, P]`` or None, average ``[P]``, round) from a checkpoint dict.
 
     Format 1 (:meth:`gossipfl.results.RunDirectory.save_checkpoint`): ``state["runner"]``
@@ -54,42 +55,44 @@ def checkpoint_models(state: object, path: Path) -> tuple[Tensor | None, Tensor,
         runner = state["runner"]  # type: ignore[index]
         algorithm, saved_round = runner["algorithm"], int(runner["round"])
     except (KeyError, TypeError, ValueError):
-        raise GossipflError(f"RUN_DIR: '{path}' is not a gossipfl checkpoint.") from None
+        raise GossipflError(f"{key}: '{path}' is not a gossipfl checkpoint.") from None
     if "x" in algorithm:
         local = algorithm["x"].float()
         return local, local.mean(0), saved_round
     if "server" in algorithm:
         return None, algorithm["server"].float(), saved_round
-    raise GossipflError(f"RUN_DIR: the checkpoint '{path}' holds no model (no 'x' or "
+    raise GossipflError(f"{key}: the checkpoint '{path}' holds no model (no 'x' or "
                         f"'server' in its algorithm state).")
 
 
-def _read_checkpoint(path: Path) -> object:
+def _read_checkpoint(path: Path, key: str = "RUN_DIR") -> object:
     if not path.is_file():
-        raise GossipflError(f"RUN_DIR: '{path.parent}' has no {CHECKPOINT_FILE}; the run saved "
+        raise GossipflError(f"{key}: '{path.parent}' has no {CHECKPOINT_FILE}; the run saved "
                             f"no model to analyze.")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user error
-        raise GossipflError(f"RUN_DIR: checkpoint '{path}' cannot be read "
+        raise GossipflError(f"{key}: checkpoint '{path}' cannot be read "
                             f"({type(exc).__name__}).") from None
 
 
-def load_run_models(run_dir: str | Path, round: int | None = None) -> RunModels:
+def load_run_models(run_dir: str | Path, round: int | None = None, key: str = "RUN_DIR"
+                    ) -> RunModels:
     """The model, data set and saved parameters of the run in ``run_dir``.
 
     Runs keep one checkpoint (the latest); ``round`` must be the round it was written at.
+    ``key``: the argument its refusals name (``--other`` for the run compared with).
     """
     from gossipfl.assembly.experiment import build_data, build_model_for
     from gossipfl.assembly.loading import load_config
 
     path = Path(run_dir)
     if not path.is_dir():
-        raise GossipflError(f"RUN_DIR: '{path}' is not a directory.")
+        raise GossipflError(f"{key}: '{path}' is not a directory.")
     if not (path / CONFIG_FILE).is_file():
-        raise GossipflError(f"RUN_DIR: '{path}' is not a run directory (no {CONFIG_FILE}).")
-    local, average, saved = checkpoint_models(_read_checkpoint(path / CHECKPOINT_FILE),
-                                              path / CHECKPOINT_FILE)
+        raise GossipflError(f"{key}: '{path}' is not a run directory (no {CONFIG_FILE}).")
+    local, average, saved = checkpoint_models(_read_checkpoint(path / CHECKPOINT_FILE, key),
+                                              path / CHECKPOINT_FILE, key)
     if round is not None and round != saved:
         raise GossipflError(f"--round: the run kept only its checkpoint of round {saved}, "
                             f"got {round}.")
@@ -98,7 +101,7 @@ def load_run_models(run_dir: str | Path, round: int | None = None) -> RunModels:
     model = build_model_for(config, dataset)
     P = sum(p.numel() for p in model.parameters())
     if average.shape != (P,):
-        raise GossipflError(f"RUN_DIR: the checkpoint's models have {average.shape[-1]} "
+        raise GossipflError(f"{key}: the checkpoint's models have {average.shape[-1]} "
                             f"parameters but the config's model has {P}.")
     return RunModels(path, config, model, dataset, average, local, saved)
 

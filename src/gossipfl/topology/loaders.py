@@ -4,6 +4,7 @@ one sentence naming the config key."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ def load_matrix(path: str | Path, key: str = "topology.path") -> np.ndarray:
     try:
         if suffix == ".npy":
             return np.asarray(np.load(file, allow_pickle=False), dtype=np.float64)
-        return np.loadtxt(file, delimiter="," if suffix == ".csv" else None,
-                          dtype=np.float64, ndmin=2)
+        with warnings.catch_warnings():  # an empty file: its shape is the one sentence
+            warnings.simplefilter("ignore", UserWarning)
+            return np.loadtxt(file, delimiter="," if suffix == ".csv" else None,
+                              dtype=np.float64, ndmin=2)
     except (ValueError, OSError) as error:
         reason = (str(error).splitlines() or [type(error).__name__])[0]
         raise GossipflError(f"{key}: could not read a matrix from '{path}' ({reason}).") from None
