@@ -525,3 +525,13 @@ def test_an_empty_matrix_file_is_one_sentence(tmp_path, capsys):
     err = refused(tmp_path, capsys, config(topology={"name": "custom",
                                                      "path": str(tmp_path / "empty.csv")}))
     assert "topology.path: the matrix must be square, got shape (0, 1)." in err
+
+
+def test_sweep_checks_its_device_even_when_every_run_is_done(tmp_path, capsys):
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump({"base": SMALL, "grid": {"train.lr": [0.1]}}))
+    out = str(tmp_path / "o")
+    assert gossipfl.cli.main(["sweep", str(study), "--out", out, "--quiet"]) == 0
+    capsys.readouterr()
+    err = one_sentence(capsys, "sweep", str(study), "--out", out, "--device", "tpu")
+    assert "--device: must be cpu, cuda, cuda:N or auto, got 'tpu'." in err

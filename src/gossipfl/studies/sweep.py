@@ -504,6 +504,10 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     if pack and jobs > 1:
         raise GossipflError("--pack: a packed study computes its runs together in one "
                             "process, so it takes no --jobs; use one of the two.")
+    if device is not None:  # also when every run is done (nothing then builds a run)
+        from gossipfl.analysis.options import check_device
+
+        check_device(device)
     variants = expand(study)
     chosen = select(variants, only)
     if study.analysis is not None:
