@@ -531,7 +531,9 @@ def test_sweep_checks_its_device_even_when_every_run_is_done(tmp_path, capsys):
     study = tmp_path / "study.yaml"
     study.write_text(yaml.safe_dump({"base": SMALL, "grid": {"train.lr": [0.1]}}))
     out = str(tmp_path / "o")
-    assert gossipfl.cli.main(["sweep", str(study), "--out", out, "--quiet"]) == 0
+    from gossipfl import cli
+
+    assert cli.main(["sweep", str(study), "--out", out, "--quiet"]) == 0
     capsys.readouterr()
     err = one_sentence(capsys, "sweep", str(study), "--out", out, "--device", "tpu")
     assert "--device: must be cpu, cuda, cuda:N or auto, got 'tpu'." in err
