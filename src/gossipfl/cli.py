@@ -174,7 +174,7 @@ def _prepare_new(args: argparse.Namespace):
     overrides = list(args.set)
     if args.device:
         overrides.append(f"device={args.device}")
-    if args.name:
+    if args.name is not None:
         _check_name(args.name)
         overrides.append(f"name={args.name}")
     config = load_config(args.config if args.config else QUICKSTART, overrides)
@@ -624,6 +624,17 @@ def cmd_new(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 # Parser and entry point
 # --------------------------------------------------------------------------------------------
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with gossipfl's one-sentence errors: the option and what was wrong with its
     value, where ``--help`` lists the options (argparse prints its usage block first)."""
@@ -736,7 +747,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--no-download", action="store_true")
     data.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                       help="dataset option, e.g. dim=20 for synthetic (repeatable)")
-    data.add_argument("--rows", type=int, default=20, help="clients listed (default 20)")
+    data.add_argument("--rows", type=_positive_int, default=20,
+                      help="clients listed (default 20)")
     data.add_argument("--plot", metavar="PNG", help="write a figure of the partition")
     data.set_defaults(func=cmd_data)
 

@@ -51,6 +51,9 @@ def check_name(piece: str, name: str) -> None:
         raise GossipflError(f"NAME: '{name}' is not a Python identifier (letters, digits and "
                             f"underscores, not starting with a digit); the {piece} is the "
                             f"module {name}.py.")
+    if name.startswith("__") and name.endswith("__"):
+        raise GossipflError(f"NAME: '{name}' is a name Python reserves ({name}.py would be "
+                            f"taken for a package's own file); choose another name.")
     if name.startswith("test_"):
         raise GossipflError(f"NAME: '{name}' starts with 'test_', which pytest would collect "
                             f"as a test file; choose another name.")

@@ -537,3 +537,18 @@ def test_sweep_checks_its_device_even_when_every_run_is_done(tmp_path, capsys):
     capsys.readouterr()
     err = one_sentence(capsys, "sweep", str(study), "--out", out, "--device", "tpu")
     assert "--device: must be cpu, cuda, cuda:N or auto, got 'tpu'." in err
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["data", "synthetic", "--rows", "-5"], "error: --rows: must be an integer >= 1, got '-5'"),
+    (["new", "algorithm", "__init__"], "error: NAME: '__init__' is a name Python reserves"),
+    (["run", "--quiet", "--name", ""], "error: --name: the name of the run's own folder"),
+    (["run", "--quiet", "--set", "device=cuda:x"],
+     "error: device: must be cpu, cuda, cuda:N or auto, got 'cuda:x'."),
+])
+def test_values_that_were_taken_silently(tmp_path, monkeypatch, capsys, argv, match):
+    """Each of these was accepted: no rows, a plugin named __init__.py, the default name
+    for an empty one, and 'cuda:x' reported as no CUDA device."""
+    monkeypatch.chdir(tmp_path)
+    assert one_sentence(capsys, *argv).startswith(match)
+    assert not list(tmp_path.iterdir())

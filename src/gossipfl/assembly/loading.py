@@ -322,7 +322,8 @@ def check_config(config: Config) -> None:
     _warn_ignored(config)
     check_combination(config)  # what the config alone decides of which features combine
     if not isinstance(config.device, str) or not (
-            config.device in ("cpu", "auto") or config.device.startswith("cuda")):
+            config.device in ("cpu", "auto", "cuda") or (
+                config.device.startswith("cuda:") and config.device[5:].isdigit())):
         raise GossipflError(f"device: must be cpu, cuda, cuda:N or auto, got {config.device!r}.")
 
 
