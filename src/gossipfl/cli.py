@@ -177,6 +177,9 @@ def _prepare_new(args: argparse.Namespace):
     if args.name is not None:
         _check_name(args.name)
         overrides.append(f"name={args.name}")
+    if args.config == "":
+        raise GossipflError("CONFIG: an empty path; name a config file, or give none for the "
+                            "quickstart.")
     config = load_config(args.config if args.config else QUICKSTART, overrides)
     from gossipfl.results.lifecycle import prepare_fresh  # after a config error: not imported
     from gossipfl.results.rundir import new_run_path
@@ -186,6 +189,14 @@ def _prepare_new(args: argparse.Namespace):
         return prepare_fresh(config, parent / args.name, key="--name")
     return prepare_fresh(config, new_run_path(config, parent), unique=True,
                          key="--out" if args.out else "output.dir")
+
+
+def _check_png(path: str, key: str) -> None:
+    """A figure's path: a .png file that can be written."""
+    if Path(path).suffix.lower() != ".png":
+        raise GossipflError(f"{key}: the figure is written as PNG, so its name ends in .png, "
+                            f"got '{path}'.")
+    check_writable_file(path, key)
 
 
 def _check_name(name: str) -> None:
@@ -498,7 +509,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
         raise GossipflError(f"--round: must be a round number >= 0 (rounds count from 0), got "
                             f"{args.round}.")
     if args.draw:
-        check_writable_file(args.draw, "--draw")
+        _check_png(args.draw, "--draw")
     topology = build_topology(args.name, args.clients, mixing=args.mixing, seed=args.seed,
                               **params)
     info = topology.describe()
@@ -575,7 +586,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     overrides = [f"data.options.{item}" for item in args.option]
     config = load_config({"data": data, "seed": args.seed}, overrides)
     if args.plot:
-        check_writable_file(args.plot, "--plot")
+        _check_png(args.plot, "--plot")
     dataset, parts = build_data(config)
     print(f"{dataset.name}: {len(dataset.train_y)} train / {len(dataset.test_y)} test samples, "
           f"input {list(dataset.input_shape)}, {dataset.num_classes} classes")

@@ -552,3 +552,16 @@ def test_values_that_were_taken_silently(tmp_path, monkeypatch, capsys, argv, ma
     monkeypatch.chdir(tmp_path)
     assert one_sentence(capsys, *argv).startswith(match)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["topology", "ring", "--clients", "4", "--draw", "ring.txt"],
+     "error: --draw: the figure is written as PNG, so its name ends in .png, got 'ring.txt'."),
+    (["data", "synthetic", "--clients", "4", "--plot", "p.jpg"], "error: --plot: the figure"),
+    (["run", "", "--quiet"], "error: CONFIG: an empty path"),  # it ran the quickstart
+])
+def test_a_figure_not_named_png_and_an_empty_config_path(tmp_path, monkeypatch, capsys,
+                                                         argv, match):
+    monkeypatch.chdir(tmp_path)
+    assert one_sentence(capsys, *argv).startswith(match)
+    assert not list(tmp_path.iterdir())
