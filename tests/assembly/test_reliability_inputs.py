@@ -460,22 +460,35 @@ def test_an_override_whose_key_is_malformed_names_its_flag(capsys, argv, match):
     assert match in one_sentence(capsys, *argv)
 
 
-def test_a_studys_set_of_a_key_its_grid_sets_is_refused(tmp_path, capsys):
-    """A study's --set goes to its base, under every grid point: a --set of a key the grid
-    sets (or a section value that sets it) would be silently overridden at every point, so
-    it is one sentence; a --set of another key of that section is layered as usual. An
-    empty study file is refused (it ran the quickstart's study)."""
-    from gossipfl.studies.sweep import load_study
+def test_a_studys_set_comes_after_its_grid_or_is_refused(tmp_path, capsys):
+    """--set comes last (the configuration guide), after a grid point: over a key the grid
+    gives one value it wins (it was overridden by that value, silently: the README's quick
+    study ran 10 rounds under --set train.rounds=1); a --set of a key the grid gives
+    several values (or a section value that sets it) could not come last at every point
+    without making them the same, so it is one sentence; a --set of another key of a
+    section the grid sets stays (mappings merge). An empty study file is refused (it ran
+    the quickstart's study)."""
+    from gossipfl.studies.sweep import expand, load_study
 
     study = tmp_path / "study.yaml"
-    study.write_text(yaml.safe_dump({"base": SMALL, "grid": {"train.lr": [0.1, 0.05]}}))
+    study.write_text(yaml.safe_dump({"base": SMALL, "grid": {"train.lr": [0.1, 0.05],
+                                                             "train.rounds": [3]}}))
+    runs = expand(load_study(study, ["train.rounds=1"]))
+    assert sorted((v.config.train.lr, v.config.train.rounds) for v in runs) == \
+        [(0.05, 1), (0.1, 1)]
+    assert {v.config.train.rounds for v in expand(load_study(study))} == {3}
     for item in ("train.lr=-1", "train={lr: 1}", "train=!replace {rounds: 1}"):
         err = one_sentence(capsys, "sweep", str(study), "--out", str(tmp_path / "o"),
                            "--set", item)
-        assert "the study's grid sets train.lr at every point" in err, item
+        assert "the study's grid gives train.lr several values" in err, item
     assert not (tmp_path / "o").exists()
-    base = load_study(study, ["train={rounds: 2}", "train.batch_size=4"]).base
-    assert base["train"]["rounds"] == 2 and base["train"]["batch_size"] == 4
+    base = load_study(study, ["train={batch_size: 2}", "train.momentum=0.5"]).base
+    assert base["train"]["batch_size"] == 2 and base["train"]["momentum"] == 0.5
+    study.write_text(yaml.safe_dump({"base": SMALL, "grid": {"data": [
+        {"partition": "iid"}, {"partition": "dirichlet", "alpha": 0.5}]}}))
+    assert load_study(study, ["data.clients=6"]).base["data"]["clients"] == 6
+    err = one_sentence(capsys, "sweep", str(study), "--set", "data.alpha=0.1")
+    assert "--set data.alpha: the study's grid gives data several values" in err
     study.write_text("")
     err = one_sentence(capsys, "sweep", str(study))
     assert err.startswith("error: study: ") and "is empty" in err

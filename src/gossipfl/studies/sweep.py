@@ -106,7 +106,8 @@ class Variant:
 # Parsing
 # --------------------------------------------------------------------------------------------
 def load_study(source: str | Path | dict, overrides: Sequence[str] = ()) -> Study:
-    """Parse a study from a YAML path or a dict; ``overrides`` (``key=value``) go to base."""
+    """Parse a study from a YAML path or a dict; ``overrides`` (``key=value``) go to base,
+    after the grid's entries they set (:func:`_settle_overrides`): ``--set`` comes last."""
     where = None
     if isinstance(source, (str, Path)):
         where = Path(source)
@@ -125,6 +126,7 @@ def load_study(source: str | Path | dict, overrides: Sequence[str] = ()) -> Stud
             raise GossipflError(f"study.{key}: unknown key{did_you_mean(str(key), STUDY_KEYS)};"
                                 f" a study has {', '.join(STUDY_KEYS)}.")
     base = _base(raw.get("base"), where)
+    grid = _settle_overrides(base, _grid(raw.get("grid")), overrides)
     for item in overrides:
         apply_override(base, item)
     seeds = _int_list("study.seeds", raw.get("seeds", [base.get("seed", 0)]))
@@ -134,8 +136,6 @@ def load_study(source: str | Path | dict, overrides: Sequence[str] = ()) -> Stud
     name = raw.get("name", default_name)
     if not isinstance(name, str) or not name.strip():
         raise GossipflError(f"study.name: must be a non-empty string, got {name!r}.")
-    grid = _grid(raw.get("grid"))
-    _check_overrides_outside(grid, overrides)
     return Study(name=name, base=base, grid=grid, seeds=seeds,
                  targets=targets, metric=_optional_str("study.metric", raw.get("metric")),
                  out=_optional_str("study.out", raw.get("out")),
@@ -187,36 +187,52 @@ def _grid(value: Any) -> dict[str, list] | list[dict]:
     return {str(k): list(v) for k, v in value.items()}
 
 
-def _check_overrides_outside(grid: dict[str, list] | list[dict],
-                             overrides: Sequence[str]) -> None:
-    """A study's ``--set`` goes to its base, under every grid point: one of a key the grid
-    sets (or of a section holding it) would be overridden at every point, so it is refused."""
-    varied = set(grid) if isinstance(grid, dict) else {k for point in grid for k in point}
+#: a list grid's point that does not set a key
+_UNSET = object()
+
+
+def _settle_overrides(base: dict, grid: dict[str, list] | list[dict],
+                      overrides: Sequence[str]) -> dict[str, list] | list[dict]:
+    """``--set`` comes last, after a grid point (docs/guide/configuration.md), but goes to
+    the base: a grid entry it sets is moved into the base first when the grid gives it one
+    value (the same at every point: e.g. ``train.rounds: [10]``), so that the ``--set`` is
+    layered over it; one the grid gives several values is refused (the ``--set`` would make
+    the points the same). Returns the grid without the entries moved."""
+    settings = grid if isinstance(grid, dict) else {
+        k: [point.get(k, _UNSET) for point in grid] for point in grid for k in point}
+    moved: list[str] = []
     for item in overrides:
         key, _, text = item.partition("=")
-        key = key.strip()
-        for other in sorted(varied):
-            if key == other or key.startswith(other + ".") or (
-                    other.startswith(key + ".") and _sets(text, other[len(key) + 1:])):
+        try:
+            value = parse_yaml(text) if text.strip() else None
+        except yaml.YAMLError:
+            value = text
+        mine = _leaves(key.strip(), value)
+        for entry, values in settings.items():
+            theirs = {entry} if entry == "algorithm" else \
+                {leaf for v in values if v is not _UNSET for leaf in _leaves(entry, v)}
+            if not any(a == b or a.startswith(b + ".") or b.startswith(a + ".")
+                       for a in mine for b in theirs):
+                continue
+            if _UNSET in values or len({repr(v) for v in values}) > 1:
                 raise GossipflError(
-                    f"--set {key}: the study's grid sets {other} at every point, over the "
-                    f"base that --set changes; drop the --set or change the grid.")
+                    f"--set {key.strip()}: the study's grid gives {entry} several values, "
+                    f"which a --set cannot come after at every point; drop the --set or "
+                    f"change the grid.")
+            moved.append(entry)
+    for entry in dict.fromkeys(moved):
+        set_key(base, entry, settings[entry][0])
+    if isinstance(grid, dict):
+        return {k: v for k, v in grid.items() if k not in moved}
+    return [{k: v for k, v in point.items() if k not in moved} for point in grid]
 
 
-def _sets(text: str, path: str) -> bool:
-    """Whether the ``--set`` value ``text`` of a section sets its key ``path`` (a mapping
-    merges key by key; anything else, ``!replace`` included, replaces the whole section)."""
-    try:
-        value = parse_yaml(text) if text.strip() else None
-    except yaml.YAMLError:
-        return True
-    for part in path.split("."):
-        if not isinstance(value, dict) or isinstance(value, Replace):
-            return True
-        if part not in value:
-            return False
-        value = value[part]
-    return True
+def _leaves(key: str, value: Any) -> set[str]:
+    """The keys a setting of ``key`` to ``value`` sets: a mapping's own keys, key by key (it
+    merges), else ``key`` itself (``!replace`` and any other value replace it whole)."""
+    if isinstance(value, dict) and not isinstance(value, Replace) and value:
+        return {leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}", v)}
+    return {key}
 
 
 def _int_list(key: str, value: Any) -> list[int]:
