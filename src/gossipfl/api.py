@@ -106,7 +106,8 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     table and figures in ``<out>/<name>/``.
 
     ``study``: a study YAML path or a dict with its keys (``name``, ``base``, ``grid``,
-    ``seeds``, ``targets``, ...); ``overrides``: ``"key.path=value"`` for the base config;
+    ``seeds``, ``targets``, ...); ``overrides``: ``"key.path=value"`` for every run, after its
+    grid point (a key the grid gives several values is refused);
     ``out``: the parent folder of the study folder (default: the study's ``out``, else the
     base ``output.dir``); ``log``: called with a line per run (default: nothing is
     printed); ``warn``: each warning (default: ``warnings.warn``). Returns

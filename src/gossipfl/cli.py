@@ -685,7 +685,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = sub.add_parser("sweep", help="run a study: a grid of runs, then a table")
     sweep.add_argument("study", help="study YAML")
-    _add_set(sweep, "override a key of the study's base config")
+    _add_set(sweep, "override a config key of every run, after its grid point (not a key "
+                    "the grid gives several values)")
     sweep.add_argument("--out", help="parent folder of the study folder")
     sweep.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     sweep.add_argument("--jobs", type=int, default=1, metavar="N",
