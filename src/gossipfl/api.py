@@ -33,6 +33,7 @@ from gossipfl.output.result import Result
 from gossipfl.results.reporting import Report
 from gossipfl.studies.frames import StudyResults, load_run, load_study
 from gossipfl.studies.stability import stability
+from gossipfl.validation import check_callable, check_path, check_paths
 
 __all__ = ["Report", "Result", "StudyResults", "analyze", "fetch", "load_run", "load_study",
            "partition_summary", "report", "run", "stability", "sweep"]
@@ -130,6 +131,10 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     from gossipfl.studies.sweep import run_study
 
     sets = as_list(overrides, "overrides", "'key.path=value' strings")
+    if out is not None:
+        check_path(out, "out")
+    for key, function in (("progress", progress), ("log", log), ("warn", warn)):
+        check_callable(function, key)
     progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress,
                         log=log, warn=warn, allow_changed_inputs=allow_changed_inputs, jobs=jobs,
@@ -156,7 +161,9 @@ def report(paths: str | Path | Sequence[str | Path], *,
     from gossipfl.results.reporting import find_runs, parse_target, study_settings
     from gossipfl.results.reporting import report as write_report
 
-    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    paths = check_paths(paths, "paths")
+    if out is not None:
+        check_path(out, "out")
     if not paths:
         raise GossipflError("report: no paths given.")
     folder = Path(out) if out is not None else Path(paths[0]) if len(paths) == 1 \
@@ -180,4 +187,8 @@ def fetch(dataset: str, *, root: str | Path | None = None, download: bool = True
     digest is not the official one (your own)."""
     from gossipfl.data import load_dataset
 
+    if not isinstance(dataset, str):
+        raise GossipflError(f"dataset: must be a dataset's name, got {dataset!r:.80}.")
+    if root is not None:
+        check_path(root, "root")
     return load_dataset(dataset, root=root, download=download, verify=verify)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import types
 import typing
@@ -329,3 +330,27 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
 def _type_name(hint: Any) -> str:
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
             dict: "a mapping", type(None): "null"}.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def check_path(value: Any, key: str) -> Any:
+    """``value`` when it is a path (a string or an ``os.PathLike``), else one sentence naming
+    ``key`` (the Python verbs' path arguments)."""
+    if isinstance(value, str) or (isinstance(value, os.PathLike)
+                                  and isinstance(os.fspath(value), str)):
+        return value
+    raise GossipflError(f"{key}: must be a path (a string or a pathlib.Path), got {value!r:.80}.")
+
+
+def check_paths(value: Any, key: str) -> list:
+    """A path or a list of paths, each checked by :func:`check_path`."""
+    if isinstance(value, (list, tuple)):
+        return [check_path(v, key) for v in value]
+    return [check_path(value, key)]
+
+
+def check_callable(value: Any, key: str) -> Any:
+    """``value`` when it is None or callable (a verb's ``log``, ``warn``, ``progress``)."""
+    if value is not None and not callable(value):
+        raise GossipflError(f"{key}: must be a function (or None), got {value!r:.80}.")
+    return value
+

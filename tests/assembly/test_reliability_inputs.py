@@ -578,3 +578,29 @@ def test_a_figure_not_named_png_and_an_empty_config_path(tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)
     assert one_sentence(capsys, *argv).startswith(match)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda d: gossipfl.run(SMALL, overrides=5), r"--set: expected key\.path=value, got 5\."),
+    (lambda d: gossipfl.run(SMALL, callbacks=5), r"callbacks: must be a list of functions"),
+    (lambda d: gossipfl.run(SMALL, callbacks=["x"]), r"callbacks: each must be a function"),
+    (lambda d: gossipfl.sweep({"base": SMALL}, out=5), r"out: must be a path"),
+    (lambda d: gossipfl.sweep({"base": SMALL}, out=d, progress="x"),
+     r"progress: must be a function"),
+    (lambda d: gossipfl.sweep({"base": SMALL}, out=d, log="x"), r"log: must be a function"),
+    (lambda d: gossipfl.sweep({"base": SMALL, "metric": "nosuch"}, out=d),
+     r"study\.metric: unknown value 'nosuch'"),
+    (lambda d: gossipfl.stability(None), r"source: must be a config"),
+    (lambda d: gossipfl.stability(SMALL, out=d, log="x"), r"log: must be a function"),
+    (lambda d: gossipfl.report(5), r"paths: must be a path"),
+    (lambda d: gossipfl.analyze(5), r"run_dir: must be a path"),
+    (lambda d: gossipfl.fetch(["mnist"]), r"dataset: must be a dataset's name"),
+    (lambda d: gossipfl.load_run(5), r"path: must be a path"),
+])
+def test_the_python_verbs_arguments_are_checked_before_any_work(tmp_path, call, match):
+    """Each was a TypeError (or AttributeError) from deep inside, some after a round had
+    trained or a study's runs had run, or (stability(None)) the default experiment run."""
+    out = tmp_path / "out"
+    with pytest.raises(GossipflError, match=match):
+        call(out)
+    assert not out.exists()

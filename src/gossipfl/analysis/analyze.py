@@ -49,6 +49,7 @@ from gossipfl.engine.hvp import HessianOperator
 from gossipfl.errors import GossipflError
 from gossipfl.io import check_writable
 from gossipfl.output.progress import CountedProducts, WorkBar
+from gossipfl.validation import check_path
 
 #: A file to write once everything is computed: returns its path.
 Pending = Callable[[], Path]
@@ -230,6 +231,9 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
                    "samples": samples, "round": round, "grid": grid, "span": span,
                    "seed": seed, "tol": tol, "max_iter": max_iter, "trace_tol": trace_tol,
                    "trace_max_iter": trace_max_iter, "batch_size": batch_size})
+    check_path(run_dir, "run_dir")
+    if other is not None:
+        check_path(other, "other")
     if other is not None and landscape != "1d":
         raise GossipflError("--other: the other run's model is an end of the 1-D "
                             "interpolation; use it with --landscape 1d.")

@@ -102,14 +102,21 @@ def load_config(source: Config | dict | str | Path | None = None,
 # --------------------------------------------------------------------------------------------
 # Layering: a later level's setting over an earlier level's (docs/guide/configuration.md)
 # --------------------------------------------------------------------------------------------
+def split_override(item: Any) -> tuple[str, str]:
+    """``(key, value text)`` of one ``key.path=value`` override; one sentence else."""
+    if not isinstance(item, str) or "=" not in item:
+        shown = f"'{item}'" if isinstance(item, str) else f"{item!r:.80}"
+        raise GossipflError(f"--set: expected key.path=value, got {shown}.")
+    key, _, text = item.partition("=")
+    return key, text
+
+
 def apply_override(raw: dict, item: str, replace: bool = True) -> None:
     """Apply one ``key.path=value`` override to a raw config dict in place, by the one
     layering rule (:func:`layer`); ``replace``: the rules between keys apply (a set key of an
     :data:`~gossipfl.config.EXCLUSIVE` pair removes the other one, a switched piece drops
     the previous piece's parameters)."""
-    if "=" not in item:
-        raise GossipflError(f"--set: expected key.path=value, got '{item}'.")
-    key, _, text = item.partition("=")
+    key, text = split_override(item)
     parts = key.strip().split(".")
     if not key.strip():
         raise GossipflError(f"--set: empty key in '{item}'.")

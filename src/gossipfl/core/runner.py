@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -35,7 +36,7 @@ from gossipfl.core.evaluation import Evaluator, consensus_distance
 from gossipfl.distributed.launch import current as current_processes
 from gossipfl.engine.compiled import resolve_graphs
 from gossipfl.engine.precision import apply_precision
-from gossipfl.errors import Diverged
+from gossipfl.errors import Diverged, GossipflError
 from gossipfl.output.result import Result
 from gossipfl.schedules import Schedule, get_schedule
 from gossipfl.schedules.training import LocalTrainer
@@ -64,9 +65,9 @@ class Runner:
 
     def __init__(self, config: Config, callbacks: Sequence[Callback] = (),
                  perturb: Perturbation | None = None):
+        self.callbacks = _callbacks(callbacks)  # before any work: a wrong one fails now
         self.config = config
         self.exp = exp = build_experiment(config, perturb)
-        self.callbacks = list(callbacks)
         self.round = 0  # rounds completed
         self.rows: list[dict] = []
         self.bytes_total = 0
@@ -296,3 +297,20 @@ def has_nonfinite(x: torch.Tensor) -> bool:
 
 __all__ = ["Callback", "Result", "Runner", "build_data", "build_experiment",
            "build_model_for", "consensus_distance", "has_nonfinite"]
+
+
+def _callbacks(callbacks: Any) -> list:
+    """``callbacks`` as a list of functions ``(runner, t, row)`` (None: none); one sentence
+    else, before the first round (a wrong one failed after it)."""
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, (str, bytes, dict)) or not hasattr(callbacks, "__iter__"):
+        raise GossipflError(f"callbacks: must be a list of functions (runner, t, row), got "
+                            f"{callbacks!r:.80}.")
+    listed = list(callbacks)
+    for callback in listed:
+        if not callable(callback):
+            raise GossipflError(f"callbacks: each must be a function (runner, t, row), got "
+                                f"{callback!r:.80}.")
+    return listed
+

@@ -32,6 +32,7 @@ from gossipfl.results.rundir import (
     is_personalized,
     primary_metric,
 )
+from gossipfl.validation import check_path, check_paths
 
 
 def _figure(groups: dict[str, list[Run]], y: str | dict[str, str], x: str,
@@ -83,6 +84,7 @@ def load_run(path: str | Path) -> RunResults:
     """The run directory ``path``: its config, summary and metrics (``.metrics`` a
     DataFrame). A missing, empty or damaged metrics.csv, config.yaml or summary.json is one
     sentence naming the file."""
+    check_path(path, "path")
     run = read_run(path)
     if run.problem is not None:
         raise GossipflError(f"load_run: {run.problem}.")
@@ -203,7 +205,7 @@ def load_study(path: str | Path | Sequence[str | Path], *, metric: str | None = 
     from gossipfl.config import as_list
     from gossipfl.results.reporting import parse_target, study_settings
 
-    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    paths = check_paths(path, "path")
     saved = study_settings(paths)
     if targets is None:
         targets = saved.get("targets")

@@ -62,6 +62,7 @@ from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config, read_yaml
 from gossipfl.errors import Diverged, GossipflError, unknown_choice
 from gossipfl.io import atomic_write_text, check_writable
+from gossipfl.validation import check_callable, check_path
 
 PERTURBATIONS = ("client", "sample", "none")
 DEFAULT_GAP_SAMPLES = 10_000
@@ -285,6 +286,13 @@ def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = 
     from gossipfl.results.rundir import primary_metric
     from gossipfl.studies.sweep import _silent, _warning
 
+    if source is None:  # the signature's own: a config or a study file
+        raise GossipflError("source: must be a config (a dict, a YAML path or a Config) or "
+                            "a study file, got None.")
+    if out is not None:
+        check_path(out, "out")
+    for key, function in (("progress", progress), ("log", log), ("warn", warn)):
+        check_callable(function, key)
     progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     log = log or _silent
     warn = warn or _warning

@@ -46,9 +46,15 @@ import yaml
 
 from gossipfl import plugins
 from gossipfl.assembly.compat import preflight
-from gossipfl.assembly.loading import apply_override, layer, load_config, plain
+from gossipfl.assembly.loading import (
+    apply_override,
+    layer,
+    load_config,
+    plain,
+    split_override,
+)
 from gossipfl.config import Config, Replace, parse_yaml, read_yaml
-from gossipfl.errors import GossipflError, did_you_mean
+from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
 from gossipfl.results.inputs import compute_path, with_absolute_paths
 from gossipfl.results.lifecycle import (
@@ -67,7 +73,13 @@ from gossipfl.results.reporting import (  # noqa: F401 (study_settings: gossipfl
     report,
     study_settings,
 )
-from gossipfl.results.rundir import RunDirectory, comparable_config, is_vacant, slug
+from gossipfl.results.rundir import (
+    ACCURACY_METRICS,
+    RunDirectory,
+    comparable_config,
+    is_vacant,
+    slug,
+)
 
 STUDY_KEYS = ("name", "out", "base", "grid", "seeds", "targets", "metric", "analysis")
 DONE = ("finished", "diverged")  # statuses a study does not run again
@@ -137,7 +149,7 @@ def load_study(source: str | Path | dict, overrides: Sequence[str] = ()) -> Stud
     if not isinstance(name, str) or not name.strip():
         raise GossipflError(f"study.name: must be a non-empty string, got {name!r}.")
     return Study(name=name, base=base, grid=grid, seeds=seeds,
-                 targets=targets, metric=_optional_str("study.metric", raw.get("metric")),
+                 targets=targets, metric=_metric(raw.get("metric")),
                  out=_optional_str("study.out", raw.get("out")),
                  analysis=_analysis(raw.get("analysis")))
 
@@ -202,7 +214,7 @@ def _settle_overrides(base: dict, grid: dict[str, list] | list[dict],
         k: [point.get(k, _UNSET) for point in grid] for point in grid for k in point}
     moved: list[str] = []
     for item in overrides:
-        key, _, text = item.partition("=")
+        key, text = split_override(item)
         try:
             value = parse_yaml(text) if text.strip() else None
         except yaml.YAMLError:
@@ -233,6 +245,15 @@ def _leaves(key: str, value: Any) -> set[str]:
     if isinstance(value, dict) and not isinstance(value, Replace) and value:
         return {leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}", v)}
     return {key}
+
+
+def _metric(value: Any) -> str | None:
+    """``study.metric``: one of the accuracies a run records, checked before any run (the
+    report checks that some run holds it)."""
+    metric = _optional_str("study.metric", value)
+    if metric is not None and metric not in ACCURACY_METRICS:
+        raise unknown_choice("study.metric", metric, ACCURACY_METRICS)
+    return metric
 
 
 def _int_list(key: str, value: Any) -> list[int]:
