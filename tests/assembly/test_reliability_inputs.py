@@ -299,7 +299,7 @@ def test_plugin_options_of_the_wrong_type(tmp_path, capsys):
         "    return nn.Sequential(nn.Linear(6, width), nn.ReLU(), nn.Linear(width, num_classes))\n"))
     base = config(data={"dataset": "toy", "options": {}}, model={"name": "wide", "options": {}},
                   plugins=[str(path)])
-    assert gossipfl.run(base).metrics
+    assert gossipfl.run(base, quiet=True).metrics  # no bar in the next call's stderr
     for section, key, value, message in [
             ("data", "n", "many", "data.options.n: must be an integer, got 'many'."),
             ("data", "scale", "big", "data.options.scale: must be a number, got 'big'."),
