@@ -33,7 +33,7 @@ from gossipfl.output.result import Result
 from gossipfl.results.reporting import Report
 from gossipfl.studies.frames import StudyResults, load_run, load_study
 from gossipfl.studies.stability import stability
-from gossipfl.validation import check_callable, check_path, check_paths
+from gossipfl.validation import check_path, check_paths
 
 __all__ = ["Report", "Result", "StudyResults", "analyze", "fetch", "load_run", "load_study",
            "partition_summary", "report", "run", "stability", "sweep"]
@@ -131,10 +131,6 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     from gossipfl.studies.sweep import run_study
 
     sets = as_list(overrides, "overrides", "'key.path=value' strings")
-    if out is not None:
-        check_path(out, "out")
-    for key, function in (("progress", progress), ("log", log), ("warn", warn)):
-        check_callable(function, key)
     progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress,
                         log=log, warn=warn, allow_changed_inputs=allow_changed_inputs, jobs=jobs,

@@ -540,19 +540,18 @@ def cmd_topology(args: argparse.Namespace) -> int:
 def _topology_option(item: str) -> tuple[str, Any]:
     """``KEY=VALUE`` of ``gossipfl topology --option``: a parameter of the topology, the value
     read as YAML (as ``--set`` reads it)."""
-    import yaml
+    from gossipfl.assembly.loading import override_value
 
-    from gossipfl.config import parse_yaml
+    key, text = _option_pair(item, "a parameter of the topology")
+    return key, override_value(text)
 
+
+def _option_pair(item: str, what: str) -> tuple[str, str]:
+    """``(KEY, VALUE text)`` of an ``--option KEY=VALUE`` (``what``: what KEY names)."""
     key, equals, text = item.partition("=")
     if not equals or not key.strip():
-        raise GossipflError(f"--option: expected KEY=VALUE (a parameter of the topology), got "
-                            f"'{item}'.")
-    try:
-        value = parse_yaml(text) if text.strip() else None
-    except yaml.YAMLError:
-        value = text
-    return key.strip(), value
+        raise GossipflError(f"--option: expected KEY=VALUE ({what}), got '{item}'.")
+    return key.strip(), text
 
 
 def _draw_topology(topology: Any, path: str, round: int) -> None:
@@ -580,9 +579,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None:
             data[key] = getattr(args, key)
     for item in args.option:
-        if "=" not in item or not item.partition("=")[0].strip():
-            raise GossipflError(f"--option: expected KEY=VALUE (an option of the dataset), "
-                                f"got '{item}'.")
+        _option_pair(item, "an option of the dataset")
     overrides = [f"data.options.{item}" for item in args.option]
     config = load_config({"data": data, "seed": args.seed}, overrides)
     if args.plot:

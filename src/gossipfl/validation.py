@@ -342,10 +342,10 @@ def check_path(value: Any, key: str) -> Any:
 
 
 def check_paths(value: Any, key: str) -> list:
-    """A path or a list of paths, each checked by :func:`check_path`."""
-    if isinstance(value, (list, tuple)):
-        return [check_path(v, key) for v in value]
-    return [check_path(value, key)]
+    """A path, or any iterable of paths, as a list, each checked by :func:`check_path`."""
+    if isinstance(value, (str, os.PathLike, bytes, dict)) or not hasattr(value, "__iter__"):
+        return [check_path(value, key)]
+    return [check_path(v, key) for v in value]
 
 
 def check_callable(value: Any, key: str) -> Any:

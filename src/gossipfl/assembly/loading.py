@@ -102,13 +102,23 @@ def load_config(source: Config | dict | str | Path | None = None,
 # --------------------------------------------------------------------------------------------
 # Layering: a later level's setting over an earlier level's (docs/guide/configuration.md)
 # --------------------------------------------------------------------------------------------
-def split_override(item: Any) -> tuple[str, str]:
-    """``(key, value text)`` of one ``key.path=value`` override; one sentence else."""
+def split_override(item: Any) -> tuple[str, Any]:
+    """``(key, value)`` of one ``key.path=value`` override (the key stripped, the value read
+    as YAML, :func:`override_value`); one sentence else."""
     if not isinstance(item, str) or "=" not in item:
         shown = f"'{item}'" if isinstance(item, str) else f"{item!r:.80}"
         raise GossipflError(f"--set: expected key.path=value, got {shown}.")
     key, _, text = item.partition("=")
-    return key, text
+    return key.strip(), override_value(text)
+
+
+def override_value(text: str) -> Any:
+    """The value of a ``KEY=VALUE`` override: its text read as YAML (None when empty; the
+    text itself when it is not YAML)."""
+    try:
+        return parse_yaml(text) if text.strip() else None
+    except yaml.YAMLError:
+        return text
 
 
 def apply_override(raw: dict, item: str, replace: bool = True) -> None:
@@ -116,17 +126,13 @@ def apply_override(raw: dict, item: str, replace: bool = True) -> None:
     layering rule (:func:`layer`); ``replace``: the rules between keys apply (a set key of an
     :data:`~gossipfl.config.EXCLUSIVE` pair removes the other one, a switched piece drops
     the previous piece's parameters)."""
-    key, text = split_override(item)
-    parts = key.strip().split(".")
-    if not key.strip():
+    key, value = split_override(item)
+    parts = key.split(".")
+    if not key:
         raise GossipflError(f"--set: empty key in '{item}'.")
     if not all(parts):
-        raise GossipflError(f"--set: the key '{key.strip()}' has an empty part (two dots, or "
-                            f"a dot at an end) in '{item}'.")
-    try:
-        value = parse_yaml(text) if text.strip() else None
-    except yaml.YAMLError:
-        value = text
+        raise GossipflError(f"--set: the key '{key}' has an empty part (two dots, or a dot at "
+                            f"an end) in '{item}'.")
     layer(raw, parts, value, replace=replace, where="--set")
 
 

@@ -53,7 +53,7 @@ from gossipfl.assembly.loading import (
     plain,
     split_override,
 )
-from gossipfl.config import Config, Replace, parse_yaml, read_yaml
+from gossipfl.config import Config, Replace, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
 from gossipfl.results.inputs import compute_path, with_absolute_paths
@@ -80,6 +80,7 @@ from gossipfl.results.rundir import (
     is_vacant,
     slug,
 )
+from gossipfl.validation import check_callable, check_path
 
 STUDY_KEYS = ("name", "out", "base", "grid", "seeds", "targets", "metric", "analysis")
 DONE = ("finished", "diverged")  # statuses a study does not run again
@@ -211,15 +212,11 @@ def _settle_overrides(base: dict, grid: dict[str, list] | list[dict],
     layered over it; one the grid gives several values is refused (the ``--set`` would make
     the points the same). Returns the grid without the entries moved."""
     settings = grid if isinstance(grid, dict) else {
-        k: [point.get(k, _UNSET) for point in grid] for point in grid for k in point}
+        k: [point.get(k, _UNSET) for point in grid] for k in {k for p in grid for k in p}}
     moved: list[str] = []
     for item in overrides:
-        key, text = split_override(item)
-        try:
-            value = parse_yaml(text) if text.strip() else None
-        except yaml.YAMLError:
-            value = text
-        mine = _leaves(key.strip(), value)
+        key, value = split_override(item)
+        mine = _leaves(key, value)
         for entry, values in settings.items():
             theirs = {entry} if entry == "algorithm" else \
                 {leaf for v in values if v is not _UNSET for leaf in _leaves(entry, v)}
@@ -228,7 +225,7 @@ def _settle_overrides(base: dict, grid: dict[str, list] | list[dict],
                 continue
             if _UNSET in values or len({repr(v) for v in values}) > 1:
                 raise GossipflError(
-                    f"--set {key.strip()}: the study's grid gives {entry} several values, "
+                    f"--set {key}: the study's grid gives {entry} several values, "
                     f"which a --set cannot come after at every point; drop the --set or "
                     f"change the grid.")
             moved.append(entry)
@@ -533,6 +530,10 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     and learning rate computed as one stack, each into its own run directory (:mod:`gossipfl.studies.packing`;
     not with ``jobs`` > 1); ``quiet`` False: with ``jobs`` > 1, a bar over the runs on stderr
     (:class:`gossipfl.output.progress.StudyBar`; ``progress`` makes each run's own bar otherwise)."""
+    if out is not None:
+        check_path(out, "out")
+    for key, function in (("progress", progress), ("log", log), ("warn", warn)):
+        check_callable(function, key)
     log = log or _silent
     warn = warn or _warning
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
