@@ -122,7 +122,8 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     learning rate computed as one stack of clients, each run's numbers those it has alone
     (:mod:`gossipfl.studies.packing`). Progress on stderr (:mod:`gossipfl.output.progress`): a bar over
     each run's rounds (``progress``: a function ``(prepared_run, name)`` making your own
-    callback instead), with ``jobs`` a bar over the runs naming the running ones with their
+    callback ``(runner, t, row)`` instead; its ``close()``, if it has one, is called when the
+    run ends), with ``jobs`` a bar over the runs naming the running ones with their
     round; ``quiet``: none.
     """
     from gossipfl.output.progress import round_bars

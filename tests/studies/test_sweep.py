@@ -199,6 +199,52 @@ def test_a_bad_first_run_creates_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("pack", [False, True])
+def test_a_progress_that_fails_leaves_no_lock_and_no_folder(tmp_path, pack):
+    """``progress(prepared, name)`` raising (the researcher's own bar) is their error, raised;
+    the runs it was made for never started: no lock held in this process, no folder left, so
+    the same study runs at once afterwards."""
+    parsed = load_study(study(seeds=[0, 1], base={**TINY, "train": {**TINY["train"],
+                                                                     "rounds": 2}}))
+
+    def broken(prepared, name):
+        raise RuntimeError("my bar is broken")
+
+    with pytest.raises(RuntimeError, match="my bar is broken"):
+        run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail, progress=broken,
+                  pack=pack)
+    assert [p.name for p in (tmp_path / "s").iterdir() if p.is_dir()] == []
+    again = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail, pack=pack)
+    assert set(again.outcomes.values()) == {"ran"} and not again.failed
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_a_progress_may_make_a_plain_function(tmp_path, pack):
+    """The callback ``progress`` makes needs no ``close()``: a plain function is called after
+    every round (it was an AttributeError after the run)."""
+    parsed = load_study(study(seeds=[0, 1], base={**TINY, "train": {**TINY["train"],
+                                                                     "rounds": 2}}))
+    seen = []
+
+    def mine(prepared, name):
+        return lambda runner, t, row: seen.append((name, t))
+
+    done = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail, progress=mine,
+                     pack=pack)
+    assert set(done.outcomes.values()) == {"ran"} and not done.failed
+    rounds = [t for _, t in seen]
+    assert rounds == ([0, 1] if pack else [0, 1, 0, 1])
+
+
+def test_a_progress_that_makes_no_callback_is_refused(tmp_path):
+    parsed = load_study(study(base={**TINY, "train": {**TINY["train"], "rounds": 2}}))
+    with pytest.raises(GossipflError, match=r"^progress: must return a runner callback .* "
+                                            r"got 'bar'\.$"):
+        run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail,
+                  progress=lambda prepared, name: "bar")
+    assert [p.name for p in (tmp_path / "s").iterdir() if p.is_dir()] == []
+
+
 # --------------------------------------------------------------------------------------------
 # Examples
 # --------------------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ none; under ``torchrun`` only rank 0 shows them.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 #: Seconds before a bar appears: work shorter than this shows none.
@@ -147,3 +148,24 @@ class CountedProducts:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._op, name)
+
+
+@contextlib.contextmanager
+def made_callback(progress: Callable[[Any, str], Any] | None, prepared: Any,
+                  name: str) -> Iterator[list]:
+    """The runner callback a verb's ``progress(prepared, name)`` makes (a bar, or the
+    researcher's own), as a list of callbacks to run with (empty for ``progress=None`` or a
+    ``None`` made); its ``close()``, where it has one, is called when the run ends, however it
+    ends. A made callback that cannot be called is refused in one sentence."""
+    from gossipfl.errors import GossipflError
+
+    made = progress(prepared, name) if progress is not None else None
+    if made is not None and not callable(made):
+        raise GossipflError(f"progress: must return a runner callback (a function called "
+                            f"(runner, t, row) after each round) or None, got {made!r:.80}.")
+    try:
+        yield [] if made is None else [made]
+    finally:
+        close = getattr(made, "close", None)
+        if callable(close):
+            close()

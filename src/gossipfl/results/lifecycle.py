@@ -27,6 +27,7 @@ from gossipfl.results.rundir import (
     RunDirectory,
     check_free,
     comparable_config,
+    is_vacant,
 )
 
 
@@ -56,6 +57,17 @@ class PreparedRun:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+    def abandon(self) -> None:
+        """Let go of a run that was prepared but never ran (what made its callbacks failed,
+        or another run of its pack was refused): its lock released and, for a fresh run, the
+        directory removed while it holds nothing. A run that :func:`execute` ran has
+        released its lock already and is left as it is."""
+        if self.lock is None:
+            return
+        self.release()
+        if self.fresh and self.run_dir.writes and is_vacant(self.run_dir.path):
+            shutil.rmtree(self.run_dir.path, ignore_errors=True)
 
 
 def prepare_fresh(config: Config, path: str | Path, key: str = "output.dir",

@@ -62,6 +62,7 @@ from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config, read_yaml
 from gossipfl.errors import Diverged, GossipflError, unknown_choice
 from gossipfl.io import atomic_write_text, check_writable
+from gossipfl.output.progress import made_callback
 from gossipfl.validation import check_callable, check_path
 
 PERTURBATIONS = ("client", "sample", "none")
@@ -193,10 +194,8 @@ def run_pair(config: Config | dict | str | Path, *, perturb: str = "client",
     second = Runner(config, perturb=Neighbour(perturb, chosen))
     result = PairResult(label, config.seed, config.algorithm.name, chosen)
     rounds = config.train.rounds
-    bar = progress(first, label) if progress is not None else None
-    if bar is not None:
-        first.callbacks.append(bar)
-    try:
+    with made_callback(progress, first, label) as callbacks:
+        first.callbacks.extend(callbacks)
         for t in range(rounds):
             try:
                 first.step(t, evaluate=False)
@@ -206,9 +205,6 @@ def run_pair(config: Config | dict | str | Path, *, perturb: str = "client",
                 break
             if (t + 1) % every == 0 or t + 1 == rounds:
                 result.rows.append(_record(first, second, result, perturb, t + 1))
-    finally:
-        if bar is not None:
-            bar.close()
     return result
 
 

@@ -56,6 +56,7 @@ from gossipfl.assembly.loading import (
 from gossipfl.config import Config, Replace, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
 from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
+from gossipfl.output.progress import made_callback
 from gossipfl.results.inputs import compute_path, with_absolute_paths
 from gossipfl.results.lifecycle import (
     PreparedRun,
@@ -451,7 +452,7 @@ def check_parent(out: Path) -> None:
 # --------------------------------------------------------------------------------------------
 # Running
 # --------------------------------------------------------------------------------------------
-Progress = Callable[[PreparedRun, str], Any]  # returns a runner callback with .close()
+Progress = Callable[[PreparedRun, str], Any]  # returns a runner callback (or None)
 
 
 @dataclass
@@ -499,12 +500,11 @@ def run_variant(variant: Variant, path: Path, device: str | None, progress: Prog
     prepared = _prepare(variant, path, device, action, allow_changed_inputs)
     for note in prepared.notes:
         log(f"  {note}")
-    bar = progress(prepared, variant.dirname) if progress else None
     try:
-        outcome = execute(prepared, [bar] if bar else [], warn=warn)
+        with made_callback(progress, prepared, variant.dirname) as callbacks:
+            outcome = execute(prepared, callbacks, warn=warn)
     finally:
-        if bar is not None:
-            bar.close()
+        prepared.abandon()  # when making the callback failed
     return ("resumed" if action == "resume" else "ran"), outcome
 
 
@@ -787,38 +787,38 @@ def _run_group(members: list, path: Path, result: StudyOutcome, device: str | No
     """The runs of one pack group: each prepared (fresh or resumed), then those at the same
     round, on the same data, packed."""
     from gossipfl.studies.packing.execute import execute_packed
-    prepared = []
-    for variant in members:
-        run_path = path / variant.dirname
-        try:
-            action = plan(variant, run_path)
-            one = _prepare(variant, run_path, device, action, allow_changed_inputs)
-        except (WriteError, FolderInUse) as exc:
-            result.failed[variant.dirname] = str(exc)
-            record_outcome(result, variant.dirname, "failed", None, log, warn)
-            continue
-        for note in one.notes:
-            log(f"  {variant.dirname}: {note}")
-        if prepared:  # one copy of the data in memory, not one per run
-            share_data(prepared[0][2].runner, one.runner)
-        prepared.append((variant, action, one))
-    for batch in _batches(prepared, log):
-        names = ", ".join(v.dirname for v, _, _ in batch)
-        log(f"packed: {names} ({len(batch)} runs as one stack of "
-            f"{len(batch) * batch[0][2].runner.exp.fed.num_clients} clients)")
-        first = batch[0]
-        bar = progress(first[2], f"{first[0].dirname} +{len(batch) - 1}") if progress \
-            else None
-        try:
-            outcomes = execute_packed([p for _, _, p in batch], warn,
-                                      callbacks=[[bar] if bar and i == 0 else []
-                                                 for i in range(len(batch))])
-        finally:
-            if bar is not None:
-                bar.close()
-        for (variant, action, _), outcome in zip(batch, outcomes, strict=True):
-            what = "resumed" if action == "resume" else "ran"
-            record_outcome(result, variant.dirname, what, outcome, log, warn)
+    prepared: list = []
+    try:
+        for variant in members:
+            run_path = path / variant.dirname
+            try:
+                action = plan(variant, run_path)
+                one = _prepare(variant, run_path, device, action, allow_changed_inputs)
+            except (WriteError, FolderInUse) as exc:
+                result.failed[variant.dirname] = str(exc)
+                record_outcome(result, variant.dirname, "failed", None, log, warn)
+                continue
+            for note in one.notes:
+                log(f"  {variant.dirname}: {note}")
+            if prepared:  # one copy of the data in memory, not one per run
+                share_data(prepared[0][2].runner, one.runner)
+            prepared.append((variant, action, one))
+        for batch in _batches(prepared, log):
+            names = ", ".join(v.dirname for v, _, _ in batch)
+            log(f"packed: {names} ({len(batch)} runs as one stack of "
+                f"{len(batch) * batch[0][2].runner.exp.fed.num_clients} clients)")
+            first = batch[0]
+            with made_callback(progress, first[2],
+                               f"{first[0].dirname} +{len(batch) - 1}") as callbacks:
+                outcomes = execute_packed([p for _, _, p in batch], warn,
+                                          callbacks=[callbacks if i == 0 else []
+                                                     for i in range(len(batch))])
+            for (variant, action, _), outcome in zip(batch, outcomes, strict=True):
+                what = "resumed" if action == "resume" else "ran"
+                record_outcome(result, variant.dirname, what, outcome, log, warn)
+    finally:  # a run refused after others were prepared, or a failed progress
+        for _, _, one in prepared:
+            one.abandon()
 
 
 def _batches(prepared: list, log: Callable[[str], None]) -> list[list]:
