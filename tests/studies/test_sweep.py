@@ -199,6 +199,31 @@ def test_a_bad_first_run_creates_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_grid_points_whose_labels_make_one_folder_get_their_own():
+    parsed = load_study(study(grid={"data.root": ["/tmp/x/y", "/tmp/x_y"]}, seeds=[0, 1]))
+    assert [v.dirname for v in expand(parsed)] == [
+        "root_tmp_x_y-seed0", "root_tmp_x_y-seed1", "root_tmp_x_y_2-seed0",
+        "root_tmp_x_y_2-seed1"]
+
+
+def test_studies_whose_names_make_one_folder_are_told_apart(tmp_path):
+    """``a/b`` and ``a b`` are both the folder ``a_b``: the second is refused, naming the
+    first, instead of replacing its study.yaml; the same study runs there again."""
+    base = {**TINY, "train": {**TINY["train"], "rounds": 1}}
+    first = run_study(load_study({"name": "a/b", "base": base}), out=tmp_path, log=quiet,
+                      warn=pytest.fail)
+    assert first.path == tmp_path / "a_b"
+    with pytest.raises(GossipflError, match=r"^study.name: 'a b' is written to .*a_b', which "
+                                            r"holds the study 'a/b' \(both names become "
+                                            r"'a_b' as a folder name\); rename"):
+        run_study(load_study({"name": "a b", "base": {**base, "seed": 3}}), out=tmp_path,
+                  log=quiet, warn=pytest.fail)
+    assert load_study(first.path / "study.yaml").name == "a/b"
+    again = run_study(load_study({"name": "a/b", "base": base}), out=tmp_path, log=quiet,
+                      warn=pytest.fail)
+    assert set(again.outcomes.values()) == {"skipped"}
+
+
 @pytest.mark.parametrize("pack", [False, True])
 def test_a_progress_that_fails_leaves_no_lock_and_no_folder(tmp_path, pack):
     """``progress(prepared, name)`` raising (the researcher's own bar) is their error, raised;

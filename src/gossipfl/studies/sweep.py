@@ -336,16 +336,29 @@ def expand(study: Study) -> list[Variant]:
     configs = [_point_config(study, point) for point in points]
     labels = config_labels([flatten(comparable_config(c)) for c in configs])
     variants = []
-    for label, config in zip(labels, configs):
+    for label, name, config in zip(labels, distinct_slugs(labels), configs):
         for seed in study.seeds:
-            run = load_config(config, [f"seed={seed}", f"name={slug(label)}"])
+            run = load_config(config, [f"seed={seed}", f"name={name}"])
             try:
                 check_trust(run)
             except GossipflError as exc:
                 raise GossipflError(f"{str(exc).rstrip('.')} (in the study's grid point "
                                     f"'{label}', seed {seed}).") from None
-            variants.append(Variant(label, seed, run, f"{slug(label)}-seed{seed}"))
+            variants.append(Variant(label, seed, run, f"{name}-seed{seed}"))
     return variants
+
+
+def distinct_slugs(labels: Sequence[str]) -> list[str]:
+    """Each label as a file name (:func:`slug`), kept apart where two labels make one
+    (``root=/x/y`` and ``root=/x_y``): the later gets ``_2``, ``_3``, as its run's folder."""
+    names: list[str] = []
+    for label in labels:
+        name, n = slug(label), 1
+        while name in names:
+            n += 1
+            name = f"{slug(label)}_{n}"
+        names.append(name)
+    return names
 
 
 def _point_config(study: Study, point: dict) -> Config:
@@ -437,6 +450,22 @@ def study_path(study: Study, out: str | Path | None = None) -> Path:
     """``<out>/<name>``: ``out`` from the argument, the study, or the base output.dir."""
     parent = out or study.out or study.base.get("output", {}).get("dir") or "runs"
     return Path(parent) / slug(study.name)
+
+
+def check_same_study(study: Study, path: Path) -> None:
+    """The study folder ``path`` is this study's or a new one: names that differ only in
+    what a file name cannot hold (``a/b`` and ``a b`` are both ``a_b``) would otherwise run
+    into one folder, the second study's ``study.yaml`` replacing the first's."""
+    try:
+        recorded = read_yaml(path / STUDY_FILE)
+    except (OSError, GossipflError):
+        return  # none yet (or unreadable: the report says so)
+    other = recorded.get("name") if isinstance(recorded, dict) else None
+    if isinstance(other, str) and other != study.name:
+        raise GossipflError(f"study.name: {study.name!r} is written to '{path}', which holds "
+                            f"the study {other!r} (both names become "
+                            f"'{path.name}' as a folder name); rename this study or give it "
+                            f"another out.")
 
 
 def check_parent(out: Path) -> None:
@@ -554,6 +583,7 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
         check_parent(Path(out))
     path = study_path(study, out)
     check_writable(path, "study.out" if out is None else "--out")
+    check_same_study(study, path)
     result = StudyOutcome(path, variants)
     if jobs > 1:
         return _run_on_workers(study, variants, chosen, path, result, device, log, warn,
