@@ -33,7 +33,7 @@ from gossipfl.output.result import Result
 from gossipfl.results.reporting import Report
 from gossipfl.studies.frames import StudyResults, load_run, load_study
 from gossipfl.studies.stability import stability
-from gossipfl.validation import check_path, check_paths
+from gossipfl.validation import check_flags, check_path, check_paths
 
 __all__ = ["Report", "Result", "StudyResults", "analyze", "fetch", "load_run", "load_study",
            "partition_summary", "report", "run", "stability", "sweep"]
@@ -54,6 +54,7 @@ def run(config: Config | dict | str | Path | None = None, *,
     from gossipfl.output.progress import RoundBar
     from gossipfl.results.rundir import primary_metric
 
+    check_flags(quiet=quiet)
     resolved = load_config(config, overrides)
     warn_unwritten_output(resolved, "gossipfl.run()")
     runner = Runner(resolved, callbacks=callbacks)
@@ -131,6 +132,7 @@ def sweep(study: str | Path | dict, *, overrides: Sequence[str] = (),
     from gossipfl.studies.sweep import load_study as parse_study
     from gossipfl.studies.sweep import run_study
 
+    check_flags(allow_changed_inputs=allow_changed_inputs, pack=pack, quiet=quiet)
     sets = as_list(overrides, "overrides", "'key.path=value' strings")
     progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     outcome = run_study(parse_study(study, sets), out=out, device=device, progress=progress,
@@ -186,6 +188,7 @@ def fetch(dataset: str, *, root: str | Path | None = None, download: bool = True
 
     if not isinstance(dataset, str):
         raise GossipflError(f"dataset: must be a dataset's name, got {dataset!r:.80}.")
+    check_flags(download=download, verify=verify)
     if root is not None:
         check_path(root, "root")
     return load_dataset(dataset, root=root, download=download, verify=verify)

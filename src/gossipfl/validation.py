@@ -348,6 +348,15 @@ def check_paths(value: Any, key: str) -> list:
     return [check_path(v, key) for v in value]
 
 
+def check_flags(**flags: Any) -> None:
+    """Each of a verb's switches (``quiet``, ``download``, ``pack``) is True or False: a
+    string such as ``"no"`` would otherwise count as True; the value is shown as Python
+    writes it."""
+    flag = dataclasses.replace(BOOLEAN, quoted=True)
+    for key, value in flags.items():
+        flag.check(key, value)
+
+
 def check_callable(value: Any, key: str) -> Any:
     """``value`` when it is None or callable (a verb's ``log``, ``warn``, ``progress``)."""
     if value is not None and not callable(value):

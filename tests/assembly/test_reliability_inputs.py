@@ -596,6 +596,16 @@ def test_a_figure_not_named_png_and_an_empty_config_path(tmp_path, monkeypatch, 
     (lambda d: gossipfl.analyze(5), r"run_dir: must be a path"),
     (lambda d: gossipfl.fetch(["mnist"]), r"dataset: must be a dataset's name"),
     (lambda d: gossipfl.load_run(5), r"path: must be a path"),
+    (lambda d: gossipfl.fetch("fashion_mnist", download="no"),
+     r"^download: must be true or false, got 'no'\.$"),
+    (lambda d: gossipfl.fetch("fashion_mnist", verify=0), r"^verify: must be true or false"),
+    (lambda d: gossipfl.run(SMALL, quiet="yes"), r"^quiet: must be true or false"),
+    (lambda d: gossipfl.sweep({"base": SMALL}, out=d, pack="no"),
+     r"^pack: must be true or false"),
+    (lambda d: gossipfl.sweep({"base": SMALL}, out=d, allow_changed_inputs=1),
+     r"^allow_changed_inputs: must be true or false"),
+    (lambda d: gossipfl.stability(SMALL, out=d, quiet=None), r"^quiet: must be true or false"),
+    (lambda d: gossipfl.analyze(d, quiet="no"), r"^quiet: must be true or false"),
 ])
 def test_the_python_verbs_arguments_are_checked_before_any_work(tmp_path, call, match):
     """Each was a TypeError (or AttributeError) from deep inside, some after a round had

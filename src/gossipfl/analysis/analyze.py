@@ -49,7 +49,7 @@ from gossipfl.engine.hvp import HessianOperator
 from gossipfl.errors import GossipflError
 from gossipfl.io import check_writable
 from gossipfl.output.progress import CountedProducts, WorkBar
-from gossipfl.validation import check_path
+from gossipfl.validation import check_flags, check_path
 
 #: A file to write once everything is computed: returns its path.
 Pending = Callable[[], Path]
@@ -232,6 +232,7 @@ def analyze(run_dir: str | Path, *, hessian: bool = False, top_k: int = 1,
                    "seed": seed, "tol": tol, "max_iter": max_iter, "trace_tol": trace_tol,
                    "trace_max_iter": trace_max_iter, "batch_size": batch_size})
     check_path(run_dir, "run_dir")
+    check_flags(quiet=quiet)
     if other is not None:
         check_path(other, "other")
     if other is not None and landscape != "1d":

@@ -63,7 +63,7 @@ from gossipfl.config import Config, read_yaml
 from gossipfl.errors import Diverged, GossipflError, unknown_choice
 from gossipfl.io import atomic_write_text, check_writable
 from gossipfl.output.progress import made_callback
-from gossipfl.validation import check_callable, check_path
+from gossipfl.validation import check_callable, check_flags, check_path
 
 PERTURBATIONS = ("client", "sample", "none")
 DEFAULT_GAP_SAMPLES = 10_000
@@ -289,6 +289,7 @@ def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = 
         check_path(out, "out")
     for key, function in (("progress", progress), ("log", log), ("warn", warn)):
         check_callable(function, key)
+    check_flags(quiet=quiet)
     progress = progress if progress is not None or quiet else round_bars(quiet, primary_metric)
     log = log or _silent
     warn = warn or _warning
