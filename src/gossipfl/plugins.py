@@ -39,6 +39,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 import traceback
 import typing
@@ -114,11 +115,16 @@ def session_plugins() -> list[str]:
     return list(_SESSION)
 
 
+#: What a piece's name may be (every registry's): a word, as configs and --set write it.
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
+
+
 class Registry(dict):
     """The pieces of one kind by name: the one registry pattern of gossipfl (the table of the
     module docstring). A ``dict`` of name -> piece, with
 
-    - :meth:`add`: register a piece; a name that is gossipfl's own (an entry made by a
+    - :meth:`add`: register a piece under a name that is a word (:data:`NAME`); a name
+      that is gossipfl's own (an entry made by a
       ``gossipfl.`` module, or one of ``reserved``) is refused in one sentence naming the
       kind, a plugin's may be replaced (the plugin loaded last wins);
     - :meth:`lookup`: the piece of a name, or one sentence naming ``key`` with the names
@@ -150,12 +156,16 @@ class Registry(dict):
         """``self[name] = piece``; ``made_by(piece)``: what the module that registered it is
         read from (the piece itself for a class or function; its function for a record);
         ``owner``: how the refusal names the piece being registered."""
+        named = "" if owner is None else f" for {owner}"
+        if not isinstance(name, str) or not NAME.match(name):
+            raise GossipflError(f"{self.kind} name {name!r:.60}{named}: must be a word of "
+                                f"letters, digits, '_' and '-' that starts with a letter (it "
+                                f"is written in configs, in --set and in folders' names).")
         if replaceable(made_by(piece)):
             self.ensure_loaded()
         existing = self.get(name, piece)
         if name in self.reserved or (existing is not piece
                                      and not replaceable(made_by(existing))):
-            named = "" if owner is None else f" for {owner}"
             raise GossipflError(f"{self.kind} name {name!r} is gossipfl's own; choose "
                                 f"another{named}.")
         self[name] = piece

@@ -75,6 +75,25 @@ def test_own_names_are_kept_a_plugins_is_replaced_and_reserved_names_refused():
     assert registry.lookup("mine") is second
 
 
+@pytest.mark.parametrize("name", ["a.b", "my model", "a/b", "", "-x", "2nd", "ü", 5, None])
+@pytest.mark.parametrize("kind", sorted(EVERY_KIND))
+def test_a_pieces_name_is_a_word(kind, name):
+    """Every registry takes names as configs and ``--set`` write them (a dotted name or one
+    with a space was registered, and a plugin's model ``a.b`` run; names of the wrong type
+    failed later)."""
+    registry = EVERY_KIND[kind]
+    with pytest.raises(GossipflError, match=rf"^{kind} name {name!r:.60}: must be a word "
+                                            r"of letters, digits, '_' and '-' that starts"):
+        registry.add(name, plugin_piece())
+    assert name not in registry
+
+
+def test_every_own_name_is_a_word():
+    from gossipfl.plugins import NAME
+
+    assert all(NAME.match(n) for r in EVERY_KIND.values() for n in r.names())
+
+
 def test_a_plugin_cannot_take_gossipfls_own_names():
     with pytest.raises(GossipflError, match=r"^robust rule name 'median' is gossipfl's own"):
         RULES.add("median", plugin_piece())
