@@ -268,11 +268,24 @@ def check_finite(key: str, value: Any) -> None:
 
 def coerce(key: str, value: Any, hint: Any) -> Any:
     """Check ``value`` against a type hint (int, float, bool, str, X | None, unions, lists of
-    those); numbers must be finite. Returns the value converted (an integral float to int)."""
-    check_finite(key, value)
-    value = _coerce(key, value, hint)
-    check_finite(key, value)  # a string "1e308" converted to a number
-    return value
+    those); numbers must be finite. Returns the value converted (an integral float to int).
+    A NaN or infinity where a number may go is called not finite; where none may (a name,
+    a path), the type is named (``name: must be a string, got nan``)."""
+    try:
+        converted = _coerce(key, value, hint)
+    except GossipflError:
+        if _takes_numbers(hint):
+            check_finite(key, value)
+        raise
+    check_finite(key, converted)  # also a string "1e308" converted to a number
+    return converted
+
+
+def _takes_numbers(hint: Any) -> bool:
+    """Whether a value of type ``hint`` may be (or hold) a number."""
+    if hint in (Any, int, float):
+        return True
+    return any(_takes_numbers(arg) for arg in typing.get_args(hint) if arg is not Ellipsis)
 
 
 def _coerce(key: str, value: Any, hint: Any) -> Any:

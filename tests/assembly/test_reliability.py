@@ -75,6 +75,16 @@ def test_non_finite_numbers_are_rejected_at_validation(key, value):
         load_config(TINY, [*overrides, f"{key}={value}"])
 
 
+@pytest.mark.parametrize(("key", "words"), [
+    ("name", "a string or null"), ("data.dataset", "a string"), ("output.dir", "a string"),
+    ("model.name", "a string"), ("data.root", "a string or null")])
+def test_a_nan_where_no_number_goes_names_the_type(key, words):
+    """A NaN given to a name or a path was called "not a finite number", as if a number
+    could go there."""
+    with pytest.raises(GossipflError, match=rf"^{key}: must be {words}, got nan\.$"):
+        load_config(TINY, [f"{key}=.nan"])
+
+
 def test_every_algorithm_parameter_rejects_nan():
     from gossipfl.algorithms import available_algorithms
 
