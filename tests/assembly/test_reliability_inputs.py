@@ -413,6 +413,47 @@ def test_from_tensors_without_a_test_split_still_runs():
     assert gossipfl.run(cfg).params.shape[0] == 4
 
 
+_X, _Y = torch.randn(12, 3), torch.arange(12) % 2
+_NAN = torch.randn(12, 3).index_fill_(0, torch.tensor([5]), float("nan"))
+
+
+@pytest.mark.parametrize(("args", "kwargs", "match"), [
+    ((_X, _Y, _X, _Y), {"num_classes": "3"}, (r"^data.num_classes: custom classes must be "
+                                             r"counted by an integer >= 1 .*got '3'\.$")),
+    ((_X, _Y, _X, _Y), {"num_classes": 2.5}, r"^data.num_classes: .*got 2.5\.$"),
+    ((_X, _Y, _X, _Y), {"num_classes": True}, r"^data.num_classes: .*got True\.$"),
+    ((_X, _Y, _X, _Y), {"name": 5}, r"^data.dataset: from_tensors needs a name"),
+    ((np.float32(1), _Y, _X, _Y), {}, r"^data.dataset: custom train data needs one label"),
+    (("abc", _Y, _X, _Y), {}, (r"^data.dataset: custom train inputs must be numbers "
+                              r"\(booleans, integers or floats\), got an array of <U3\.$")),
+    ((_X, ["a"] * 12, _X, _Y), {}, r"^data.dataset: custom train labels must be numbers"),
+    (([[1.0], [1.0, 2.0]], [0, 1], _X, _Y), {}, r"rows of different lengths"),
+    ((_X.to(torch.complex64), _Y, _X, _Y), {}, r"train inputs must be real numbers"),
+    ((_NAN, _Y, _X, _Y), {}, (r"^data.dataset: custom \(from_tensors\): train inputs hold NaN "
+                             r"or infinite values \(the first in sample 5\)")),
+    ((_X, _Y.double().index_fill_(0, torch.tensor([7]), float("inf")), _X, _Y.double()), {},
+     r"train labels hold NaN or infinite values \(the first in sample 7\)"),
+    ((torch.arange(12.0), _Y, torch.arange(12.0), _Y), {},
+     (r"train inputs need a sample axis and the sample's own \(shape \[N, features...\]\), "
+     r"got \[12\]\.$")),
+    ((_X[:0], _Y[:0], _X, _Y), {}, r"the train split is empty"),
+])
+def test_from_tensors_refuses_what_cannot_be_trained_on(args, kwargs, match):
+    """Each was accepted (NaN inputs stopped the run later as diverged; a float num_classes
+    was truncated) or a TypeError from torch."""
+    with pytest.raises(GossipflError, match=match):
+        from_tensors(*args, **kwargs)
+
+
+def test_a_sum_that_overflows_still_finds_every_value_finite():
+    from gossipfl.data.datasets import _first_not_finite
+
+    big = torch.full((9000, 2), 3e38)
+    assert not torch.isfinite(big.sum()) and _first_not_finite(big) is None
+    big[8500, 1] = float("-inf")
+    assert _first_not_finite(big) == 8500
+
+
 def test_mse_on_class_labels_is_refused(tmp_path, capsys):
     """mse against the class indices of a 3-class dataset (a model of 3 outputs) is refused
     before anything trains or is written."""

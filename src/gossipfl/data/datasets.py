@@ -173,12 +173,14 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Tru
 
 
 def check_dataset(dataset: Dataset, origin: str | None = None,
-                  name: str | None = None) -> Dataset:
+                  name: str | None = None, empty_test: bool = False) -> Dataset:
     """A loaded dataset checked for consistency before anything is built on it: a label per
     sample, train and test samples of one shape, neither split empty, labels within
     ``0..num_classes - 1``, inputs of floats or token ids (int64), and users (when given)
     that own every training sample. One sentence naming the dataset and where it came from
-    (``name``, else its own; ``origin``, else the folder of its files), else."""
+    (``name``, else its own; ``origin``, else the folder of its files), else.
+    ``empty_test``: the test split may be empty (:func:`from_tensors`' data, which the Python
+    API runs without measuring)."""
     name = name or dataset.name
     where = f" ({origin})" if origin else _files_folder(dataset)
     what = f"{KEY}: {name}{where}"
@@ -187,15 +189,24 @@ def check_dataset(dataset: Dataset, origin: str | None = None,
         if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
             raise GossipflError(f"{what}: {split}_x and {split}_y must be tensors, got "
                                 f"{type(x).__name__} and {type(y).__name__}.")
-        if y.ndim != 1 or x.ndim < 2 or len(x) != len(y):
+        if x.ndim < 2:
+            raise GossipflError(f"{what}: {split} inputs need a sample axis and the sample's "
+                                f"own (shape [N, features...]), got {list(x.shape)}.")
+        if y.ndim != 1 or len(x) != len(y):
             raise GossipflError(f"{what}: the {split} split needs one label per sample, got "
                                 f"inputs {list(x.shape)} and labels {list(y.shape)}.")
-        if not len(y):
+        if not len(y) and not (split == "test" and empty_test):
             raise GossipflError(f"{what}: the {split} split is empty, so there is nothing to "
                                 f"{'train on' if split == 'train' else 'measure accuracy on'}.")
         if not (x.is_floating_point() or x.dtype == torch.int64):
             raise GossipflError(f"{what}: {split} inputs must be floats or int64 token ids, "
                                 f"got {x.dtype}.")
+        for values, kind in ((x, "inputs"), (y, "labels")):
+            first = _first_not_finite(values)
+            if first is not None:
+                raise GossipflError(f"{what}: {split} {kind} hold NaN or infinite values "
+                                    f"(the first in sample {first}), which no model can "
+                                    f"learn from.")
     if dataset.train_x.shape[1:] != dataset.test_x.shape[1:] \
             or dataset.train_x.dtype != dataset.test_x.dtype:
         raise GossipflError(
@@ -211,7 +222,7 @@ def check_dataset(dataset: Dataset, origin: str | None = None,
             if y.is_floating_point():
                 raise GossipflError(f"{what}: {split} labels must be integer classes for "
                                     f"{classes} classes, got {y.dtype}.")
-            low, high = int(y.min()), int(y.max())
+            low, high = (int(y.min()), int(y.max())) if len(y) else (0, 0)
             if low < 0 or high >= classes:
                 raise GossipflError(f"{what}: {split} labels must lie in 0..{classes - 1} "
                                     f"({classes} classes), found {low}..{high}.")
@@ -228,6 +239,21 @@ def check_dataset(dataset: Dataset, origin: str | None = None,
             raise GossipflError(f"{what}: user {dataset.users[idle[0]]!r} has no training "
                                 f"samples, so its client would have nothing to train on.")
     return dataset
+
+
+def _first_not_finite(values: torch.Tensor, rows: int = 4096) -> int | None:
+    """The first sample of ``values`` holding a NaN or an infinity (None: none, or not
+    floats). Their sum screens them (a NaN or an infinity makes it one; a finite sum means
+    none; an order of magnitude faster than ``isfinite`` over every value), then the samples
+    are searched ``rows`` at a time (a sum that overflowed finds none)."""
+    if not values.is_floating_point() or bool(torch.isfinite(values.sum())):
+        return None
+    for start in range(0, len(values), rows):
+        finite = torch.isfinite(values[start:start + rows].reshape(
+            min(rows, len(values) - start), -1)).all(1)
+        if not bool(finite.all()):
+            return start + int(torch.nonzero(~finite)[0])
+    return None
 
 
 def _files_folder(dataset: Dataset) -> str:
@@ -303,11 +329,23 @@ def from_tensors(train_x, train_y, test_x, test_y, num_classes: int | None = Non
                  name: str = "custom") -> Dataset:
     """Wrap user data (tensors or arrays). Integer labels are classes; ``num_classes`` defaults
     to ``max label + 1``; float labels are regression targets (``num_classes = 0``). Floating
-    inputs keep their dtype, integer inputs become float32."""
-    train_x, test_x = _as_tensor(train_x), _as_tensor(test_x)
-    train_y, test_y = _as_tensor(train_y), _as_tensor(test_y)
+    inputs keep their dtype, integer (or boolean) inputs become float32. The result is
+    checked as a plugin's dataset is (:func:`check_dataset`: shapes, labels, empty splits,
+    values that are not finite)."""
+    if not isinstance(name, str) or not name:
+        raise GossipflError(f"{KEY}: from_tensors needs a name that is a non-empty string, "
+                            f"got {name!r:.60}.")
+    if num_classes is not None and (isinstance(num_classes, bool)
+                                    or not isinstance(num_classes, int | np.integer)
+                                    or num_classes < 1):
+        raise GossipflError(f"data.num_classes: {name} classes must be counted by an integer "
+                            f">= 1 (or None: the largest label + 1), got {num_classes!r:.60}.")
+    train_x, test_x = _as_tensor(train_x, name, "train inputs"), _as_tensor(test_x, name,
+                                                                           "test inputs")
+    train_y, test_y = _as_tensor(train_y, name, "train labels"), _as_tensor(test_y, name,
+                                                                           "test labels")
     for split, x, y in (("train", train_x, train_y), ("test", test_x, test_y)):
-        if y.ndim != 1 or len(x) != len(y):
+        if x.ndim < 1 or y.ndim != 1 or len(x) != len(y):
             raise GossipflError(
                 f"{KEY}: {name} {split} data needs one label per sample, got inputs "
                 f"{list(x.shape)} and labels {list(y.shape)}."
@@ -324,7 +362,9 @@ def from_tensors(train_x, train_y, test_x, test_y, num_classes: int | None = Non
     else:
         num_classes = 0
     x_dtype = torch.float32 if not train_x.is_floating_point() else train_x.dtype
-    return Dataset(name, train_x.to(x_dtype), train_y, test_x.to(x_dtype), test_y, num_classes)
+    dataset = Dataset(name, train_x.to(x_dtype), train_y, test_x.to(x_dtype), test_y,
+                      num_classes)
+    return check_dataset(dataset, origin="from_tensors", empty_test=True)
 
 
 def make_synthetic(num_classes: int = 10, dim: int = 20, train_size: int = 1000,
@@ -571,8 +611,22 @@ def _image_dataset(name: str, found: Found, normalize: bool, augment: bool) -> D
                    torch.from_numpy(test_y), num_classes, augment, tuple(found.files))
 
 
-def _as_tensor(value) -> torch.Tensor:
-    return value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+def _as_tensor(value: object, name: str, what: str) -> torch.Tensor:
+    """``value`` (a tensor, an array, nested lists) as a tensor of real numbers, or one
+    sentence saying what it holds instead."""
+    if not isinstance(value, torch.Tensor):
+        try:
+            array = np.asarray(value)
+        except ValueError:  # ragged nested lists
+            raise GossipflError(f"{KEY}: {name} {what} must be an array of numbers; rows of "
+                                f"different lengths were given.") from None
+        if array.dtype.kind not in "biuf":
+            raise GossipflError(f"{KEY}: {name} {what} must be numbers (booleans, integers or "
+                                f"floats), got an array of {array.dtype}.")
+        value = torch.as_tensor(array)
+    if value.is_complex():
+        raise GossipflError(f"{KEY}: {name} {what} must be real numbers, got {value.dtype}.")
+    return value
 
 
 def _check_classes(name: str, train_y: torch.Tensor, test_y: torch.Tensor,
