@@ -156,7 +156,7 @@ def report(paths: str | Path | Sequence[str | Path], *,
     command's ``--target``). Returns the :class:`~gossipfl.results.reporting.Report` (``markdown``, ``table`` rows,
     ``files``, ``left_out``: runs without usable metrics, and why).
     """
-    from gossipfl.io import check_writable
+    from gossipfl.io import check_writable, user_path
     from gossipfl.results.reporting import find_runs, parse_target, study_settings
     from gossipfl.results.reporting import report as write_report
 
@@ -165,8 +165,8 @@ def report(paths: str | Path | Sequence[str | Path], *,
         check_path(out, "out")
     if not paths:
         raise GossipflError("report: no paths given.")
-    folder = Path(out) if out is not None else Path(paths[0]) if len(paths) == 1 \
-        else Path("report")
+    folder = user_path(out, "--out") if out is not None else Path(paths[0]) \
+        if len(paths) == 1 else Path("report")
     for path in map(Path, paths):  # a file given as PATH is not --out's fault
         if path.exists() and not path.is_dir():
             raise GossipflError(f"report: '{path}' is not a directory.")

@@ -37,7 +37,7 @@ from typing import Any
 
 from gossipfl import __version__
 from gossipfl.errors import GossipflError
-from gossipfl.io import check_writable, check_writable_file
+from gossipfl.io import check_writable, check_writable_file, user_path
 
 #: The experiment ``gossipfl run`` runs without a config (the same as examples/quickstart.yaml):
 #: under a minute on 2 idle CPU cores (about 90 s on a busy one), from 10% to about 82% test
@@ -184,7 +184,7 @@ def _prepare_new(args: argparse.Namespace):
     from gossipfl.results.lifecycle import prepare_fresh  # after a config error: not imported
     from gossipfl.results.rundir import new_run_path
 
-    parent = _out_parent(args.out) if args.out else Path(config.output.dir)
+    parent = _out_parent(args.out) if args.out else user_path(config.output.dir, "output.dir")
     if args.name:
         return prepare_fresh(config, parent / args.name, key="--name")
     return prepare_fresh(config, new_run_path(config, parent), unique=True,
@@ -826,6 +826,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
     try:
+        if isinstance(getattr(args, "out", None), str):  # '--out ~/x' quoted: no shell expanded it
+            args.out = str(user_path(args.out, "--out"))
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             from gossipfl.plugins import session

@@ -153,6 +153,17 @@ def atomic_torch_save(obj: Any, path: str | Path) -> None:
     atomic_write_bytes(path, lambda handle: torch.save(obj, handle))
 
 
+def user_path(value: str | Path, key: str) -> Path:
+    """``value`` as a path with ``~`` and ``~user`` expanded, as a shell would (a config's
+    ``output.dir: ~/runs`` made a folder named ``~``); one sentence naming ``key`` when the
+    user is not known here."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:  # ~someone: no such user (or no home folder)
+        raise GossipflError(f"{key}: '{value}' starts with the home folder of a user this "
+                            f"machine does not know.") from None
+
+
 def check_writable(path: str | Path, key: str) -> None:
     """Fail at once, naming ``key``, when the folder ``path`` could not be created or written:
     a file in the way, no permission, a read-only file system."""

@@ -189,7 +189,7 @@ def parse_bytes(text: str, key: str) -> int:
         value = float(body[:len(body) - len(unit)])
     except ValueError:
         value = -1
-    if value < 0:
+    if not 0 <= value * units[unit] < 2 ** 63:  # also NaN, an infinity, 1e400
         raise GossipflError(f"{key}: expected bytes such as 1073741824, 512M or 24G, "
                             f"got {text!r}.")
     return int(value * units[unit])

@@ -46,6 +46,7 @@ from gossipfl.io import (
     atomic_torch_save,
     atomic_write_text,
     check_writable,
+    user_path,
 )
 from gossipfl.output.result import METRIC_COLUMNS, Result
 
@@ -223,7 +224,8 @@ def run_name(config: Config) -> str:
 
 def new_run_path(config: Config, parent: str | Path | None = None) -> Path:
     """``<parent or output.dir>/<name>-<timestamp>``."""
-    parent = Path(parent if parent is not None else config.output.dir)
+    parent = user_path(parent, "--out") if parent is not None \
+        else user_path(config.output.dir, "output.dir")
     return parent / f"{run_name(config)}-{timestamp()}"
 
 

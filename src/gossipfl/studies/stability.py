@@ -61,7 +61,7 @@ import numpy as np
 from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config, read_yaml
 from gossipfl.errors import Diverged, GossipflError, unknown_choice
-from gossipfl.io import atomic_write_text, check_writable
+from gossipfl.io import atomic_write_text, check_writable, user_path
 from gossipfl.output.progress import made_callback
 from gossipfl.validation import check_callable, check_flags, check_path
 
@@ -263,7 +263,8 @@ def load_pairs(source: Config | dict | str | Path, overrides: Sequence[str] = ()
                 path.with_name(f"{path.name}-stability"))
     config = load_config(source, overrides)
     label = config.name or config.algorithm.name
-    return [(label, config)], Path(config.output.dir) / f"{slug(label)}-stability"
+    return [(label, config)], user_path(config.output.dir, "output.dir") / \
+        f"{slug(label)}-stability"
 
 
 def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = (),
@@ -299,7 +300,7 @@ def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = 
         pairs = [(label, load_config(c, [f"device={device}"])) for label, c in pairs]
     for label, config in pairs:
         check_config(config, client, f" (in '{label}')" if len(pairs) > 1 else "")
-    path = Path(out) if out is not None else default_out
+    path = user_path(out, "out") if out is not None else default_out
     check_writable(path, "--out")
     done = []
     for i, (label, config) in enumerate(pairs, 1):

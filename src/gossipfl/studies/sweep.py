@@ -55,7 +55,7 @@ from gossipfl.assembly.loading import (
 )
 from gossipfl.config import Config, Replace, read_yaml
 from gossipfl.errors import GossipflError, did_you_mean, unknown_choice
-from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable
+from gossipfl.io import FolderInUse, WriteError, atomic_write_text, check_writable, user_path
 from gossipfl.output.progress import made_callback
 from gossipfl.results.inputs import compute_path, with_absolute_paths
 from gossipfl.results.lifecycle import (
@@ -448,8 +448,9 @@ def check_analysis_fits(analysis: dict, variants: list[Variant]) -> None:
 
 def study_path(study: Study, out: str | Path | None = None) -> Path:
     """``<out>/<name>``: ``out`` from the argument, the study, or the base output.dir."""
+    key = "--out" if out else "study.out" if study.out else "output.dir"
     parent = out or study.out or study.base.get("output", {}).get("dir") or "runs"
-    return Path(parent) / slug(study.name)
+    return user_path(parent, key) / slug(study.name)
 
 
 def check_same_study(study: Study, path: Path) -> None:
