@@ -300,15 +300,22 @@ def _report_interrupt(prepared: Any, resume: str) -> None:
 
 def _report_failure(outcome: Any, resume: str) -> int:
     from gossipfl.io import WriteError
+    from gossipfl.plugins import describe, raised_in_plugin
 
     error = outcome.error
     kept = outcome.run_dir.path.exists()
     if isinstance(error, WriteError):
         _err(f"error: {error}; {_after_write_error(error, resume if kept else None)}")
         return error.exit_status
+    so_far = f" (results so far in {outcome.run_dir.path})" if kept else ""
+    at = raised_in_plugin(error)
+    if at is not None:  # the researcher's plugin failed while training: its place, one line
+        done = outcome.summary.get("rounds_done") or 0
+        _err(f"error: a plugin failed in round {done + 1}{at}: {describe(error)}{so_far}.")
+        return 2
     if not isinstance(error, FloatingPointError):  # user errors exit 2 in main; bugs show a
         raise error                                   # traceback
-    _err(f"error: {error}" + (f" (results so far in {outcome.run_dir.path})" if kept else ""))
+    _err(f"error: {error}{so_far}")
     return 1
 
 

@@ -275,6 +275,22 @@ def where(exc: BaseException) -> str:
     return f" (line {frames[-1].lineno} of {frames[-1].filename})" if frames else ""
 
 
+def raised_in_plugin(exc: BaseException) -> str | None:
+    """`` (line N of FILE)`` for the innermost frame of ``exc``'s traceback in a loaded
+    plugin's own code (its file, or its package's folder), None when the plugin's code is not
+    in it (the error is gossipfl's, or a library's called by gossipfl)."""
+    places = []
+    for module in _LOADED.values():
+        file = getattr(module, "__file__", None)
+        if file:
+            package = getattr(module, "__path__", None)
+            places.append(str(Path(file).parent) + "/" if package else file)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if any(f.filename == p or (p.endswith("/") and f.filename.startswith(p))
+                     for p in places)]
+    return f" (line {frames[-1].lineno} of {frames[-1].filename})" if frames else None
+
+
 def describe(exc: BaseException) -> str:
     """An exception in one line: gossipfl's own sentences as they are, others with their
     type (``RuntimeError: boom``)."""

@@ -76,3 +76,61 @@ def test_the_memory_variable_must_be_a_number_of_bytes(monkeypatch, value):
 def test_the_memory_variable_reads_binary_units(monkeypatch, value, expected):
     monkeypatch.setenv(plan.MEMORY_ENV, value)
     assert plan.memory_budget().available == expected
+
+
+RAISES_IN_ROUND_2 = """
+from gossipfl.algorithms import Algorithm, Work, register
+
+
+@register
+class Boom(Algorithm):
+    name = "boom_alg"
+
+    def begin_round(self, ctx, state):
+        if ctx.round >= 1:
+            raise ValueError("exploded")
+        return Work(self.fed.gossip(state["x"], ctx.round))
+
+    def end_round(self, ctx, state, work):
+        state["x"] = work.y
+"""
+
+RETURNS_NO_WORK = """
+from gossipfl.algorithms import Algorithm, register
+
+
+@register
+class NoWork(Algorithm):
+    name = "no_work_alg"
+
+    def begin_round(self, ctx, state):
+        return 42
+"""
+
+
+def _run_plugin(tmp_path, capsys, source: str, algorithm: str, rounds: int) -> str:
+    (tmp_path / "plug.py").write_text(source)
+    cfg = {**SMALL, "algorithm": {"name": algorithm}, "train": {**SMALL["train"],
+                                                                 "rounds": rounds}}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(cfg))
+    return one_sentence(capsys, "run", str(tmp_path / "exp.yaml"), "--quiet", "--plugin",
+                        str(tmp_path / "plug.py"), "--out", str(tmp_path / "runs"),
+                        "--name", "r")
+
+
+def test_a_plugin_that_raises_while_training_is_one_sentence_with_its_place(tmp_path, capsys):
+    """It was the plugin's traceback and exit status 1, as for a bug of gossipfl's."""
+    err = _run_plugin(tmp_path, capsys, RAISES_IN_ROUND_2, "boom_alg", 3)
+    plug = tmp_path / "plug.py"
+    assert err == (f"error: a plugin failed in round 2 (line 11 of {plug}): ValueError: "
+                   f"exploded (results so far in {tmp_path / 'runs' / 'r'}).\n")
+    assert (tmp_path / "runs" / "r" / "metrics.csv").is_file()
+
+
+def test_an_algorithm_whose_round_is_not_work_is_named(tmp_path, capsys):
+    """begin_round returning 42 was an AttributeError in the local loop."""
+    err = _run_plugin(tmp_path, capsys, RETURNS_NO_WORK, "no_work_alg", 1)
+    assert err.startswith(f"error: algorithm.name: NoWork in {tmp_path / 'plug.py'}: "
+                          f"begin_round must return a gossipfl.algorithms.Work (the round's "
+                          f"working rows), got int.")
+    assert not (tmp_path / "runs" / "r").exists()

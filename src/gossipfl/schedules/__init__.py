@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from gossipfl.algorithms.base import Algorithm, Context, State
+from gossipfl.algorithms.base import Algorithm, Context, State, Work
 from gossipfl.common.state import Namespace
-from gossipfl.plugins import Registry
+from gossipfl.errors import GossipflError
+from gossipfl.plugins import Registry, origin
 
 if TYPE_CHECKING:  # annotations only: naming the schedules needs neither
     from gossipfl.network.federation import Federation
@@ -113,6 +114,17 @@ class Schedule:
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         raise NotImplementedError
+
+    def begin(self, ctx: Context, state: State) -> Work:
+        """The algorithm's ``begin_round(ctx, state)``: the round's :class:`Work`, or one
+        sentence naming the algorithm's class when it returns something else (a plugin's
+        mistake was an AttributeError deep in the local loop)."""
+        work = self.algorithm.begin_round(ctx, state)
+        if not isinstance(work, Work):
+            raise GossipflError(f"algorithm.name: {origin(type(self.algorithm))}: begin_round "
+                                f"must return a gossipfl.algorithms.Work (the round's "
+                                f"working rows), got {type(work).__name__}.")
+        return work
 
 
 def _load_schedules() -> None:

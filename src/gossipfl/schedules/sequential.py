@@ -68,7 +68,7 @@ class Sequential(Schedule):
             part = {key: value[rows] if key in per_client else value
                     for key, value in full.items()}
             part["x"] = fed.gossip_rows(full["x"], t, rows)
-            work = algo.begin_round(ctx, part).of(rows)
+            work = self.begin(ctx, part).of(rows)
             wave_loss, wave_count = self.trainer.train(t, work, algo.phases(), plan=ctx.plan)
             loss_sum += wave_loss
             loss_count += wave_count

@@ -16,7 +16,7 @@ class Synchronous(Schedule):
 
     def run_round(self, ctx: Context, state: State, keep_trained: bool = False) -> RoundOutcome:
         algo = self.algorithm
-        work = algo.begin_round(ctx, state)
+        work = self.begin(ctx, state)
         loss_sum, loss_count = self.trainer.train(ctx.round, work, algo.phases(),
                                                   plan=ctx.plan)
         trained = algo.trained_models(state, work).clone() if keep_trained else None
