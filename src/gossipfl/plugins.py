@@ -126,7 +126,8 @@ class Registry(dict):
     - :meth:`add`: register a piece under a name that is a word (:data:`NAME`); a name
       that is gossipfl's own (an entry made by a
       ``gossipfl.`` module, or one of ``reserved``) is refused in one sentence naming the
-      kind, a plugin's may be replaced (the plugin loaded last wins);
+      kind, a plugin's may be replaced (the plugin loaded last wins, with a warning naming both
+      when the replacing piece is another function or class);
     - :meth:`lookup`: the piece of a name, or one sentence naming ``key`` with the names
       there are and the closest one;
     - :meth:`names`: every name, gossipfl's own first.
@@ -168,6 +169,12 @@ class Registry(dict):
                                      and not replaceable(made_by(existing))):
             raise GossipflError(f"{self.kind} name {name!r} is gossipfl's own; choose "
                                 f"another{named}.")
+        if existing is not piece and origin(made_by(existing)) != origin(made_by(piece)):
+            import warnings
+
+            warnings.warn(f"{self.kind} name {name!r}: {origin(made_by(piece))} replaces "
+                          f"{origin(made_by(existing))}, registered under the same name "
+                          f"before (the plugin loaded last wins).", stacklevel=3)
         self[name] = piece
         return piece
 

@@ -94,6 +94,33 @@ def test_every_own_name_is_a_word():
     assert all(NAME.match(n) for r in EVERY_KIND.values() for n in r.names())
 
 
+def test_a_plugin_piece_replaced_by_another_is_a_warning_naming_both():
+    """Two plugins registering one name: the later wins, said in a warning (it was silent);
+    a plugin imported again (a notebook's cell run twice) replaces its own piece silently."""
+    registry = Registry("widget", "section.widget")
+
+    def first():
+        return 1
+
+    def second():
+        return 2
+
+    first.__module__ = second.__module__ = "my_plugin"
+    registry.add("mine", first)
+    with pytest.warns(UserWarning, match=r"^widget name 'mine': .*second in .* replaces .*"
+                                         r"first in .*, registered under the same name before "
+                                         r"\(the plugin loaded last wins\)\.$"):
+        registry.add("mine", second)
+    assert registry["mine"] is second
+    again = plugin_piece()
+    registry.add("again", plugin_piece())
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        registry.add("again", again)  # the same function made anew: no warning
+
+
 def test_a_plugin_cannot_take_gossipfls_own_names():
     with pytest.raises(GossipflError, match=r"^robust rule name 'median' is gossipfl's own"):
         RULES.add("median", plugin_piece())
