@@ -191,6 +191,21 @@ def test_run_study_refuses_a_run_directory_with_another_config(tmp_path):
     assert done.path.is_dir()
 
 
+@pytest.mark.parametrize("damage", ["", "round,train_loss\nx,y\n"])
+def test_a_finished_run_whose_metrics_are_damaged_is_said_not_skipped(tmp_path, damage):
+    """It was skipped as done, and the table left it out with a warning (exit 0)."""
+    parsed = load_study(study(base={**TINY, "train": {**TINY["train"], "rounds": 1}},
+                              seeds=[0, 1]))
+    done = run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+    damaged = done.path / done.variants[1].dirname
+    (damaged / "metrics.csv").write_text(damage)
+    with pytest.raises(GossipflError, match=rf"^study: run directory '{damaged}' is finished, "
+                                            rf"but {damaged / 'metrics.csv'} is (empty|damaged "
+                                            rf"\(line 2\)), so the study's table would leave "
+                                            rf"it out; restore the file or remove the folder"):
+        run_study(parsed, out=tmp_path, log=quiet, warn=pytest.fail)
+
+
 def test_a_bad_first_run_creates_nothing(tmp_path):
     bad = load_study(study(grid={"topology.k": [10]}, base={**TINY, "topology": {
         "name": "random_k"}}))

@@ -71,6 +71,7 @@ from gossipfl.results.reporting import (  # noqa: F401 (study_settings: gossipfl
     config_labels,
     flatten,
     load_run,
+    read_metrics_checked,
     report,
     study_settings,
 )
@@ -517,7 +518,14 @@ def plan(variant: Variant, path: Path) -> str:
     if comparable_config(run_dir.read_config()) != comparable_config(wanted):
         raise GossipflError(f"study: run directory '{path}' holds a different config than "
                             f"the study asks for; remove it or rename the study.")
-    return "skip" if run_dir.status() in DONE else "resume"
+    status = run_dir.status()
+    if status == "finished":  # its rows are the study's: a damaged file is said, not skipped
+        problem = read_metrics_checked(run_dir)[1]
+        if problem is not None:
+            raise GossipflError(f"study: run directory '{path}' is finished, but {problem}, "
+                                f"so the study's table would leave it out; restore the file "
+                                f"or remove the folder to run it again.")
+    return "skip" if status in DONE else "resume"
 
 
 def run_variant(variant: Variant, path: Path, device: str | None, progress: Progress | None,
