@@ -225,7 +225,8 @@ def _import(spec: str, key: str):
             raise GossipflError(f"{key}: plugin '{path}' is a folder; name a Python file "
                                 "(.py) or an importable module.")
         if not path.is_file():
-            raise GossipflError(f"{key}: plugin file '{path}' does not exist.")
+            what = "is not a regular file" if path.exists() else "does not exist"
+            raise GossipflError(f"{key}: plugin file '{path}' {what}.")
         if path.suffix != ".py":
             raise GossipflError(f"{key}: plugin '{path}' is not a Python file; a plugin is a "
                                 "file ending in .py or the name of an importable module.")

@@ -134,3 +134,9 @@ def test_an_algorithm_whose_round_is_not_work_is_named(tmp_path, capsys):
                           f"begin_round must return a gossipfl.algorithms.Work (the round's "
                           f"working rows), got int.")
     assert not (tmp_path / "runs" / "r").exists()
+
+
+def test_a_plugin_that_is_not_a_regular_file_is_called_so(capsys):
+    """/dev/null was said not to exist."""
+    assert one_sentence(capsys, "run", "--plugin", "/dev/null") == (
+        "error: --plugin: plugin file '/dev/null' is not a regular file.\n")
