@@ -48,6 +48,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.io import user_path
 from gossipfl.validation import Params, typed  # noqa: F401 - a piece's parameters, for plugins
 
 _LOADED: dict[str, object] = {}  # plugin (absolute path or module name) -> module
@@ -61,7 +62,7 @@ def is_file(spec: str, folder: Path | None = None) -> bool:
         return True
     try:
         return ((folder or Path.cwd()) / Path(spec).expanduser()).is_file()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: ~someone, no such user (not a file)
         return False
 
 
@@ -80,7 +81,7 @@ def resolve(specs: object, folder: Path | None = None, key: str = "plugins") -> 
     for spec in specs:
         spec = spec.strip()
         if is_file(spec, folder):
-            path = Path(spec).expanduser()
+            path = user_path(spec, key)
             if not path.is_absolute():
                 path = (folder or Path.cwd()) / path
             spec = str(path.resolve())

@@ -55,6 +55,9 @@ def test_a_home_folder_in_a_study_out_is_expanded(tmp_path, home):
                                                "with the home folder of a user this machine "
                                                "does not know."),
     (["--out", "~nosuchuser9/x"], "error: --out: '~nosuchuser9/x' starts with the home"),
+    (["--plugin", "~nosuchuser9/p.py"], "error: --plugin: '~nosuchuser9/p.py' starts with"),
+    (["--set", "topology.name=custom", "--set", "topology.path=~nosuchuser9/t.npy"],
+     "error: topology.path: '~nosuchuser9/t.npy' starts with the home folder"),
 ])
 def test_an_unknown_users_home_is_one_sentence(tmp_path, home, capsys, argv, match):
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(SMALL))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gossipfl.errors import GossipflError
-from gossipfl.io import atomic_write_text
+from gossipfl.io import atomic_write_text, user_path
 
 INPUTS_FILE = "inputs.json"
 ALLOW_FLAG = "--allow-changed-inputs"
@@ -37,8 +37,8 @@ def sha256_of(path: str | Path) -> str | None:
     return digest.hexdigest()
 
 
-def _absolute(path: str) -> str:
-    return str(Path(path).expanduser().absolute())
+def _absolute(path: str, key: str) -> str:
+    return str(user_path(path, key).absolute())
 
 
 def reads_topology_path(config: Any) -> bool:
@@ -70,9 +70,10 @@ def with_absolute_paths(config: Any) -> Any:
         return config
     config = dataclasses.replace(config)
     if topology_path is not None:
-        config.topology = dataclasses.replace(config.topology, path=_absolute(topology_path))
+        config.topology = dataclasses.replace(config.topology,
+                                              path=_absolute(topology_path, "topology.path"))
     if speeds is not None:
-        compute = {**config.systems.compute, "path": _absolute(speeds)}
+        compute = {**config.systems.compute, "path": _absolute(speeds, "systems.compute.path")}
         config.systems = dataclasses.replace(config.systems, compute=compute)
     return config
 
@@ -84,13 +85,14 @@ def input_files(config: Any) -> dict[str, str]:
 
     files = {}
     if reads_topology_path(config):
-        files["topology.path"] = _absolute(config.topology.path)
+        files["topology.path"] = _absolute(config.topology.path, "topology.path")
     speeds = compute_path(config)
     if speeds is not None:
-        files["systems.compute.path"] = _absolute(speeds)
+        files["systems.compute.path"] = _absolute(speeds, "systems.compute.path")
     for i, spec in enumerate(config.plugins or []):
         if is_file(spec):
-            files[f"plugins[{i}]" if len(config.plugins) > 1 else "plugins"] = _absolute(spec)
+            key = f"plugins[{i}]" if len(config.plugins) > 1 else "plugins"
+            files[key] = _absolute(spec, key)
     return files
 
 
@@ -100,7 +102,7 @@ def record(config: Any, dataset: Any = None) -> dict:
                for key, path in input_files(config).items()]
     for file in getattr(dataset, "files", ()) or ():
         if "path" in file and file.get("sha256"):
-            entries.append({"key": "data", "path": _absolute(file["path"]),
+            entries.append({"key": "data", "path": _absolute(file["path"], "data.root"),
                             "sha256": file["sha256"]})
     return {"files": entries}
 
@@ -136,7 +138,7 @@ def check(recorded: dict | None, allow_changed: bool = False,
     """
     if recorded is None:
         return []
-    now = {_absolute(f["path"]): f.get("sha256") for f in dataset_files or ()
+    now = {_absolute(f["path"], "data.root"): f.get("sha256") for f in dataset_files or ()
            if "path" in f}
     warnings = []
     for entry in recorded["files"]:
