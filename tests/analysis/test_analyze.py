@@ -15,6 +15,8 @@ from gossipfl import cli
 from gossipfl.analysis import analysis_columns, analyze, generalization_gap, load_run_models
 from gossipfl.analysis.columns import train_subset
 from gossipfl.analysis.write import read_csv
+from gossipfl.errors import GossipflError
+from gossipfl.results.lifecycle import prepare_resume
 from tests.helpers import TINY, make_run
 from tests.hessian_cases import dense_hessian
 
@@ -156,6 +158,32 @@ def test_bad_run_directories(tmp_path, capsys):
     (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
     code, _, err = analyze_cli(capsys, tmp_path)
     assert code == 2 and "cannot be read" in err
+
+
+def test_a_config_changed_after_the_checkpoint_is_refused_as_resume_refuses_it(tmp_path,
+                                                                               capsys):
+    """analyze used to partition the data with an edited ``data.clients`` in silence."""
+    run = make_run(tmp_path, "run")
+    capsys.readouterr()
+    config = run / "config.yaml"
+    original = config.read_text()
+    edited = yaml.safe_load(original)
+    edited["data"]["clients"] = 5
+    config.write_text(yaml.safe_dump(edited))
+    code, out, err = analyze_cli(capsys, run)
+    assert code == 2 and out == "" and err == (
+        f"error: RUN_DIR: '{config}' was changed after the checkpoint was written; restore "
+        f"it or start a new run.\n")
+    assert not (run / "analysis").exists()
+    with pytest.raises(GossipflError) as info:  # the same check, the same words
+        prepare_resume(run)
+    assert f"error: {info.value}\n" == err.replace("RUN_DIR", "--resume")
+    config.write_text(original)
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+    del state["config"]
+    torch.save(state, run / "checkpoint.pt")
+    code, _, err = analyze_cli(capsys, run)
+    assert code == 2 and "is not a gossipfl checkpoint" in err
 
 
 def test_analysis_columns_without_analysis(tmp_path):

@@ -51,9 +51,9 @@ def test_a_home_folder_in_a_study_out_is_expanded(tmp_path, home):
 
 
 @pytest.mark.parametrize(("argv", "match"), [
-    (["--set", "output.dir=~nosuchuser9/x"], "error: output.dir: '~nosuchuser9/x' starts "
+    (["--set", "output.dir=~nosuchuser9/x"], ("error: output.dir: '~nosuchuser9/x' starts "
                                                "with the home folder of a user this machine "
-                                               "does not know."),
+                                               "does not know.")),
     (["--out", "~nosuchuser9/x"], "error: --out: '~nosuchuser9/x' starts with the home"),
     (["--plugin", "~nosuchuser9/p.py"], "error: --plugin: '~nosuchuser9/p.py' starts with"),
     (["--set", "topology.name=custom", "--set", "topology.path=~nosuchuser9/t.npy"],

@@ -161,6 +161,34 @@ def test_resume_device_override_is_not_a_config_change(tmp_path):
     assert prepare_resume(path, device="cpu").runner.round == 2
 
 
+def _files(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.is_file()}
+
+
+def test_resume_restores_metrics_csv_from_the_checkpoint(tmp_path):
+    """A finished run's checkpoint (round 6) in a run whose metrics.csv ends at round 3 (or
+    has none) used to resume "after round 6 of 6" and finish with rounds 4-6 missing from
+    metrics.csv: the checkpoint's rows are written again before the first round."""
+    execute(prepare_fresh(tiny(), tmp_path / "done"), warn=print)
+    done = without_timing(RunDirectory(tmp_path / "done").read_metrics())
+    assert [r["round"] for r in done] == [1, 2, 3, 4, 5, 6]
+    for damage in ("older", "deleted"):
+        path = _interrupted(tmp_path / damage, 3)  # metrics.csv: rounds 1-3, checkpoint: 2
+        own = {name: (path / name).read_bytes() for name in ("checkpoint.pt", "metrics.csv")}
+        (path / "checkpoint.pt").write_bytes((tmp_path / "done" / "checkpoint.pt").read_bytes())
+        if damage == "deleted":
+            (path / "metrics.csv").unlink()
+        assert execute(prepare_resume(path), warn=print).status == "finished"
+        assert without_timing(RunDirectory(path).read_metrics()) == done
+    # metrics.csv beyond its checkpoint (killed between the two writes) resumes as ever
+    for name, data in own.items():
+        (path / name).write_bytes(data)
+    prepared = prepare_resume(path)
+    assert prepared.runner.round == 2 and RunDirectory(path).read_metrics()[-1]["round"] == 3
+    assert execute(prepared, warn=print).status == "finished"
+    assert without_timing(RunDirectory(path).read_metrics()) == done
+
+
 def test_bad_config_leaves_no_directory(tmp_path):
     with pytest.raises(GossipflError, match="topology.k"):
         prepare_fresh(tiny("topology.name=random_k", "topology.k=4"), tmp_path / "run")

@@ -184,10 +184,9 @@ def test_cli_topology_prints_the_new_graphs(capsys, tmp_path):
 def test_a_checkpoint_from_before_topology_s_still_resumes():
     """A run directory written before ``topology.s`` existed has no such key; at its default
     the config is the same one, set to anything else it is not."""
+    from gossipfl.assembly.comparable import comparable_config, same_config
     from gossipfl.assembly.loading import load_config
     from gossipfl.errors import IgnoredSetting
-    from gossipfl.results.lifecycle import same_config
-    from gossipfl.results.rundir import comparable_config
 
     current = comparable_config(load_config({"topology": {"name": "ring"}}))
     older = {**current, "topology": {k: v for k, v in current["topology"].items() if k != "s"}}

@@ -46,7 +46,8 @@ def checkpoint_models(state: object, path: Path, key: str = "RUN_DIR"
                       ) -> tuple[Tensor | None, Tensor, int]:
     """(local ``[M, P]`` or None, average ``[P]``, round) from a checkpoint dict.
 
-    Format 1 (:meth:`gossipfl.results.RunDirectory.save_checkpoint`): ``state["runner"]``
+    Format 1 (:meth:`gossipfl.results.RunDirectory.save_checkpoint`): ``state["config"]``
+    is the config it was written with (a dict); ``state["runner"]``
     holds ``round`` and ``algorithm``, the algorithm's state tensors; decentralized algorithms
     keep the client models in ``x [M, P]`` (average model = their mean, as
     ``Algorithm.global_model``), centralized ones the server model in ``server [P]``.
@@ -54,6 +55,8 @@ def checkpoint_models(state: object, path: Path, key: str = "RUN_DIR"
     try:
         runner = state["runner"]  # type: ignore[index]
         algorithm, saved_round = runner["algorithm"], int(runner["round"])
+        if not isinstance(state["config"], dict):  # type: ignore[index]
+            raise TypeError
     except (KeyError, TypeError, ValueError):
         raise GossipflError(f"{key}: '{path}' is not a gossipfl checkpoint.") from None
     if "x" in algorithm:
@@ -81,8 +84,11 @@ def load_run_models(run_dir: str | Path, round: int | None = None, key: str = "R
     """The model, data set and saved parameters of the run in ``run_dir``.
 
     Runs keep one checkpoint (the latest); ``round`` must be the round it was written at.
+    config.yaml must still be the config the checkpoint was written with (as ``--resume``
+    checks it: the data would be partitioned, the model built, with another one).
     ``key``: the argument its refusals name (``--other`` for the run compared with).
     """
+    from gossipfl.assembly.comparable import check_config_unchanged
     from gossipfl.assembly.experiment import build_data, build_model_for
     from gossipfl.assembly.loading import load_config
 
@@ -91,12 +97,13 @@ def load_run_models(run_dir: str | Path, round: int | None = None, key: str = "R
         raise GossipflError(f"{key}: '{path}' is not a directory.")
     if not (path / CONFIG_FILE).is_file():
         raise GossipflError(f"{key}: '{path}' is not a run directory (no {CONFIG_FILE}).")
-    local, average, saved = checkpoint_models(_read_checkpoint(path / CHECKPOINT_FILE, key),
-                                              path / CHECKPOINT_FILE, key)
+    state = _read_checkpoint(path / CHECKPOINT_FILE, key)
+    local, average, saved = checkpoint_models(state, path / CHECKPOINT_FILE, key)
     if round is not None and round != saved:
         raise GossipflError(f"--round: the run kept only its checkpoint of round {saved}, "
                             f"got {round}.")
     config = load_config(path / CONFIG_FILE)
+    check_config_unchanged(state, config, path / CONFIG_FILE, key)
     dataset, _ = build_data(config)
     model = build_model_for(config, dataset)
     P = sum(p.numel() for p in model.parameters())

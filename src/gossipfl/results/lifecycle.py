@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gossipfl.assembly.comparable import check_config_unchanged
 from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config
 from gossipfl.errors import Diverged, GossipflError
@@ -26,7 +27,6 @@ from gossipfl.results.rundir import (
     Recorder,
     RunDirectory,
     check_free,
-    comparable_config,
     is_vacant,
 )
 
@@ -140,32 +140,10 @@ def _rebuild(run_dir: RunDirectory, device: str | None) -> PreparedRun:
     if state is None:
         prepared.notes.append("no checkpoint was written yet; starting again from round 0")
         return prepared
-    if not same_config(state["config"], comparable_config(config)):
-        raise GossipflError(f"--resume: '{run_dir.file(CONFIG_FILE)}' was changed after the "
-                            f"checkpoint was written; restore it or start a new run.")
+    check_config_unchanged(state, config, run_dir.file(CONFIG_FILE), "--resume")
     runner.load_state_dict(state["runner"])
     prepared.notes.append(f"resuming after round {runner.round} of {config.train.rounds}")
     return prepared
-
-
-def same_config(stored: dict, current: dict) -> bool:
-    """Whether a checkpoint's config is the current one; a key the checkpoint's version of
-    gossipfl did not have yet (e.g. a later ``topology.s``) counts as the same when the
-    current config holds its default, since the older code computed with that default."""
-    return _same(stored, current, comparable_config(load_config({})))
-
-
-def _same(stored: Any, current: Any, default: Any) -> bool:
-    if not isinstance(stored, dict) or not isinstance(current, dict):
-        return stored == current
-    default = default if isinstance(default, dict) else {}
-    for key, value in current.items():
-        if key not in stored:
-            if key not in default or default[key] != value:
-                return False
-        elif not _same(stored[key], value, default.get(key)):
-            return False
-    return set(stored) <= set(current)
 
 
 def execute(prepared: PreparedRun, callbacks: Sequence[Callback] = (),
@@ -223,10 +201,16 @@ def _run(prepared: PreparedRun, recorder: Recorder, stop: StopRequest,
 
 
 def begin(prepared: PreparedRun, recorder: Recorder) -> None:
-    """Before the first round: config.yaml (fresh), inputs.json, summary.json ``running``."""
+    """Before the first round: config.yaml (fresh), inputs.json, summary.json ``running``;
+    a resumed run's metrics.csv written again from its checkpoint's rows (the checkpoint is
+    what the run goes on from: a metrics.csv that was deleted, damaged or replaced by an
+    older one is restored, also when no round is left to run; rows past the checkpoint, of a
+    run killed between writing the two, are computed again)."""
     runner, run_dir = prepared.runner, prepared.run_dir
     if prepared.fresh:
         run_dir.write_config(runner.config)
+    elif runner.rows and run_dir.writes:
+        run_dir.write_metrics(runner.rows)
     if prepared.inputs is not None and run_dir.writes:
         run_inputs.write(run_dir, prepared.inputs)
     run_dir.write_summary(recorder.summary(runner, "running"))

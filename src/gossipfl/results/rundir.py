@@ -36,6 +36,7 @@ from typing import Any
 import torch
 import yaml
 
+from gossipfl.assembly.comparable import comparable_config
 from gossipfl.assembly.loading import load_config
 from gossipfl.config import Config
 from gossipfl.errors import GossipflError
@@ -227,15 +228,6 @@ def new_run_path(config: Config, parent: str | Path | None = None) -> Path:
     parent = user_path(parent, "--out") if parent is not None \
         else user_path(config.output.dir, "output.dir")
     return parent / f"{run_name(config)}-{timestamp()}"
-
-
-def comparable_config(config: Config) -> dict:
-    """The config as a plain dict without the keys that do not change results."""
-    data = yaml.safe_load(config.to_yaml())
-    for key in ("device", "output", "name"):
-        data.pop(key, None)
-    data.get("data", {}).pop("verify", None)  # how files are checked, not what is computed
-    return data
 
 
 # --------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from typing import Any
 import yaml
 
 from gossipfl import plugins
+from gossipfl.assembly.comparable import comparable_config
 from gossipfl.assembly.compat import preflight
 from gossipfl.assembly.loading import (
     apply_override,
@@ -78,7 +79,6 @@ from gossipfl.results.reporting import (  # noqa: F401 (study_settings: gossipfl
 from gossipfl.results.rundir import (
     ACCURACY_METRICS,
     RunDirectory,
-    comparable_config,
     is_vacant,
     slug,
 )

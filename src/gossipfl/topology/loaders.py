@@ -5,6 +5,10 @@ one sentence naming the config key."""
 from __future__ import annotations
 
 import warnings
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,9 @@ from gossipfl.errors import GossipflError
 # Custom matrices
 # --------------------------------------------------------------------------------------------
 def load_matrix(path: str | Path, key: str = "topology.path") -> np.ndarray:
-    """A float64 matrix from a .npy, .csv (comma-separated) or .txt (whitespace) file."""
+    """A float64 matrix from a .npy, .csv (comma-separated) or .txt (whitespace) file; a
+    file that cannot be read (empty, cut short, not a .npy) or a .npy that does not hold real
+    numbers (complex, text, a structured array) is one sentence naming ``key`` and the file."""
     file = Path(path).expanduser()
     suffix = file.suffix.lower()
     if suffix not in (".npy", ".csv", ".txt"):
@@ -25,16 +31,50 @@ def load_matrix(path: str | Path, key: str = "topology.path") -> np.ndarray:
                             "use .npy, .csv or .txt.")
     if not file.is_file():
         raise GossipflError(f"{key}: no such file '{path}'.")
-    try:
+    with _reading(path, key, "a matrix"):
         if suffix == ".npy":
-            return np.asarray(np.load(file, allow_pickle=False), dtype=np.float64)
-        with warnings.catch_warnings():  # an empty file: its shape is the one sentence
-            warnings.simplefilter("ignore", UserWarning)
-            return np.loadtxt(file, delimiter="," if suffix == ".csv" else None,
-                              dtype=np.float64, ndmin=2)
-    except (ValueError, OSError) as error:
-        reason = (str(error).splitlines() or [type(error).__name__])[0]
-        raise GossipflError(f"{key}: could not read a matrix from '{path}' ({reason}).") from None
+            with open(file, "rb") as handle:
+                array = np.lib.format.read_array(handle, allow_pickle=False)
+            return real_numbers(array, key, f"the matrix in '{path}'")
+        return _load_text(file, "," if suffix == ".csv" else None, skiprows=0)
+
+
+def real_numbers(array: np.ndarray, key: str, what: str) -> np.ndarray:
+    """``array`` as float64 when it holds real numbers (bool, integer or float); complex
+    numbers, text, objects or a structured array are one sentence naming ``key`` and
+    ``what`` (complex numbers are not silently made real)."""
+    if array.dtype.kind not in "biuf":
+        kind = _KINDS.get(array.dtype.kind, "values that are not numbers")
+        raise GossipflError(f"{key}: {what} holds {kind} (dtype {array.dtype}); it must hold "
+                            "real numbers.")
+    return array.astype(np.float64)
+
+
+_KINDS = {"c": "complex numbers", "U": "text", "S": "bytes", "O": "Python objects",
+          "V": "a structured array", "M": "dates", "m": "time spans"}
+
+
+@contextmanager
+def _reading(path: str | Path, key: str, what: str) -> Iterator[None]:
+    """Whatever goes wrong reading ``path`` (numpy's and zipfile's errors on an empty, cut
+    short or foreign file) as one sentence naming ``key`` and the file; a
+    :class:`GossipflError` raised inside is passed on as it is."""
+    try:
+        yield
+    except GossipflError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        reason = (str(error).splitlines() or [""])[0] or type(error).__name__
+        raise GossipflError(f"{key}: could not read {what} from '{path}' "
+                            f"({reason.rstrip('.')}).") from None
+
+
+def _load_text(file: Path, delimiter: str | None, skiprows: int) -> np.ndarray:
+    """The numbers of a text file as a 2-D float64 array (an empty file: shape (0, 1))."""
+    with warnings.catch_warnings():  # an empty file: its shape is the one sentence
+        warnings.simplefilter("ignore", UserWarning)
+        return np.loadtxt(file, delimiter=delimiter, skiprows=skiprows, dtype=np.float64,
+                          ndmin=2)
 
 
 def custom_source(m: int, params: dict) -> tuple[np.ndarray, str]:
@@ -65,6 +105,8 @@ def _api_matrix(array: Any) -> np.ndarray:
                             f"in topology.path, topology.matrix takes the [M, M] array itself.")
     if hasattr(array, "detach"):
         array = array.detach().cpu().numpy()
+    if isinstance(array, np.ndarray) and array.dtype.kind != "O":
+        return real_numbers(array, "topology.matrix", "the matrix")
     try:
         return np.asarray(array, dtype=np.float64)
     except (ValueError, TypeError):
@@ -95,38 +137,32 @@ def is_edge_file(path: Any) -> bool:
 
 def load_edges(path: str | Path, m: int, key: str = "topology.path"
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(rows, cols, weights or None) of an edge-list file (:func:`is_edge_file`), every
-    index checked to be a client 0..M−1; a bad line or entry is named."""
+    """(rows, cols, weights or None) of an edge-list file (:func:`is_edge_file`).
+
+    Checked, each problem one sentence naming ``key`` and the file: the file can be read (a
+    .npz is a whole zip archive holding ``rows`` and ``cols``; a .csv has 2 or 3 columns);
+    it lists at least one edge; the arrays are 1-D, of equal length and real numbers; every
+    index is a client 0..M−1 (the bad line or entry named).
+    """
     file = Path(path).expanduser()
     if not file.is_file():
         raise GossipflError(f"{key}: no such file '{path}'.")
-    try:
+    with _reading(path, key, "an edge list"):
         if file.suffix.lower() == ".npz":
-            with np.load(file, allow_pickle=False) as data:
-                missing = [name for name in ("rows", "cols") if name not in data.files]
-                if missing:
-                    raise GossipflError(f"{key}: '{path}' has no array named "
-                                        f"{' or '.join(missing)} (an edge list .npz holds "
-                                        "rows, cols and optionally weights).")
-                rows, cols = np.asarray(data["rows"]), np.asarray(data["cols"])
-                weights = (np.asarray(data["weights"], dtype=np.float64)
-                           if "weights" in data.files else None)
-            where = "entry"
-            offset = 0
+            rows, cols, weights = _npz_edges(file, path, key)
+            where, offset = "entry", 0
         else:
-            table = np.loadtxt(file, delimiter=",", skiprows=1, dtype=np.float64, ndmin=2)
-            rows, cols = table[:, 0], table[:, 1]
-            weights = table[:, 2] if table.shape[1] == 3 else None
+            table = _load_text(file, ",", skiprows=1)
+            if not table.size:  # the header line alone
+                table = table.reshape(0, 2)
             if table.shape[1] not in (2, 3):
                 raise GossipflError(f"{key}: '{path}' has {table.shape[1]} columns; an edge "
                                     "list has i,j or i,j,w.")
+            rows, cols = table[:, 0], table[:, 1]
+            weights = table[:, 2] if table.shape[1] == 3 else None
             where, offset = "line", 2  # line 1 is the header
-    except (ValueError, OSError) as error:
-        reason = (str(error).splitlines() or [type(error).__name__])[0]
-        raise GossipflError(f"{key}: could not read an edge list from '{path}' "
-                            f"({reason}).") from None
-    if rows.shape != cols.shape or (weights is not None and weights.shape != rows.shape):
-        raise GossipflError(f"{key}: rows, cols and weights of '{path}' differ in length.")
+    if not len(rows):
+        raise GossipflError(f"{key}: '{path}' lists no edges.")
     bad = np.flatnonzero((rows != np.floor(rows)) | (cols != np.floor(cols))
                          | (rows < 0) | (cols < 0) | (rows >= m) | (cols >= m))
     if len(bad):
@@ -134,3 +170,32 @@ def load_edges(path: str | Path, m: int, key: str = "topology.path"
         raise GossipflError(f"{key}: {where} {b + offset} of '{path}' ({rows[b]:g}, "
                             f"{cols[b]:g}) is not a pair of clients in 0..{m - 1}.")
     return rows.astype(np.int64), cols.astype(np.int64), weights
+
+
+def _npz_edges(file: Path, path: str | Path, key: str
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``rows``, ``cols`` and ``weights`` (None when absent) of an edge-list .npz as float64,
+    each checked to be a 1-D array of real numbers, all of one length."""
+    if not zipfile.is_zipfile(file):
+        raise GossipflError(f"{key}: could not read an edge list from '{path}' (it is not a "
+                            ".npz file: not a whole zip archive).")
+    with np.load(file, allow_pickle=False) as data:
+        missing = [name for name in ("rows", "cols") if name not in data.files]
+        if missing:
+            raise GossipflError(f"{key}: '{path}' has no array named "
+                                f"{' or '.join(missing)} (an edge list .npz holds "
+                                "rows, cols and optionally weights).")
+        names = [name for name in ("rows", "cols", "weights") if name in data.files]
+        arrays = {name: np.asarray(data[name]) for name in names}
+    for name, array in arrays.items():
+        if array.ndim != 1:
+            raise GossipflError(f"{key}: '{name}' in '{path}' must be a 1-D array, got shape "
+                                f"{array.shape}.")
+    lengths = {name: len(array) for name, array in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        listed = f"{', '.join(names[:-1])} and {names[-1]}"
+        raise GossipflError(f"{key}: {listed} of '{path}' differ in length ("
+                            f"{', '.join(f'{n} {k}' for n, k in lengths.items())}).")
+    real = {name: real_numbers(array, key, f"'{name}' in '{path}'")
+            for name, array in arrays.items()}
+    return real["rows"], real["cols"], real.get("weights")

@@ -81,7 +81,7 @@ def pack_key(config: Any) -> str:
     :data:`RATE_PACKABLE`) ``train.lr``."""
     import yaml
 
-    from gossipfl.results.rundir import comparable_config
+    from gossipfl.assembly.comparable import comparable_config
 
     data = comparable_config(config)
     data.pop("seed", None)
