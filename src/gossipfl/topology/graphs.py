@@ -500,7 +500,7 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
             f"topology.mixing: custom needs topology.name: custom (a matrix from topology.path "
             f"or topology.matrix), got topology.name: {name}."
         )
-    topology = kind.build(num_clients, mixing, seed, params)
+    topology = _built(kind, num_clients, mixing, seed, params)
     if topology.time_varying and not topology.sparse:  # the rounds kept, the connectivity
         # check's union and one draw
         require_memory((16 * _CACHE_ROUNDS + 1 + 16) * num_clients ** 2,
@@ -508,6 +508,28 @@ def build_topology(name: str, num_clients: int, mixing: str = "metropolis_hastin
                        f"rounds of the time-varying {name} topology", "data.clients")
     check_connected(topology, max(window, topology.period or 0))
     topology.edges(0) if topology.sparse else topology.matrix(0)
+    return topology
+
+
+def _built(kind: TopologyKind, num_clients: int, mixing: str, seed: int,
+           params: dict) -> Topology:
+    """``kind.build(...)``; a plugin's builder that raises, or returns something else than a
+    :class:`Topology`, is one sentence naming it (and the line of its code that raised)."""
+    from gossipfl.plugins import describe, origin, replaceable, where
+
+    if not replaceable(kind.build):  # gossipfl's own
+        return kind.build(num_clients, mixing, seed, params)
+    plugin = f"topology '{kind.name}' ({origin(kind.build)})"
+    try:
+        topology = kind.build(num_clients, mixing, seed, params)
+    except GossipflError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the researcher's builder: say where, in one line
+        raise GossipflError(f"topology.name: {plugin} failed to build{where(exc)}: "
+                            f"{describe(exc)}") from None
+    if not isinstance(topology, Topology):
+        raise GossipflError(f"topology.name: {plugin} must return a gossipfl Topology, got "
+                            f"{type(topology).__name__}.")
     return topology
 
 
