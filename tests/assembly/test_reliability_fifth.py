@@ -145,20 +145,20 @@ def test_a_plugin_that_is_not_a_regular_file_is_called_so(capsys):
         "error: --plugin: plugin file '/dev/null' is not a regular file.\n")
 
 
-@pytest.mark.parametrize(("body", "match"), [
-    ("raise KeyError('k')", "failed to build (line 5 of {plug}): KeyError: 'k'"),
-    ("return 'nope'", "must return a gossipfl Topology, got str."),
+@pytest.mark.parametrize(("name", "body", "match"), [
+    ("raising_topo", "raise KeyError('k')", "failed to build (line 5 of {plug}): KeyError: 'k'"),
+    ("wrong_topo", "return 'nope'", "must return a gossipfl Topology, got str."),
 ])
-def test_a_plugin_topology_that_fails_to_build_is_named(tmp_path, capsys, body, match):
+def test_a_plugin_topology_that_fails_to_build_is_named(tmp_path, capsys, name, body, match):
     """Its KeyError, or the AttributeError of its wrong result, was a traceback."""
     plug = tmp_path / "plug.py"
     plug.write_text("from gossipfl.topology import register_topology\n\n\n"
-                    "@register_topology('my_topo')\n"
-                    f"def my_topo(m, mixing, seed, params): {body}\n")
-    cfg = {**SMALL, "topology": {"name": "my_topo"}}
+                    f"@register_topology('{name}')\n"
+                    f"def {name}(m, mixing, seed, params): {body}\n")
+    cfg = {**SMALL, "topology": {"name": name}}
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(cfg))
     err = one_sentence(capsys, "run", str(tmp_path / "exp.yaml"), "--quiet", "--plugin",
                        str(plug), "--out", str(tmp_path / "runs"))
-    assert err == (f"error: topology.name: topology 'my_topo' (my_topo in {plug}) "
+    assert err == (f"error: topology.name: topology '{name}' ({name} in {plug}) "
                    f"{match.format(plug=plug)}\n")
     assert not (tmp_path / "runs").exists()
