@@ -21,6 +21,20 @@ SMALL = {
 
 
 @pytest.fixture
+def registered():
+    """The plugins a test registers are forgotten after it (other tests list every
+    registered algorithm and topology)."""
+    from gossipfl.algorithms import ALGORITHMS
+    from gossipfl.topology.graphs import TOPOLOGY_KINDS
+
+    before = {id(r): dict(r) for r in (ALGORITHMS, TOPOLOGY_KINDS)}
+    yield
+    for registry in (ALGORITHMS, TOPOLOGY_KINDS):
+        registry.clear()
+        registry.update(before[id(registry)])
+
+
+@pytest.fixture
 def home(tmp_path, monkeypatch):
     folder = tmp_path / "home"
     folder.mkdir()
@@ -121,7 +135,8 @@ def _run_plugin(tmp_path, capsys, source: str, algorithm: str, rounds: int) -> s
                         "--name", "r")
 
 
-def test_a_plugin_that_raises_while_training_is_one_sentence_with_its_place(tmp_path, capsys):
+def test_a_plugin_that_raises_while_training_is_one_sentence_with_its_place(tmp_path, capsys,
+                                                                            registered):
     """It was the plugin's traceback and exit status 1, as for a bug of gossipfl's."""
     err = _run_plugin(tmp_path, capsys, RAISES_IN_ROUND_2, "boom_alg", 3)
     plug = tmp_path / "plug.py"
@@ -130,7 +145,7 @@ def test_a_plugin_that_raises_while_training_is_one_sentence_with_its_place(tmp_
     assert (tmp_path / "runs" / "r" / "metrics.csv").is_file()
 
 
-def test_an_algorithm_whose_round_is_not_work_is_named(tmp_path, capsys):
+def test_an_algorithm_whose_round_is_not_work_is_named(tmp_path, capsys, registered):
     """begin_round returning 42 was an AttributeError in the local loop."""
     err = _run_plugin(tmp_path, capsys, RETURNS_NO_WORK, "no_work_alg", 1)
     assert err.startswith(f"error: algorithm.name: NoWork in {tmp_path / 'plug.py'}: "
@@ -149,7 +164,8 @@ def test_a_plugin_that_is_not_a_regular_file_is_called_so(capsys):
     ("raising_topo", "raise KeyError('k')", "failed to build (line 5 of {plug}): KeyError: 'k'"),
     ("wrong_topo", "return 'nope'", "must return a gossipfl Topology, got str."),
 ])
-def test_a_plugin_topology_that_fails_to_build_is_named(tmp_path, capsys, name, body, match):
+def test_a_plugin_topology_that_fails_to_build_is_named(tmp_path, capsys, registered, name,
+                                                         body, match):
     """Its KeyError, or the AttributeError of its wrong result, was a traceback."""
     plug = tmp_path / "plug.py"
     plug.write_text("from gossipfl.topology import register_topology\n\n\n"
