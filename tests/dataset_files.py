@@ -1,14 +1,17 @@
 """Small dataset files in the real formats, written from the format descriptions (independent
-of the readers under test), for the tests that read them: MNIST's gzip IDX files
-(tests/data/test_data_formats.py), EMNIST-L and LEAF's FEMNIST and Shakespeare JSON
-(tests/data/test_leaf_emnist.py) and a Tiny-ImageNet folder tree of JPEGs
-(tests/data/test_tiny_imagenet.py); tests/test_reliability*.py use them too."""
+of the readers under test), for the tests that read them: MNIST's gzip IDX files and CIFAR's
+pickled batches (tests/data/test_data_formats.py), EMNIST-L and LEAF's FEMNIST and Shakespeare
+JSON (tests/data/test_leaf_emnist.py), a Tiny-ImageNet folder tree of JPEGs
+(tests/data/test_tiny_imagenet.py), their archives and damaged copies
+(tests/data/test_damaged_files.py); tests/test_reliability*.py use them too."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import struct
+import tarfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +53,96 @@ def write_mnist_folder(folder: Path, arrays, suffix: str = ".gz") -> Path:
         dtype = np.uint8
         write_idx(folder / f"{name}{suffix}", np.asarray(array, dtype=dtype))
     return folder
+
+
+# --------------------------------------------------------------------------------------------
+# CIFAR
+# --------------------------------------------------------------------------------------------
+
+
+def pickle_short(b: bytes) -> bytes:
+    """A Python 2 str in a pickle: SHORT_BINSTRING, or BINSTRING from 256 bytes."""
+    return b"U" + bytes([len(b)]) + b if len(b) < 256 else b"T" + struct.pack("<i", len(b)) + b
+
+
+def _pickle_int(v: int) -> bytes:
+    return b"J" + struct.pack("<i", v)
+
+
+def py2_cifar_pickle(data: np.ndarray, labels, label_key: bytes) -> bytes:
+    """A batch exactly as Python 2 cPickle wrote the CIFAR "python version" files: py2 str
+    (BINSTRING) keys, a numpy.core.multiarray._reconstruct array and a list of int labels."""
+    out = b"\x80\x02}(" + pickle_short(b"data")
+    out += b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85"
+    out += pickle_short(b"b") + b"\x87R(K\x01" + _pickle_int(data.shape[0])
+    out += _pickle_int(data.shape[1]) + b"\x86"
+    out += b"cnumpy\ndtype\n" + pickle_short(b"u1") + b"K\x00K\x01\x87R"
+    out += b"(K\x03" + pickle_short(b"|") + b"NNN" + _pickle_int(-1) + _pickle_int(-1)
+    out += b"K\x00tb\x89" + pickle_short(data.tobytes()) + b"tb"
+    out += pickle_short(label_key) + b"](" + b"".join(_pickle_int(int(v)) for v in labels)
+    return out + b"eu."
+
+
+def cifar_arrays(num_classes: int, seed: int = 0, per_batch: int = 3):
+    rng = np.random.default_rng(seed)
+    train = [(rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+              rng.integers(0, num_classes, per_batch)) for _ in range(5)]
+    test = (rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+            rng.integers(0, num_classes, per_batch))
+    return train, test
+
+
+def write_cifar10_folder(folder: Path, train, test) -> Path:
+    batches = folder / "cifar-10-batches-py"
+    batches.mkdir(parents=True)
+    for i, (x, y) in enumerate(train, 1):
+        (batches / f"data_batch_{i}").write_bytes(py2_cifar_pickle(x, y, b"labels"))
+    (batches / "test_batch").write_bytes(py2_cifar_pickle(*test, b"labels"))
+    return batches
+
+
+# --------------------------------------------------------------------------------------------
+# Archives, and damaged copies
+# --------------------------------------------------------------------------------------------
+
+
+def write_tar_gz(archive: Path, folder: Path) -> Path:
+    """``folder`` as ``archive`` (a .tar.gz), under the folder's own name."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder, arcname=folder.name)
+    return archive
+
+
+def write_zip(archive: Path, folder: Path, first: str | None = None) -> Path:
+    """``folder``'s files as a deflated ``archive``, under the folder's own name (the file
+    named ``first`` first, the others sorted)."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    files = sorted((p for p in folder.rglob("*") if p.is_file()),
+                   key=lambda p: (p.name != first, p))
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for path in files:
+            bundle.write(path, path.relative_to(folder.parent))
+    return archive
+
+
+def damage(path: Path, start: int, stop: int) -> Path:
+    """Invert the bytes ``start:stop`` of ``path`` (a disk or a transfer that went wrong)."""
+    data = bytearray(path.read_bytes())
+    data[start:stop] = bytes(b ^ 0xFF for b in data[start:stop])
+    path.write_bytes(bytes(data))
+    return path
+
+
+def member_data(archive: Path, index: int) -> tuple[int, int]:
+    """Where the compressed bytes of the ``index``-th member of a zip ``archive`` lie:
+    (offset, size)."""
+    with zipfile.ZipFile(archive) as bundle:
+        info = bundle.infolist()[index]
+    with open(archive, "rb") as handle:  # the local header: 30 bytes, the name, the extra
+        handle.seek(info.header_offset + 26)
+        name, extra = struct.unpack("<HH", handle.read(4))
+    return info.header_offset + 30 + name + extra, info.compress_size
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ import gzip
 import hashlib
 import os
 import pickle
-import struct
 import tarfile
 from pathlib import Path
 
@@ -28,54 +27,18 @@ from gossipfl.data import (
     verify_checksum,
 )
 from gossipfl.errors import GossipflError
-from tests.dataset_files import idx_bytes, mnist_arrays, write_idx, write_mnist_folder
+from tests.dataset_files import (
+    cifar_arrays,
+    idx_bytes,
+    mnist_arrays,
+    pickle_short,
+    py2_cifar_pickle,
+    write_cifar10_folder,
+    write_idx,
+    write_mnist_folder,
+)
 
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
-
-
-# --------------------------------------------------------------------------------------------
-# Writers for the real formats, written from the format descriptions (independent of the
-# readers under test)
-# --------------------------------------------------------------------------------------------
-
-
-def _short(b: bytes) -> bytes:
-    return b"U" + bytes([len(b)]) + b if len(b) < 256 else b"T" + struct.pack("<i", len(b)) + b
-
-
-def _int(v: int) -> bytes:
-    return b"J" + struct.pack("<i", v)
-
-
-def py2_cifar_pickle(data: np.ndarray, labels, label_key: bytes) -> bytes:
-    """A batch exactly as Python 2 cPickle wrote the CIFAR "python version" files: py2 str
-    (BINSTRING) keys, a numpy.core.multiarray._reconstruct array and a list of int labels."""
-    out = b"\x80\x02}(" + _short(b"data")
-    out += b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85" + _short(b"b")
-    out += b"\x87R(K\x01" + _int(data.shape[0]) + _int(data.shape[1]) + b"\x86"
-    out += b"cnumpy\ndtype\n" + _short(b"u1") + b"K\x00K\x01\x87R"
-    out += b"(K\x03" + _short(b"|") + b"NNN" + _int(-1) + _int(-1) + b"K\x00tb"
-    out += b"\x89" + _short(data.tobytes()) + b"tb"
-    out += _short(label_key) + b"](" + b"".join(_int(int(v)) for v in labels) + b"eu."
-    return out
-
-
-def cifar_arrays(num_classes: int, seed: int = 0, per_batch: int = 3):
-    rng = np.random.default_rng(seed)
-    train = [(rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
-              rng.integers(0, num_classes, per_batch)) for _ in range(5)]
-    test = (rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
-            rng.integers(0, num_classes, per_batch))
-    return train, test
-
-
-def write_cifar10_folder(folder: Path, train, test) -> Path:
-    batches = folder / "cifar-10-batches-py"
-    batches.mkdir(parents=True)
-    for i, (x, y) in enumerate(train, 1):
-        (batches / f"data_batch_{i}").write_bytes(py2_cifar_pickle(x, y, b"labels"))
-    (batches / "test_batch").write_bytes(py2_cifar_pickle(*test, b"labels"))
-    return batches
 
 
 def sha256(path: Path) -> str:
@@ -274,7 +237,7 @@ def test_corrupt_and_malicious_batches(tmp_path):
     with pytest.raises(GossipflError, match=f"{tmp_path / 'truncated'} is not a valid CIFAR"):
         read_cifar_batch(tmp_path / "truncated")
     marker = tmp_path / "pwned"
-    evil = b"cos\nsystem\n(" + _short(f"touch {marker}".encode()) + b"tR."
+    evil = b"cos\nsystem\n(" + pickle_short(f"touch {marker}".encode()) + b"tR."
     (tmp_path / "evil").write_bytes(evil)
     with pytest.raises(GossipflError, match="unexpected object os.system"):
         read_cifar_batch(tmp_path / "evil")
@@ -370,6 +333,16 @@ def test_download_interrupted_leaves_nothing(tmp_path):
     with pytest.raises(OSError, match="connection reset"):
         download_file("https://example.org/x", tmp_path / "x", "0" * 64, fetch=fetch)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checksum_cache_nested_too_deep_is_hashed_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOSSIPFL_CACHE", str(tmp_path / "cache"))
+    cache = formats.digest_cache_path()
+    cache.parent.mkdir()
+    cache.write_text("[" * 100_000 + "]" * 100_000)
+    path = tmp_path / "file.bin"
+    path.write_bytes(b"gossip")
+    assert formats.cached_digest(path) == hashlib.sha256(b"gossip").hexdigest()
 
 
 def test_official_sources_are_pinned():

@@ -209,6 +209,14 @@ def test_femnist_bad_inputs(tmp_path):
         load_dataset("femnist", root=tmp_path, download=False)
 
 
+def test_femnist_json_nested_too_deep_is_not_valid_leaf_json(tmp_path):
+    deep = write_femnist(tmp_path) / "train" / "all_data_0_niid_0_keep_0_train_9.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(GossipflError, match=f"{deep} is not valid LEAF JSON "
+                                            r"\(maximum recursion depth exceeded"):
+        load_dataset("femnist", root=tmp_path, download=False)
+
+
 # --------------------------------------------------------------------------------------------
 # Shakespeare
 # --------------------------------------------------------------------------------------------

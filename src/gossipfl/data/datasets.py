@@ -18,6 +18,7 @@ knows is checked (:func:`gossipfl.data.formats.check_file`, cached by size and m
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import typing
 from collections.abc import Callable
@@ -175,7 +176,8 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Tru
 def check_dataset(dataset: Dataset, origin: str | None = None,
                   name: str | None = None, empty_test: bool = False) -> Dataset:
     """A loaded dataset checked for consistency before anything is built on it: a label per
-    sample, train and test samples of one shape, neither split empty, labels within
+    sample, train and test samples of one shape holding at least one value (not
+    ``[N, 0, 0]``), neither split empty, labels within
     ``0..num_classes - 1``, inputs of floats or token ids (int64), and users (when given)
     that own every training sample. One sentence naming the dataset and where it came from
     (``name``, else its own; ``origin``, else the folder of its files), else.
@@ -192,6 +194,9 @@ def check_dataset(dataset: Dataset, origin: str | None = None,
         if x.ndim < 2:
             raise GossipflError(f"{what}: {split} inputs need a sample axis and the sample's "
                                 f"own (shape [N, features...]), got {list(x.shape)}.")
+        if not math.prod(x.shape[1:]):
+            raise GossipflError(f"{what}: {split} samples of shape {list(x.shape[1:])} hold "
+                                f"no values, so there is nothing to learn from.")
         if y.ndim != 1 or len(x) != len(y):
             raise GossipflError(f"{what}: the {split} split needs one label per sample, got "
                                 f"inputs {list(x.shape)} and labels {list(y.shape)}.")
@@ -486,17 +491,16 @@ def _read_idx_folder(name: str, folder: Path, source: Source) -> Found | None:
     files = [formats.check_file(p, name, source.verify) for p in paths.values()]
     arrays = {key: formats.read_idx(path) for key, path in paths.items()}
     for split in ("train", "test"):
-        x, y = arrays[f"{split}_x"], arrays[f"{split}_y"]
-        xp, yp = paths[f"{split}_x"], paths[f"{split}_y"]
-        check_idx_pair(xp, x, yp, y)
-        _check_label_range(yp, y, 10)
-    return Found((arrays["train_x"][:, None], arrays["train_y"].astype(np.int64),
-                  arrays["test_x"][:, None], arrays["test_y"].astype(np.int64)), files)
+        x, xp, yp = arrays[f"{split}_x"], paths[f"{split}_x"], paths[f"{split}_y"]
+        arrays[f"{split}_y"] = check_idx_pair(xp, x, yp, arrays[f"{split}_y"])
+        _check_label_range(yp, arrays[f"{split}_y"], 10)
+    return Found((arrays["train_x"][:, None], arrays["train_y"],
+                  arrays["test_x"][:, None], arrays["test_y"]), files)
 
 
 def _cifar_batch_folder(name: str, folder: Path, source: Source) -> Path | None:
     """The folder holding the CIFAR batches, extracting the archive if only that is there
-    (after checking its SHA-256)."""
+    (after checking its SHA-256; all or nothing, :func:`formats.extract_archive`)."""
     sub, train, test, _, _ = CIFAR_LAYOUT[name]
     for candidate in (folder / sub, folder):
         if all((candidate / f).is_file() for f in (*train, *test)):
@@ -506,9 +510,7 @@ def _cifar_batch_folder(name: str, folder: Path, source: Source) -> Path | None:
         return None
     formats.check_file(archive, name, source.verify)
     target = source.root / SUBFOLDERS[name][0]
-    formats.extract_archive(archive, target)
-    if not all((target / sub / f).is_file() for f in (*train, *test)):
-        raise GossipflError(f"{KEY}: {archive} does not contain the {sub} batches.")
+    formats.extract_archive(archive, target, needs=tuple(f"{sub}/{f}" for f in (*train, *test)))
     return target / sub
 
 
@@ -549,15 +551,20 @@ READERS = {"mnist": _read_idx_folder, "fashion_mnist": _read_idx_folder,
            "tiny_imagenet": _read_tiny_folder}
 
 
-def check_idx_pair(xp: Path, x: np.ndarray, yp: Path, y: np.ndarray) -> None:
+def check_idx_pair(xp: Path, x: np.ndarray, yp: Path, y: np.ndarray) -> np.ndarray:
     """One split read from IDX files: uint8 images ``[N, H, W]`` in ``xp`` and N labels in
-    ``yp``, else one sentence naming the file."""
+    ``yp``, each an integer (whole floats pass, :func:`formats.integer_labels`); returns the
+    labels as int64, else one sentence naming the file."""
     if x.ndim != 3 or x.dtype != np.uint8:
         raise GossipflError(f"{KEY}: {xp} must hold uint8 images [N, H, W], "
                             f"got {x.dtype} {list(x.shape)}.")
     if y.ndim != 1 or len(y) != len(x):
         raise GossipflError(f"{KEY}: {yp} must hold {len(x)} labels to match {xp}, "
                             f"got shape {list(y.shape)}.")
+    try:
+        return formats.integer_labels(y)
+    except ValueError as exc:
+        raise GossipflError(f"{KEY}: {yp} is not a valid labels file ({exc}).") from None
 
 
 def _check_label_range(path: Path, labels: np.ndarray, num_classes: int) -> None:

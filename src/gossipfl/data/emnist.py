@@ -15,8 +15,8 @@ deviation of the kept training images (computed at load time from the files read
 
 from __future__ import annotations
 
+import shutil
 import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -85,24 +85,26 @@ def _find_files(folder: Path) -> dict[str, Path] | None:
 
 
 def _extract_from_archive(archive: Path, source: Source) -> dict[str, Path] | None:
-    """The four letters files taken out of the official ``gzip.zip`` into ``<root>/emnist_l``."""
+    """The four letters files taken out of the official ``gzip.zip`` into ``<root>/emnist_l``,
+    all or nothing (:func:`formats.extract_archive`)."""
     if not archive.is_file():
         return None
     target = source.root / FOLDERS[0]
-    target.mkdir(parents=True, exist_ok=True)
-    try:
-        with zipfile.ZipFile(archive) as bundle:
-            members = {Path(n).name: n for n in bundle.namelist()}
-            for stem in FILES.values():
-                member = members.get(f"{stem}.gz")
-                if member is None:
-                    raise GossipflError(f"{KEY}: {archive} has no member {stem}.gz; it is not "
-                                        "the official EMNIST gzip.zip.")
-                (target / f"{stem}.gz").write_bytes(bundle.read(member))
-    except (OSError, zipfile.BadZipFile, zlib.error) as exc:
-        raise GossipflError(
-            f"{KEY}: cannot extract {archive} ({formats.error_reason(exc)}).") from exc
+    formats.extract_archive(archive, target, _unpack_letters,
+                            needs=tuple(f"{stem}.gz" for stem in FILES.values()))
     return _find_files(target)
+
+
+def _unpack_letters(archive: Path, folder: Path) -> None:
+    """The archive's letters files (``gzip/emnist-letters-*.gz``), those it has, into
+    ``folder``."""
+    with zipfile.ZipFile(archive) as bundle:
+        members = {Path(n).name: n for n in bundle.namelist()}
+        for stem in FILES.values():
+            if f"{stem}.gz" in members:
+                with bundle.open(members[f"{stem}.gz"]) as member, \
+                        open(folder / f"{stem}.gz", "wb") as out:
+                    shutil.copyfileobj(member, out, 1 << 20)
 
 
 def _read(paths: dict[str, Path], source: Source, normalize: bool) -> Dataset:
@@ -110,9 +112,8 @@ def _read(paths: dict[str, Path], source: Source, normalize: bool) -> Dataset:
     split = {}
     for part in ("train", "test"):
         xp, yp = paths[f"{part}_x"], paths[f"{part}_y"]
-        x, y = formats.read_idx(xp), formats.read_idx(yp)
-        check_idx_pair(xp, x, yp, y)
-        y = y.astype(np.int64)
+        x = formats.read_idx(xp)
+        y = check_idx_pair(xp, x, yp, formats.read_idx(yp))
         if y.size and (y.min() < 1 or y.max() > 26):
             raise GossipflError(f"{KEY}: {yp} has labels outside the letters' 1..26 "
                                 f"(found {int(y.min())}..{int(y.max())}).")

@@ -8,10 +8,12 @@ the job of :mod:`gossipfl.data.datasets`. Every problem with a file raises
 from __future__ import annotations
 
 import collections
+import glob
 import gzip
 import hashlib
 import io
 import json
+import lzma
 import math
 import os
 import pickle
@@ -19,6 +21,7 @@ import shutil
 import tarfile
 import tempfile
 import urllib.request
+import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -202,7 +205,7 @@ def cached_digest(path: Path) -> str:
 def _read_digest_cache() -> dict:
     try:
         cache = json.loads(digest_cache_path().read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deep
         return {}
     return cache if isinstance(cache, dict) else {}
 
@@ -293,14 +296,44 @@ _ALLOWED_GLOBALS = {
     ("numpy._core.numeric", "_frombuffer"),
     ("numpy", "ndarray"),
     ("numpy", "dtype"),
-    ("_codecs", "encode"),
 }
 
 
+def _latin1_bytes(*args: object) -> bytes:
+    """``_codecs.encode(text, "latin1")``: how pickle protocol 2 stores non-empty bytes."""
+    if len(args) != 2 or not isinstance(args[0], str) or args[1] not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"unexpected _codecs.encode{args!r:.40}")
+    return args[0].encode("latin1")
+
+
+def _empty_bytes(*args: object) -> bytes:
+    """``__builtin__.bytes()``: how pickle protocol 2 stores ``b""``."""
+    if args:
+        raise pickle.UnpicklingError(f"unexpected bytes{args!r:.40}")
+    return b""
+
+
+#: the only calls protocol 2 needs to store bytes, each taking the arguments it needs only
+_BYTES_BUILDERS = {
+    ("_codecs", "encode"): _latin1_bytes,
+    ("__builtin__", "bytes"): _empty_bytes,
+    ("builtins", "bytes"): _empty_bytes,
+}
+
+#: what unpickling an untrusted batch may raise besides UnpicklingError (a call of an allowed
+#: global with wrong arguments, a bad memo reference, a dtype or shape that cannot be)
+_PICKLE_ERRORS = (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError,
+                  LookupError, AttributeError, OverflowError, MemoryError, RecursionError)
+
+
 class _ArrayUnpickler(pickle.Unpickler):
-    """An unpickler that builds only dicts, lists, bytes and NumPy arrays (no code execution)."""
+    """An unpickler that builds only dicts, lists, bytes and NumPy arrays (no code execution):
+    the globals of NumPy arrays (:data:`_ALLOWED_GLOBALS`) and of protocol 2's bytes
+    (:data:`_BYTES_BUILDERS`: latin-1 text to bytes, empty bytes), nothing else."""
 
     def find_class(self, module: str, name: str):
+        if (module, name) in _BYTES_BUILDERS:
+            return _BYTES_BUILDERS[module, name]
         if (module, name) not in _ALLOWED_GLOBALS:
             raise pickle.UnpicklingError(f"unexpected object {module}.{name}")
         if module.startswith("numpy.core.") and hasattr(np, "_core"):
@@ -312,47 +345,163 @@ def read_cifar_batch(path: str | Path, label_key: str = "labels") -> tuple[np.nd
     """Read one CIFAR "python version" batch: ``b"data"`` uint8 [N, 3072] and a label list.
 
     Returns images uint8 ``[N, 3, 32, 32]`` (channel-major rows, as stored) and labels int64 [N].
+    Checked: the pickle builds only arrays, bytes and containers, is a dict with both keys,
+    the data is uint8 [N, 3072], and there are N labels, each an integer
+    (:func:`integer_labels`); else one sentence, ``<path> is not a valid CIFAR batch (why)``.
     """
     path = Path(path)
     try:
         with open(path, "rb") as handle:
             entry = _ArrayUnpickler(handle, encoding="bytes").load()
-    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError) as exc:
+        data, labels = _batch_arrays(entry, label_key)
+    except _PICKLE_ERRORS as exc:
         raise GossipflError(
             f"{KEY}: {path} is not a valid CIFAR batch ({error_reason(exc)})."
         ) from exc
-    if not isinstance(entry, dict):
-        raise GossipflError(f"{KEY}: {path} is not a valid CIFAR batch (not a dict).")
-    entry = {k.encode() if isinstance(k, str) else k: v for k, v in entry.items()}
-    if b"data" not in entry or label_key.encode() not in entry:
-        raise GossipflError(
-            f"{KEY}: {path} is not a valid CIFAR batch (missing b'data' or b'{label_key}')."
-        )
-    data = np.asarray(entry[b"data"])
-    labels = np.asarray(entry[label_key.encode()], dtype=np.int64)
-    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-        raise GossipflError(
-            f"{KEY}: {path} is not a valid CIFAR batch "
-            f"(data must be uint8 [N, 3072], got {data.dtype} {list(data.shape)})."
-        )
-    if labels.shape != (data.shape[0],):
-        raise GossipflError(
-            f"{KEY}: {path} is not a valid CIFAR batch "
-            f"({data.shape[0]} images but {labels.size} labels)."
-        )
     return data.reshape(-1, 3, 32, 32), labels
 
 
-def extract_archive(archive: str | Path, dest: str | Path) -> Path:
-    """Extract a ``.tar.gz`` into ``dest`` (members must stay inside ``dest``)."""
-    archive, dest = Path(archive), Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
+def _batch_arrays(entry: object, label_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """The data and labels of an unpickled batch; ValueError or TypeError saying what is
+    wrong."""
+    if not isinstance(entry, dict):
+        raise TypeError("not a dict")
+    entry = {k.encode() if isinstance(k, str) else k: v for k, v in entry.items()}
+    if b"data" not in entry or label_key.encode() not in entry:
+        raise ValueError(f"missing b'data' or b'{label_key}'")
+    data = np.asarray(entry[b"data"])
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        raise ValueError(f"data must be uint8 [N, 3072], got {data.dtype} {list(data.shape)}")
+    labels = integer_labels(entry[label_key.encode()])
+    if labels.shape != (data.shape[0],):
+        raise ValueError(f"{data.shape[0]} images but {labels.size} labels")
+    return data, labels
+
+
+def integer_labels(values: object) -> np.ndarray:
+    """``values`` (an array or a list) as int64 labels: integers within 64 bits, or floats
+    with whole values; else ValueError naming the first value that is not (a fraction, a
+    NaN, a string, None, an integer beyond 64 bits, a boolean)."""
     try:
-        with tarfile.open(archive, "r:*") as tar:
-            tar.extractall(dest, filter="data")
-    except (OSError, EOFError, tarfile.TarError, zlib.error) as exc:
-        raise GossipflError(f"{KEY}: cannot extract {archive} ({error_reason(exc)}).") from exc
+        array = np.asarray(values)
+    except (ValueError, TypeError, OverflowError) as exc:  # ragged nested lists
+        raise ValueError(f"labels must be integers ({error_reason(exc)})") from None
+    flat = array.ravel()
+    if array.dtype.kind == "i":
+        fits = np.ones(flat.shape, bool)
+    elif array.dtype.kind == "u":
+        fits = flat <= np.iinfo(np.int64).max
+    elif array.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            fits = np.isfinite(flat) & (flat == np.floor(flat)) & (np.abs(flat) < 2.0**63)
+    elif array.dtype.kind == "O":
+        fits = np.array([_is_int64(v) for v in flat], bool)
+    else:
+        fits = np.zeros(flat.shape, bool)
+    if not fits.all():
+        bad = flat[int(np.argmin(fits))]
+        bad = bad.item() if isinstance(bad, np.generic) else bad
+        raise ValueError(f"labels must be integers, found {bad!r:.40}")
+    return flat.astype(np.int64).reshape(array.shape)
+
+
+def _is_int64(value: object) -> bool:
+    return (isinstance(value, int | np.integer) and not isinstance(value, bool)
+            and -2**63 <= value < 2**63)
+
+
+# --------------------------------------------------------------------------------------------
+# Archives
+# --------------------------------------------------------------------------------------------
+
+#: what reading a damaged tar or zip archive raises (gzip.BadGzipFile is an OSError; zipfile
+#: says NotImplementedError for an unknown compression method, RuntimeError for encryption)
+ARCHIVE_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, tarfile.TarError,
+                  zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError)
+EXTRACTING = ".extract-"  # in the names of the temporary folders of extractions
+
+
+def extract_archive(archive: str | Path, dest: str | Path,
+                    unpack: Callable[[Path, Path], None] | None = None,
+                    needs: tuple[str, ...] = ()) -> Path:
+    """Extract ``archive`` into ``dest``, all or nothing: ``unpack(archive, folder)``
+    (default :func:`unpack_all`: every member of a tar or zip archive) writes into a new
+    temporary folder beside ``dest`` (``.<dest name>.extract-<pid>-*``); only when it has
+    finished and every path in ``needs`` (relative to the archive's root) is there are its
+    entries moved into ``dest``, replacing entries of the same name (left incomplete by an
+    earlier failure). A damaged archive (one of :data:`ARCHIVE_ERRORS`), a failed write (disk
+    full) or an archive without ``needs`` is one sentence naming it and leaves nothing
+    behind. Temporary folders of extractions whose process is gone (killed) are removed
+    first."""
+    archive, dest = Path(archive), Path(dest)
+    _remove_stale_extractions(dest)
+    work = None
+    try:
+        work = Path(tempfile.mkdtemp(prefix=f".{dest.name}{EXTRACTING}{os.getpid()}-",
+                                     dir=dest.parent))
+        unpacked = work / "new"
+        unpacked.mkdir()
+        (unpack or unpack_all)(archive, unpacked)
+        _check_contains(archive, unpacked, needs)
+        dest.mkdir(exist_ok=True)
+        for entry in sorted(unpacked.iterdir()):
+            _move_into_place(entry, dest / entry.name, work)
+    except ARCHIVE_ERRORS as exc:
+        why = error_reason(exc)
+        if not (isinstance(exc, OSError) and exc.errno):  # the archive's fault, not a write's
+            why = f"it is damaged or incomplete: {why}"
+        raise GossipflError(f"{KEY}: cannot extract {archive} into {dest} ({why}).") from exc
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     return dest
+
+
+def _check_contains(archive: Path, unpacked: Path, needs: tuple[str, ...]) -> None:
+    missing = [need for need in needs if not (unpacked / need).exists()]
+    if missing:
+        raise GossipflError(f"{KEY}: {archive} does not contain {missing[0]}, so it is "
+                            f"incomplete or not the official {archive.name}.")
+
+
+def unpack_all(archive: Path, folder: Path) -> None:
+    """Every member of a ``.zip`` or of a tar archive (compressed or not) into ``folder``:
+    member paths are kept inside it (tarfile's ``data`` filter), and every byte of the archive
+    is read (gzip's and zip's CRCs check the whole of it)."""
+    if archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as bundle:
+            bundle.extractall(folder)  # zipfile drops absolute and ".." member paths
+        return
+    with tarfile.open(archive, "r:*") as tar:
+        tar.extractall(folder, filter="data")
+        while tar.fileobj.read(1 << 20):  # to the end: a damaged tail fails gzip's CRC
+            pass
+
+
+def _move_into_place(entry: Path, target: Path, work: Path) -> None:
+    """Rename ``entry`` to ``target``; an old ``target`` folder is first moved into ``work``
+    (deleted with it), an old file replaced."""
+    if target.is_dir() and not target.is_symlink():
+        target.rename(work / f"old-{target.name}")
+    os.replace(entry, target)
+
+
+def _remove_stale_extractions(dest: Path) -> None:
+    """Delete the temporary folders beside ``dest`` of extractions whose process is gone."""
+    for folder in dest.parent.glob(f".{glob.escape(dest.name)}{EXTRACTING}*"):
+        pid = folder.name.removeprefix(f".{dest.name}{EXTRACTING}").split("-")[0]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,23 +547,39 @@ def download_file(url: str, dest: str | Path, checksum: str, algorithm: str = "s
     """Download ``url`` to ``dest`` atomically: temp file in the same folder, verify, rename.
 
     Network errors propagate as ``OSError``; a checksum mismatch raises a GossipflError naming
-    the file, the expected and the actual digest, and leaves nothing behind.
+    the file, the expected and the actual digest. A failed download leaves nothing behind,
+    not even the folders it created for ``dest``.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
+    created = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]
     try:
-        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600
-        with os.fdopen(fd, "wb") as handle:
-            (fetch or fetch_url)(url, handle)
-        actual = file_digest(tmp, algorithm)
-        if actual != checksum.lower():
-            raise checksum_error(dest, algorithm, checksum, actual)
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part",
+                                        dir=dest.parent)
+        tmp = Path(tmp_name)
+        try:
+            os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600
+            with os.fdopen(fd, "wb") as handle:
+                (fetch or fetch_url)(url, handle)
+            actual = file_digest(tmp, algorithm)
+            if actual != checksum.lower():
+                raise checksum_error(dest, algorithm, checksum, actual)
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except BaseException:
+        _remove_empty(created)
+        raise
     return dest
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) while they are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def download_remote(remote: RemoteFile, folder: str | Path, fetch: Fetcher | None = None) -> Path:
@@ -444,6 +609,7 @@ def _hasher(algorithm: str):
 
 
 def error_reason(exc: BaseException | None) -> str:
-    """A short description of an exception for an error sentence."""
-    text = str(exc).strip() if exc is not None else ""
-    return text.rstrip(".") or type(exc).__name__
+    """A short description of an exception for an error sentence: its message's first line
+    (tarfile's, for one, lists each compression it tried on a line of its own)."""
+    lines = str(exc).strip().splitlines() if exc is not None else []
+    return (lines[0].rstrip(".:") if lines else "") or type(exc).__name__

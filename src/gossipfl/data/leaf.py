@@ -143,9 +143,11 @@ def _read_folder(folder: Path) -> list[UserData]:
 
 
 def _read_file(path: Path) -> list[UserData]:
+    """The users of one LEAF file; one sentence for a file that cannot be read, is not JSON
+    (or nests too deep for the parser), or lacks LEAF's lists."""
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # nested too deep
         raise GossipflError(f"{KEY}: {path} is not valid LEAF JSON "
                             f"({formats.error_reason(exc)}).") from exc
     if not isinstance(content, dict) or not isinstance(content.get("users"), list) \

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -47,19 +46,13 @@ def dataset_folder(folder: Path) -> Path | None:
 
 
 def extract(archive: Path, dest: Path, verify: bool) -> Path:
-    """Check the archive's MD5 (unless ``verify`` is off) and unzip it into ``dest``."""
+    """Check the archive's MD5 (unless ``verify`` is off) and unzip it into ``dest``, all or
+    nothing (:func:`formats.extract_archive`: a damaged member leaves nothing behind); the
+    archive must hold ``tiny-imagenet-200/wnids.txt``."""
     if verify:
         formats.verify_checksum(archive, REMOTE.checksum, REMOTE.algorithm)
-    try:
-        with zipfile.ZipFile(archive) as handle:
-            handle.extractall(dest)  # zipfile drops absolute and ".." member paths
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise GossipflError(f"{KEY}: cannot extract {archive} "
-                            f"({formats.error_reason(exc)}).") from exc
-    found = dataset_folder(dest)
-    if found is None:
-        raise GossipflError(f"{KEY}: {archive} does not contain {FOLDER}/wnids.txt.")
-    return found
+    formats.extract_archive(archive, dest, needs=(f"{FOLDER}/wnids.txt",))
+    return dest / FOLDER
 
 
 def read(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
