@@ -31,6 +31,7 @@ import torch
 from gossipfl.common.rng import numpy_generator
 from gossipfl.data import formats, tiny_imagenet
 from gossipfl.errors import GossipflError, unknown_choice
+from gossipfl.io import user_path
 from gossipfl.plugins import Registry
 
 DATASETS: tuple[str, ...] = ("fashion_mnist", "mnist", "cifar10", "cifar100", "tiny_imagenet",
@@ -406,9 +407,9 @@ def _check_synthetic(num_classes: int, dim: int, train_size: int, test_size: int
 def data_root(root: str | Path | None = None) -> Path:
     """The data folder: ``root``, else ``$GOSSIPFL_DATA``, else ``~/.cache/gossipfl/data``."""
     if root is not None:
-        return Path(root).expanduser()
+        return user_path(root, "data.root")
     env = os.environ.get("GOSSIPFL_DATA")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "gossipfl" / "data"
+    return user_path(env, "GOSSIPFL_DATA") if env else Path.home() / ".cache" / "gossipfl" / "data"
 
 
 def search_folders(name: str, root: Path, only_root: bool = False) -> list[Path]:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from gossipfl.errors import GossipflError
-from gossipfl.io import atomic_write_text, current_umask, file_stamp
+from gossipfl.io import atomic_write_text, current_umask, file_stamp, user_path
 
 #: IDX type code -> big-endian NumPy dtype (LeCun's format description).
 IDX_DTYPES: dict[int, np.dtype] = {
@@ -180,7 +180,7 @@ def check_file(path: Path, dataset: str, verify: bool = True) -> dict:
 def digest_cache_path() -> Path:
     """``$GOSSIPFL_CACHE/checksums.json``, else ``~/.cache/gossipfl/checksums.json``."""
     folder = os.environ.get("GOSSIPFL_CACHE")
-    base = Path(folder).expanduser() if folder else Path.home() / ".cache" / "gossipfl"
+    base = user_path(folder, "GOSSIPFL_CACHE") if folder else Path.home() / ".cache" / "gossipfl"
     return base / "checksums.json"
 
 
