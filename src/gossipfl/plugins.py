@@ -284,6 +284,26 @@ def where(exc: BaseException) -> str:
     return f" (line {frames[-1].lineno} of {frames[-1].filename})" if frames else ""
 
 
+def call_piece(key: str, what: str, piece: Callable, args: tuple, returns: type,
+               verb: str, kwargs: dict | None = None) -> typing.Any:
+    """``piece(*args, **kwargs)``, a plugin's builder or loader (``what``: ``"topology 'x'"``): an
+    exception it raises (other than gossipfl's own sentences) is one sentence naming ``key``,
+    the piece and the line of its code that raised (``verb``: what it failed to do), and so
+    is a result that is not a ``returns``."""
+    plugin = f"{what} ({origin(piece)})"
+    try:
+        made = piece(*args, **(kwargs or {}))
+    except GossipflError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the researcher's code: say where, in one line
+        raise GossipflError(f"{key}: {plugin} failed to {verb}{where(exc)}: "
+                            f"{describe(exc)}") from None
+    if not isinstance(made, returns):
+        raise GossipflError(f"{key}: {plugin} must return a gossipfl {returns.__name__}, got "
+                            f"{type(made).__name__}.")
+    return made
+
+
 def raised_in_plugin(exc: BaseException) -> str | None:
     """`` (line N of FILE)`` for the innermost frame of ``exc``'s traceback in a loaded
     plugin's own code (its file, or its package's folder), None when the plugin's code is not

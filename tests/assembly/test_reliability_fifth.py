@@ -8,16 +8,8 @@ import yaml
 
 from gossipfl.assembly import plan
 from gossipfl.errors import GossipflError
+from tests.assembly.test_reliability_inputs import SMALL
 from tests.helpers import one_sentence
-
-SMALL = {
-    "data": {"dataset": "synthetic", "clients": 4,
-             "options": {"dim": 6, "train_size": 60, "test_size": 20, "num_classes": 3}},
-    "model": {"name": "mlp", "options": {"hidden": [8]}},
-    "topology": {"name": "ring"},
-    "algorithm": {"name": "dfedavg"},
-    "train": {"rounds": 1, "local_steps": 1, "batch_size": 8, "lr": 0.1},
-}
 
 
 @pytest.fixture

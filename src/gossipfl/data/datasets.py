@@ -314,20 +314,11 @@ def _file_loaders() -> dict[str, Callable[..., Dataset]]:
 
 def _user_dataset(name: str, root, download: bool, options: dict) -> Dataset:
     """A plugin's dataset: its loader's failures and results are one sentence naming it."""
-    from gossipfl.plugins import describe, origin, where
+    from gossipfl.plugins import call_piece, origin
 
     loader = USER_DATASETS[name]
-    plugin = f"dataset '{name}' ({origin(loader)})"
-    try:
-        dataset = loader(data_root(root), download, **options)
-    except GossipflError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the researcher's loader: say where, in one line
-        raise GossipflError(f"{KEY}: {plugin} failed to load{where(exc)}: "
-                            f"{describe(exc)}") from None
-    if not isinstance(dataset, Dataset):
-        raise GossipflError(f"{KEY}: the loader of '{name}' ({origin(loader)}) must return "
-                            f"a gossipfl Dataset, got {type(dataset).__name__}.")
+    dataset = call_piece(KEY, f"dataset '{name}'", loader, (data_root(root), download),
+                         Dataset, "load", options)
     return check_dataset(dataset, origin=f"the plugin loader {origin(loader)}", name=name)
 
 

@@ -515,22 +515,12 @@ def _built(kind: TopologyKind, num_clients: int, mixing: str, seed: int,
            params: dict) -> Topology:
     """``kind.build(...)``; a plugin's builder that raises, or returns something else than a
     :class:`Topology`, is one sentence naming it (and the line of its code that raised)."""
-    from gossipfl.plugins import describe, origin, replaceable, where
+    from gossipfl.plugins import call_piece, replaceable
 
     if not replaceable(kind.build):  # gossipfl's own
         return kind.build(num_clients, mixing, seed, params)
-    plugin = f"topology '{kind.name}' ({origin(kind.build)})"
-    try:
-        topology = kind.build(num_clients, mixing, seed, params)
-    except GossipflError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the researcher's builder: say where, in one line
-        raise GossipflError(f"topology.name: {plugin} failed to build{where(exc)}: "
-                            f"{describe(exc)}") from None
-    if not isinstance(topology, Topology):
-        raise GossipflError(f"topology.name: {plugin} must return a gossipfl Topology, got "
-                            f"{type(topology).__name__}.")
-    return topology
+    return call_piece("topology.name", f"topology '{kind.name}'", kind.build,
+                      (num_clients, mixing, seed, params), Topology, "build")
 
 
 def topology_bytes(name: str, m: int, params: dict, window: int = CONNECTIVITY_WINDOW
