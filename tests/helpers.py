@@ -32,6 +32,16 @@ TINY: dict = {
     "output": {"checkpoint_every": 2},
 }
 
+#: A few seconds at most: synthetic data, 4 clients, one round.
+SMALL = {
+    "data": {"dataset": "synthetic", "clients": 4,
+             "options": {"dim": 6, "train_size": 60, "test_size": 20, "num_classes": 3}},
+    "model": {"name": "mlp", "options": {"hidden": [8]}},
+    "topology": {"name": "ring"},
+    "algorithm": {"name": "dfedavg"},
+    "train": {"rounds": 1, "local_steps": 1, "batch_size": 8, "lr": 0.1},
+}
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

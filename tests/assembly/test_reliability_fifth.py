@@ -8,8 +8,7 @@ import yaml
 
 from gossipfl.assembly import plan
 from gossipfl.errors import GossipflError
-from tests.assembly.test_reliability_inputs import SMALL
-from tests.helpers import one_sentence
+from tests.helpers import SMALL, one_sentence
 
 
 @pytest.fixture

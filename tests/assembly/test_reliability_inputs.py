@@ -26,17 +26,7 @@ from tests.dataset_files import (
     write_shakespeare,
     write_tree,
 )
-from tests.helpers import one_sentence
-
-#: A few seconds at most: synthetic data, 4 clients, one round.
-SMALL = {
-    "data": {"dataset": "synthetic", "clients": 4,
-             "options": {"dim": 6, "train_size": 60, "test_size": 20, "num_classes": 3}},
-    "model": {"name": "mlp", "options": {"hidden": [8]}},
-    "topology": {"name": "ring"},
-    "algorithm": {"name": "dfedavg"},
-    "train": {"rounds": 1, "local_steps": 1, "batch_size": 8, "lr": 0.1},
-}
+from tests.helpers import SMALL, one_sentence
 
 
 def config(**sections) -> dict:
