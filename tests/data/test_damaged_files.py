@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -195,13 +196,36 @@ def test_a_killed_extraction_is_removed_and_done_again(tmp_path):
     shutil.copy(good, root / "cifar10" / CIFAR_ARCHIVE)
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    killed = root / f".cifar10.extract-{ended}-k1ll3d" / "new" / "cifar-10-batches-py"
+    here = formats._extraction_prefix()
+    killed = root / "cifar10" / f"{here}{ended}-k1ll3d" / "new" / "cifar-10-batches-py"
     killed.mkdir(parents=True)
     (killed / "data_batch_1").write_bytes(b"half a batch")
-    running = root / f".cifar10.extract-{os.getpid()}-runn1n"  # another extraction, going on
+    running = root / "cifar10" / f"{here}{os.getpid()}-runn1n"  # another extraction, going on
     running.mkdir()
+    # another machine's (a shared data folder): its pid means nothing here
+    elsewhere = root / "cifar10" / f"{formats.EXTRACTING}otherhost-{ended}-g01ng"
+    elsewhere.mkdir()
     assert len(load("cifar10", root).train_y) == 15
-    assert leftovers(root) == [running.name]
+    assert leftovers(root) == sorted([running.name, elsewhere.name])
+
+
+def test_an_extraction_works_where_the_data_folder_is_a_link_to_another_place(tmp_path):
+    """The temporary folder is made inside the dataset's folder: a link to another disk (or
+    a parent that is not writable) keeps the renames on one file system."""
+    good, _ = cifar_archive(tmp_path)
+    shm = Path("/dev/shm")  # another file system where there is one (the renames crossed it)
+    disk = shm if shm.is_dir() and os.access(shm, os.W_OK) else tmp_path
+    elsewhere = Path(tempfile.mkdtemp(dir=disk)) / "cifar10"
+    try:
+        elsewhere.mkdir()
+        shutil.copy(good, elsewhere / CIFAR_ARCHIVE)
+        root = tmp_path / "root"
+        root.mkdir()
+        (root / "cifar10").symlink_to(elsewhere)
+        assert len(load("cifar10", root).train_y) == 15
+        assert (elsewhere / "cifar-10-batches-py").is_dir() and leftovers(root) == []
+    finally:
+        shutil.rmtree(elsewhere.parent, ignore_errors=True)
 
 
 def test_an_emnist_extraction_that_cannot_write_leaves_nothing(tmp_path):

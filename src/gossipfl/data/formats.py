@@ -18,6 +18,7 @@ import math
 import os
 import pickle
 import shutil
+import socket
 import tarfile
 import tempfile
 import urllib.request
@@ -418,7 +419,7 @@ def _is_int64(value: object) -> bool:
 #: says NotImplementedError for an unknown compression method, RuntimeError for encryption)
 ARCHIVE_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, tarfile.TarError,
                   zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError)
-EXTRACTING = ".extract-"  # in the names of the temporary folders of extractions
+EXTRACTING = ".extract-"  # starts the names of the temporary folders of extractions
 
 
 def extract_archive(archive: str | Path, dest: str | Path,
@@ -426,24 +427,25 @@ def extract_archive(archive: str | Path, dest: str | Path,
                     needs: tuple[str, ...] = ()) -> Path:
     """Extract ``archive`` into ``dest``, all or nothing: ``unpack(archive, folder)``
     (default :func:`unpack_all`: every member of a tar or zip archive) writes into a new
-    temporary folder beside ``dest`` (``.<dest name>.extract-<pid>-*``); only when it has
-    finished and every path in ``needs`` (relative to the archive's root) is there are its
-    entries moved into ``dest``, replacing entries of the same name (left incomplete by an
-    earlier failure). A damaged archive (one of :data:`ARCHIVE_ERRORS`), a failed write (disk
-    full) or an archive without ``needs`` is one sentence naming it and leaves nothing
-    behind. Temporary folders of extractions whose process is gone (killed) are removed
-    first."""
+    temporary folder inside ``dest`` (``.extract-<host>-<pid>-*``: on the file system ``dest``
+    is on, a mount or a link to another disk included, and needing no more than ``dest`` to be
+    writable); only when it has finished and every path in ``needs`` (relative to the
+    archive's root) is there are its entries moved into ``dest``, replacing entries of the same
+    name (left incomplete by an earlier failure). A damaged archive (one of
+    :data:`ARCHIVE_ERRORS`), a failed write (disk full) or an archive without ``needs`` is one
+    sentence naming it and leaves nothing behind. Temporary folders of this host's
+    extractions whose process is gone (killed) are removed first; another host's (a shared
+    data folder) are left alone."""
     archive, dest = Path(archive), Path(dest)
-    _remove_stale_extractions(dest)
-    work = None
+    work, made = None, not dest.exists()
     try:
-        work = Path(tempfile.mkdtemp(prefix=f".{dest.name}{EXTRACTING}{os.getpid()}-",
-                                     dir=dest.parent))
+        dest.mkdir(parents=True, exist_ok=True)
+        _remove_stale_extractions(dest)
+        work = Path(tempfile.mkdtemp(prefix=f"{_extraction_prefix()}{os.getpid()}-", dir=dest))
         unpacked = work / "new"
         unpacked.mkdir()
         (unpack or unpack_all)(archive, unpacked)
         _check_contains(archive, unpacked, needs)
-        dest.mkdir(exist_ok=True)
         for entry in sorted(unpacked.iterdir()):
             _move_into_place(entry, dest / entry.name, work)
     except ARCHIVE_ERRORS as exc:
@@ -454,6 +456,8 @@ def extract_archive(archive: str | Path, dest: str | Path,
     finally:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
+        if made:
+            _remove_empty([dest])  # a failed extraction leaves no folder it made
     return dest
 
 
@@ -486,10 +490,17 @@ def _move_into_place(entry: Path, target: Path, work: Path) -> None:
     os.replace(entry, target)
 
 
+def _extraction_prefix() -> str:
+    """The start of this host's temporary extraction folders' names (the pid follows)."""
+    return f"{EXTRACTING}{socket.gethostname().replace('-', '_')}-"
+
+
 def _remove_stale_extractions(dest: Path) -> None:
-    """Delete the temporary folders beside ``dest`` of extractions whose process is gone."""
-    for folder in dest.parent.glob(f".{glob.escape(dest.name)}{EXTRACTING}*"):
-        pid = folder.name.removeprefix(f".{dest.name}{EXTRACTING}").split("-")[0]
+    """Delete the temporary folders in ``dest`` of this host's extractions whose process is
+    gone."""
+    prefix = _extraction_prefix()
+    for folder in dest.glob(f"{glob.escape(prefix)}*"):
+        pid = folder.name.removeprefix(prefix).split("-")[0]
         if pid.isdigit() and not _process_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
 
