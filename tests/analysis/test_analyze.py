@@ -186,6 +186,22 @@ def test_a_config_changed_after_the_checkpoint_is_refused_as_resume_refuses_it(t
     assert code == 2 and "is not a gossipfl checkpoint" in err
 
 
+def test_a_plugin_given_to_the_command_is_not_a_changed_config(tmp_path, capsys):
+    """``--plugin`` is added to every config read: config.yaml read back then listed it, and
+    analyze (like --resume) called the untouched file changed."""
+    run = make_run(tmp_path, "run")
+    plugin = tmp_path / "unused_plugin.py"
+    plugin.write_text("X = 1\n")
+    capsys.readouterr()
+    code, _, err = analyze_cli(capsys, run, "--plugin", plugin, "--samples", "20")
+    assert code == 0, err
+    prepare_resume(run, device=None).release()  # and the resume's check agrees
+    from gossipfl import plugins
+
+    with plugins.session([str(plugin)]):
+        prepare_resume(run).release()
+
+
 def test_analysis_columns_without_analysis(tmp_path):
     assert analysis_columns(tmp_path) == {}
 

@@ -28,10 +28,17 @@ def check_config_unchanged(state: dict, config: Config, path: Path, key: str) ->
     config.yaml) that is not the one the checkpoint ``state`` was written with
     (:func:`same_config`, the keys of :func:`comparable_config`): what is computed from the
     checkpoint with it would belong to no run. Shared by ``--resume`` and ``gossipfl
-    analyze``."""
-    if not same_config(state["config"], comparable_config(config)):
+    analyze``. The plugins loaded are not compared: a ``--plugin`` of the command is added to
+    every config read, and the pieces the config names (compared) are what compute; their
+    files' contents are ``inputs.json``'s to check."""
+    if not same_config(_loaded_elsewhere(state["config"]),
+                       _loaded_elsewhere(comparable_config(config))):
         raise GossipflError(f"{key}: '{path}' was changed after the checkpoint was written; "
                             f"restore it or start a new run.")
+
+
+def _loaded_elsewhere(config: dict) -> dict:
+    return {key: value for key, value in config.items() if key != "plugins"}
 
 
 def same_config(stored: dict, current: dict) -> bool:
