@@ -55,6 +55,16 @@ def test_a_home_folder_in_a_study_out_is_expanded(tmp_path, home):
     assert not (tmp_path / "~").exists()
 
 
+def test_a_study_folder_given_as_out_with_a_home_folder_is_refused(tmp_path, home):
+    """``out='~/studies/s'`` (a study folder) was not recognized and a nested s/s made."""
+    import gossipfl
+
+    gossipfl.sweep({"name": "s", "base": SMALL}, out=str(home / "studies"), quiet=True)
+    with pytest.raises(GossipflError, match=r"^--out: '.*studies/s' is a study folder"):
+        gossipfl.sweep({"name": "s", "base": SMALL}, out="~/studies/s", quiet=True)
+    assert not (home / "studies" / "s" / "s").exists()
+
+
 @pytest.mark.parametrize(("argv", "match"), [
     (["--set", "output.dir=~nosuchuser9/x"], ("error: output.dir: '~nosuchuser9/x' starts "
                                                "with the home folder of a user this machine "

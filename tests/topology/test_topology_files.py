@@ -40,8 +40,8 @@ FILES = {  # name: (write it, mixing, what the sentence says after the file's na
                     "metropolis_hastings", "'rows' in .* holds complex numbers"),
     "two_d.npz": (lambda f: np.savez(f, rows=np.zeros((2, 2)), cols=np.zeros((2, 2))),
                   "metropolis_hastings", r"'rows' in .* must be a 1-D array, got shape \(2, 2\)"),
-    "weights_2d.npz": (lambda f: np.savez(f, rows=ROWS, cols=COLS, weights=np.ones((8, 1))),
-                       "custom", r"'weights' in .* must be a 1-D array, got shape \(8, 1\)"),
+    "weights_2d.npz": (lambda f: np.savez(f, rows=ROWS, cols=COLS, weights=np.ones((8, 2))),
+                       "custom", r"'weights' in .* must be a 1-D array, got shape \(8, 2\)"),
     "lengths.npz": (lambda f: np.savez(f, rows=ROWS, cols=COLS[:5]), "metropolis_hastings",
                     r"rows and cols of .* differ in length \(rows 8, cols 5\)"),
     "cols4.csv": (lambda f: f.write_text("i,j\n0,1,2,3\n"), "metropolis_hastings",
@@ -66,11 +66,12 @@ def test_a_bad_topology_file_is_one_sentence_naming_it(tmp_path, capsys, name):
 def test_the_same_topology_files_written_well_are_read(tmp_path):
     np.save(tmp_path / "ring.npy", RING)
     np.savez(tmp_path / "ring.npz", rows=ROWS, cols=COLS)
+    np.savez(tmp_path / "columns.npz", rows=ROWS[:, None], cols=COLS[None, :])  # [E, 1], [1, E]
     (tmp_path / "ring.csv").write_text("i,j\n" + "".join(f"{a},{b}\n" for a, b in
                                                           zip(ROWS, COLS)))
     np.testing.assert_array_equal(load_matrix(tmp_path / "ring.npy"), RING)
     W = build_topology("custom", 4, mixing="custom", path=str(tmp_path / "ring.npy"))
-    for edges in ("ring.npz", "ring.csv"):
+    for edges in ("ring.npz", "columns.npz", "ring.csv"):
         A = build_topology("custom", 4, path=str(tmp_path / edges)).matrix(0)
         np.testing.assert_allclose(A, W.matrix(0))
 

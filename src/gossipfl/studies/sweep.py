@@ -589,7 +589,7 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     if study.analysis is not None:
         check_analysis_fits(study.analysis, chosen)
     if out is not None:
-        check_parent(Path(out))
+        check_parent(user_path(out, "--out"))
     path = study_path(study, out)
     check_writable(path, "study.out" if out is None else "--out")
     check_same_study(study, path)

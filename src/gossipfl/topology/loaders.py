@@ -176,7 +176,8 @@ def load_edges(path: str | Path, m: int, key: str = "topology.path"
 def _npz_edges(file: Path, path: str | Path, key: str
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``rows``, ``cols`` and ``weights`` (None when absent) of an edge-list .npz as float64,
-    each checked to be a 1-D array of real numbers, all of one length."""
+    each checked to be a 1-D array of real numbers (a column ``[E, 1]`` read as one), all of
+    one length."""
     if not zipfile.is_zipfile(file):
         raise GossipflError(f"{key}: could not read an edge list from '{path}' (it is not a "
                             ".npz file: not a whole zip archive).")
@@ -189,6 +190,8 @@ def _npz_edges(file: Path, path: str | Path, key: str
         names = [name for name in ("rows", "cols", "weights") if name in data.files]
         arrays = {name: np.asarray(data[name]) for name in names}
     for name, array in arrays.items():
+        if array.ndim > 1 and sum(n > 1 for n in array.shape) <= 1:  # a column: [E, 1]
+            arrays[name] = array = array.reshape(-1)
         if array.ndim != 1:
             raise GossipflError(f"{key}: '{name}' in '{path}' must be a 1-D array, got shape "
                                 f"{array.shape}.")
