@@ -308,7 +308,7 @@ def _report_failure(outcome: Any, resume: str) -> int:
         _err(f"error: {error}; {_after_write_error(error, resume if kept else None)}")
         return error.exit_status
     so_far = f" (results so far in {outcome.run_dir.path})" if kept else ""
-    at = raised_in_plugin(error)
+    at = None if isinstance(error, GossipflError) else raised_in_plugin(error)
     if at is not None:  # the researcher's plugin failed while training: its place, one line
         done = outcome.summary.get("rounds_done") or 0
         _err(f"error: a plugin failed in round {done + 1}{at}: {describe(error)}{so_far}.")
