@@ -435,13 +435,17 @@ def test_from_tensors_refuses_what_cannot_be_trained_on(args, kwargs, match):
         from_tensors(*args, **kwargs)
 
 
-def test_a_sum_that_overflows_still_finds_every_value_finite():
+@pytest.mark.parametrize(("dtype", "large"), [(torch.float32, 3e38), (torch.float16, 6e4),
+                                              (torch.bfloat16, 3e38)])
+def test_a_sum_that_overflows_still_finds_every_value_finite(dtype, large):
     from gossipfl.data.datasets import _first_not_finite
 
-    big = torch.full((9000, 2), 3e38)
+    big = torch.full((9000, 2), large, dtype=dtype)
     assert not torch.isfinite(big.sum()) and _first_not_finite(big) is None
     big[8500, 1] = float("-inf")
     assert _first_not_finite(big) == 8500
+    big[8500, 1], big[12, 0] = large, float("nan")
+    assert _first_not_finite(big) == 12
 
 
 def test_mse_on_class_labels_is_refused(tmp_path, capsys):

@@ -251,8 +251,12 @@ def _first_not_finite(values: torch.Tensor, rows: int = 4096) -> int | None:
     """The first sample of ``values`` holding a NaN or an infinity (None: none, or not
     floats). Their sum screens them (a NaN or an infinity makes it one; a finite sum means
     none; an order of magnitude faster than ``isfinite`` over every value), then the samples
-    are searched ``rows`` at a time (a sum that overflowed finds none)."""
-    if not values.is_floating_point() or bool(torch.isfinite(values.sum())):
+    are searched ``rows`` at a time (a sum that overflowed finds none). Half-precision
+    values are summed in float32, which their range cannot overflow in practice."""
+    if not values.is_floating_point():
+        return None
+    wide = torch.float32 if values.element_size() < 4 else None
+    if bool(torch.isfinite(values.sum(dtype=wide))):
         return None
     for start in range(0, len(values), rows):
         finite = torch.isfinite(values[start:start + rows].reshape(
