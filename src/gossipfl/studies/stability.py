@@ -300,7 +300,7 @@ def stability(source: Config | dict | str | Path, *, overrides: Sequence[str] = 
         pairs = [(label, load_config(c, [f"device={device}"])) for label, c in pairs]
     for label, config in pairs:
         check_config(config, client, f" (in '{label}')" if len(pairs) > 1 else "")
-    path = user_path(out, "out") if out is not None else default_out
+    path = user_path(out, "--out") if out is not None else default_out
     check_writable(path, "--out")
     done = []
     for i, (label, config) in enumerate(pairs, 1):

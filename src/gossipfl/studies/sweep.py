@@ -569,7 +569,7 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     not with ``jobs`` > 1); ``quiet`` False: with ``jobs`` > 1, a bar over the runs on stderr
     (:class:`gossipfl.output.progress.StudyBar`; ``progress`` makes each run's own bar otherwise)."""
     if out is not None:
-        check_path(out, "out")
+        out = user_path(check_path(out, "out"), "--out")
     for key, function in (("progress", progress), ("log", log), ("warn", warn)):
         check_callable(function, key)
     log = log or _silent
@@ -589,7 +589,7 @@ def run_study(study: Study, *, out: str | Path | None = None, device: str | None
     if study.analysis is not None:
         check_analysis_fits(study.analysis, chosen)
     if out is not None:
-        check_parent(user_path(out, "--out"))
+        check_parent(out)
     path = study_path(study, out)
     check_writable(path, "study.out" if out is None else "--out")
     check_same_study(study, path)

@@ -25,7 +25,7 @@ def load_matrix(path: str | Path, key: str = "topology.path") -> np.ndarray:
     """A float64 matrix from a .npy, .csv (comma-separated) or .txt (whitespace) file; a
     file that cannot be read (empty, cut short, not a .npy) or a .npy that does not hold real
     numbers (complex, text, a structured array) is one sentence naming ``key`` and the file."""
-    file = user_path(path, "topology.path")
+    file = user_path(path, key)
     suffix = file.suffix.lower()
     if suffix not in (".npy", ".csv", ".txt"):
         raise GossipflError(f"{key}: unsupported file type '{suffix or path}'; "
@@ -145,7 +145,7 @@ def load_edges(path: str | Path, m: int, key: str = "topology.path"
     it lists at least one edge; the arrays are 1-D, of equal length and real numbers; every
     index is a client 0..M−1 (the bad line or entry named).
     """
-    file = user_path(path, "topology.path")
+    file = user_path(path, key)
     if not file.is_file():
         raise GossipflError(f"{key}: no such file '{path}'.")
     with _reading(path, key, "an edge list"):
